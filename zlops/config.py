@@ -1,0 +1,289 @@
+"""The zlops configuration: one typed settings object, validated at the edge.
+
+A YAML file is loaded with :func:`load_config`; every error names the file, the key path and
+what is expected, e.g. ``zlops.yaml: suites.demo-ops.rounds: expected an integer >= 1, got 'five'``.
+Secrets (the Slack token) never live here: they come from the environment or an Airflow connection.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from zlops.errors import ConfigError
+from zlops.model import Thresholds
+
+#: Placeholders a suite's ``command`` may use; each is filled by the runner per shard.
+COMMAND_PLACEHOLDERS = {
+    "results": "absolute path of the results file the harness must write",
+    "device": "the device index this shard runs on",
+    "devices": "comma-separated device indices of the shard (same as device for one device)",
+    "rounds": "the suite's rounds",
+    "worktree": "absolute path of the commit's git worktree",
+    "artifacts": "absolute path of the shard's artifact folder",
+}
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?LW#]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PoolConfig(_Strict):
+    """A device pool: a backend and the device indices zlops may use on this host."""
+
+    backend: str = Field(description="device backend: cpu, cuda, musa, ascend, rocm (or an alias)")
+    devices: list[int] = Field(min_length=1, description="device indices; one benchmark process each")
+    host: str | None = Field(default=None, description="host (Celery queue) the pool lives on")
+
+    @field_validator("devices")
+    @classmethod
+    def _unique_nonneg(cls, v: list[int]) -> list[int]:
+        if any(d < 0 for d in v):
+            raise ValueError("device indices must be >= 0")
+        if len(set(v)) != len(v):
+            raise ValueError(f"device indices must be unique, got {v}")
+        return v
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        from zlops.backends import resolve_backend_name
+
+        return resolve_backend_name(v)
+
+
+class SuiteConfig(_Strict):
+    """One benchmark suite: where its code lives, how to install and run it, where it runs."""
+
+    repo: str = Field(description="local path or git URL of the upstream repository")
+    branch: str = Field(default="main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+    install: list[list[str]] = Field(default_factory=list,
+                                     description="argv lists run inside the suite's venv, in the worktree")
+    command: list[str] = Field(min_length=1, description="argv of the benchmark; placeholders {results} ...")
+    format: str = Field(description="results format: zlops-json, pytest-benchmark, ...")
+    pools: list[str] = Field(min_length=1)
+    rounds: int = Field(default=5, ge=1, le=100000)
+    timeout_s: float = Field(default=1800, gt=0)
+    schedule: str | None = Field(default="0 2 * * *")
+    system_site_packages: bool = False
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment for install and run")
+    dependency_files: list[str] = Field(
+        default_factory=lambda: ["pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt"],
+        description="globs (relative to the repo root) whose content keys the environment cache",
+    )
+    results_name: str = Field(default="results.json", pattern=r"^[A-Za-z0-9_.-]{1,100}$")
+
+    @field_validator("install")
+    @classmethod
+    def _argv_lists(cls, v: list[list[str]]) -> list[list[str]]:
+        for i, argv in enumerate(v):
+            if not argv or not argv[0].strip():
+                raise ValueError(f"install[{i}] must be a non-empty argv list like [\"pip\", \"install\", \".\"]")
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _placeholders(cls, v: list[str]) -> list[str]:
+        for arg in v:
+            for _, name, spec, conv in string.Formatter().parse(arg):
+                if name is None:
+                    continue
+                if name not in COMMAND_PLACEHOLDERS:
+                    raise ValueError(
+                        f"unknown placeholder {{{name}}} in {arg!r}; "
+                        f"known: {', '.join('{' + k + '}' for k in COMMAND_PLACEHOLDERS)}")
+                if spec or conv:
+                    raise ValueError(f"placeholder {{{name}}} takes no format spec or conversion in {arg!r}")
+        return v
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, v: str) -> str:
+        from zlops.formats import format_names
+
+        if v not in format_names():
+            raise ValueError(f"unknown results format {v!r}; known: {', '.join(format_names())}")
+        return v
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is None or v.startswith("@"):
+            return v
+        fields = v.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+            raise ValueError(f"expected a 5-field cron expression like '0 2 * * *' or @daily, got {v!r}")
+        return v
+
+
+class SlackConfig(_Strict):
+    channel: str = "#perf-nightly"
+    token_env: str = Field(default="SLACK_BOT_TOKEN",
+                           description="environment variable that holds the bot token (CLI use)")
+    conn_id: str = Field(default="slack_api_default", description="Airflow connection id (DAG use)")
+    base_url: str | None = Field(default=None, description="Slack Web API base URL (tests, proxies)")
+
+
+class ThresholdsConfig(_Strict):
+    potential_pct: float = Field(default=2.0, gt=0, le=100)
+    regression_pct: float = Field(default=5.0, gt=0, le=1000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ThresholdsConfig:
+        if self.regression_pct < self.potential_pct:
+            raise ValueError(
+                f"regression_pct ({self.regression_pct}) must be >= potential_pct ({self.potential_pct})")
+        return self
+
+    def to_thresholds(self) -> Thresholds:
+        return Thresholds(self.potential_pct, self.regression_pct)
+
+
+class Config(_Strict):
+    """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
+
+    home: Path = Field(default=Path("~/.zlops"))
+    database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
+    pools: dict[str, PoolConfig]
+    suites: dict[str, SuiteConfig]
+    thresholds: ThresholdsConfig = Field(default_factory=ThresholdsConfig)
+    slack: SlackConfig | None = None
+    judge: Literal["simple"] = "simple"
+    env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
+    device_wait_s: float = Field(default=600, ge=0,
+                                 description="how long a shard waits for a device another benchmark holds")
+    baseline_depth: int = Field(default=2000, ge=1,
+                                description="how many ancestor commits are searched for a baseline")
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _expand_home(cls, v: Any) -> Any:
+        if isinstance(v, (str, Path)):
+            return Path(os.path.expandvars(os.path.expanduser(str(v)))).absolute()
+        return v
+
+    @field_validator("pools", "suites")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"name {name!r} must match {NAME_PATTERN} (letters, digits, . _ -)")
+        if not v:
+            raise ValueError("at least one entry is required")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_refs(self) -> Config:
+        for sname, suite in self.suites.items():
+            for p in suite.pools:
+                if p not in self.pools:
+                    raise ValueError(
+                        f"suites.{sname}.pools: pool {p!r} is not defined under pools "
+                        f"(defined: {', '.join(sorted(self.pools))})")
+        return self
+
+    # --- derived paths -------------------------------------------------------------------------
+    @property
+    def database_url(self) -> str:
+        if self.database is None:
+            return f"sqlite:///{self.home / 'zlops.db'}"
+        url = os.path.expandvars(self.database)
+        if url.startswith("sqlite:///~"):
+            url = "sqlite:///" + os.path.expanduser(url[len("sqlite:///"):])
+        return url
+
+    @property
+    def mirrors_dir(self) -> Path:
+        return self.home / "mirrors"
+
+    @property
+    def worktrees_dir(self) -> Path:
+        return self.home / "worktrees"
+
+    @property
+    def envs_dir(self) -> Path:
+        return self.home / "envs"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.home / "artifacts"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.home / "locks"
+
+    def suite(self, name: str) -> SuiteConfig:
+        try:
+            return self.suites[name]
+        except KeyError:
+            raise ConfigError(f"unknown suite {name!r}; configured suites: {', '.join(sorted(self.suites))}") from None
+
+    def thresholds_value(self) -> Thresholds:
+        return self.thresholds.to_thresholds()
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def _format_errors(source: str, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = _loc(tuple(p for p in err["loc"] if p not in ("function-after", "function-before")))
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see docs/config.md for the keys)"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        got = err.get("input")
+        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, (dict, list)) \
+            else f", got {got!r}"
+        lines.append(f"{source}: {loc}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, *, source: str = "<config>") -> Config:
+    """Validate an already-loaded mapping; errors name ``source`` and the key path."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(source, exc)) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Load and validate a YAML config file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: config file not found (pass --config PATH or set ZLOPS_CONFIG)") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config file: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return parse_config(data, source=str(p))
+
+
+def config_from_env(default: str | None = None) -> Config:
+    """Load the config named by ``ZLOPS_CONFIG`` (how DAG files and workers find it)."""
+    path = os.environ.get("ZLOPS_CONFIG", default)
+    if not path:
+        raise ConfigError("ZLOPS_CONFIG is not set: point it at your zlops.yaml")
+    return load_config(path)

@@ -1,0 +1,77 @@
+"""The zlops error hierarchy: narrow, typed errors whose messages say what to fix."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ZlopsError(Exception):
+    """Base class of every error zlops raises on purpose."""
+
+
+class ConfigError(ZlopsError):
+    """The configuration file (or a trigger param) is invalid; the message names file and key path."""
+
+
+class BackendUnavailable(ZlopsError):
+    """A device backend was named that does not exist, or its tools are missing on this host."""
+
+
+class GitError(ZlopsError):
+    """A git operation failed: unreachable upstream, unknown ref, worktree trouble."""
+
+
+class EnvBuildError(ZlopsError):
+    """Building the per-worktree Python environment failed."""
+
+
+class ParseError(ZlopsError):
+    """A results file is malformed; the message names the file and, where known, the line."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(f"{where}{message}")
+        self.path = path
+        self.line = line
+
+
+class StoreError(ZlopsError):
+    """The result store refused an operation (schema missing, conflicting write)."""
+
+
+class CaliberMismatch(ZlopsError):
+    """Two runs measured different things; comparing them would publish an artifact."""
+
+
+class DeviceBusy(ZlopsError):
+    """A device is held by another benchmark process and did not become free in time."""
+
+
+class ProcessError(ZlopsError):
+    """An external program failed. Keeps argv, exit code and the tails of stdout/stderr."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: Sequence[str],
+        returncode: int | None,
+        stdout_tail: str = "",
+        stderr_tail: str = "",
+        timed_out: bool = False,
+    ) -> None:
+        detail = [message, f"argv: {list(argv)!r}", f"exit code: {returncode}"]
+        if timed_out:
+            detail.append("timed out (the whole process group was killed)")
+        if stdout_tail.strip():
+            detail.append("stdout tail:\n" + stdout_tail.rstrip())
+        if stderr_tail.strip():
+            detail.append("stderr tail:\n" + stderr_tail.rstrip())
+        super().__init__("\n".join(detail))
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stdout_tail = stdout_tail
+        self.stderr_tail = stderr_tail
+        self.timed_out = timed_out

@@ -1,0 +1,51 @@
+"""Results-format adapters: pure parse functions in a registry keyed by format name.
+
+Each adapter is ``parse(text: str, *, source: str) -> list[CaseResult]``: no I/O, no device,
+tested on recorded real output. :func:`parse_results` reads the file and calls the adapter.
+Anchor: conbench ``benchadapt`` adapters (run, then a pure ``_transform_results``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from zlops.errors import ParseError
+from zlops.model import CaseResult
+
+Parser = Callable[..., list[CaseResult]]
+
+#: format name -> module implementing ``parse(text, *, source)``; imported on first use.
+_MODULES: dict[str, str] = {
+    "zlops-json": "zlops.formats.zlops_json",
+    "pytest-benchmark": "zlops.formats.pytest_benchmark",
+}
+
+
+def format_names() -> list[str]:
+    return sorted(_MODULES)
+
+
+def get_parser(fmt: str) -> Parser:
+    try:
+        module = _MODULES[fmt]
+    except KeyError:
+        raise ParseError(f"unknown results format {fmt!r}; known: {', '.join(format_names())}") from None
+    parser: Parser = importlib.import_module(module).parse
+    return parser
+
+
+def parse_text(fmt: str, text: str, *, source: str = "<text>") -> list[CaseResult]:
+    return get_parser(fmt)(text, source=source)
+
+
+def parse_results(fmt: str, path: Path) -> list[CaseResult]:
+    """Parse a results file; a missing, unreadable or malformed file raises ParseError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ParseError("results file was not written by the benchmark", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ParseError(f"cannot read results file: {exc}", path=str(path)) from None
+    return parse_text(fmt, text, source=str(path))

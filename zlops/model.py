@@ -1,0 +1,255 @@
+"""Typed domain values that flow between the pipeline's stages.
+
+Every stage of config -> plan -> fetch/env -> run -> parse -> store -> compare -> report takes and
+returns these plain frozen values, so any stage can be run, tested and re-run alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+
+def _require(cond: bool, cls: str, fieldname: str, expected: str, got: object) -> None:
+    if not cond:
+        raise ValueError(f"{cls}.{fieldname}: expected {expected}, got {got!r}")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One measured series point from one shard: a case, a metric and its raw samples.
+
+    ``case`` is the case key (operator, dtype, shape detail ...) as the harness names it;
+    ``samples`` are the raw per-round values in ``unit`` (never pre-aggregated when the harness
+    has rounds); ``lower_is_better`` comes from the metric registry (:mod:`zlops.metrics`).
+    """
+
+    case: str
+    metric: str
+    unit: str
+    lower_is_better: bool
+    samples: tuple[float, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.case, str) and self.case.strip() != "", "CaseResult", "case",
+                 "a non-empty string", self.case)
+        _require(isinstance(self.metric, str) and self.metric != "", "CaseResult", "metric",
+                 "a non-empty string", self.metric)
+        _require(isinstance(self.unit, str), "CaseResult", "unit", "a string", self.unit)
+        _require(len(self.samples) > 0, "CaseResult", "samples", "at least one sample", self.samples)
+        for v in self.samples:
+            _require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                     "CaseResult", "samples", "finite numbers", v)
+        object.__setattr__(self, "samples", tuple(float(v) for v in self.samples))
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.samples))
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.case, self.metric)
+
+
+class ShardStatus(str, Enum):
+    """How one (run, pool, device) benchmark process ended."""
+
+    OK = "ok"
+    FAILED = "failed"        # non-zero exit, or its results could not be parsed
+    TIMEOUT = "timeout"      # killed at the suite's timeout_s (whole process group)
+    SKIPPED = "skipped"      # never started: device busy past the wait, or backend unavailable
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    """The record of one benchmark process on one device."""
+
+    pool: str
+    device: int
+    backend: str
+    status: ShardStatus
+    artifact_dir: Path
+    exit_code: int | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    error: str | None = None
+    results_file: Path | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+
+class Verdict(str, Enum):
+    """The judgement of one series against its baseline (issue 2's classes; issue 5 refines)."""
+
+    IMPROVED = "improved"            # better by more than potential_pct
+    UNCHANGED = "unchanged"          # within +-potential_pct
+    POTENTIAL = "potential"          # worse by more than potential_pct: flag for review
+    REGRESSION = "regression"        # worse by more than regression_pct: highlighted
+    NEW = "new"                      # no baseline yet for this series
+    MISSING = "missing"              # the baseline has it, tonight produced nothing
+
+    @property
+    def flagged(self) -> bool:
+        return self in (Verdict.POTENTIAL, Verdict.REGRESSION)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Percent thresholds of the judge: worse than ``potential_pct`` is flagged, ``regression_pct`` highlighted."""
+
+    potential_pct: float = 2.0
+    regression_pct: float = 5.0
+
+    def __post_init__(self) -> None:
+        _require(self.potential_pct > 0, "Thresholds", "potential_pct", "a positive number",
+                 self.potential_pct)
+        _require(self.regression_pct >= self.potential_pct, "Thresholds", "regression_pct",
+                 f"a number >= potential_pct ({self.potential_pct})", self.regression_pct)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the judge decided for one series, with the figures it decided on."""
+
+    verdict: Verdict
+    change_pct: float | None          # (head - base) / base * 100, raw direction of the value
+    worse_pct: float | None           # change expressed so that positive is always worse
+    threshold_pct: float | None       # the threshold that was applied
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BaselinePoint:
+    """The baseline of one series: where it came from and its samples."""
+
+    run_key: str
+    sha: str
+    unit: str
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.samples))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row of tonight's compare table: a series, its baseline, tonight's value and the judgement."""
+
+    suite: str
+    pool: str
+    case: str
+    metric: str
+    unit: str
+    lower_is_better: bool
+    base: BaselinePoint | None
+    head_samples: tuple[float, ...] | None
+    judgement: Judgement
+
+    @property
+    def base_value(self) -> float | None:
+        return None if self.base is None else self.base.median
+
+    @property
+    def head_value(self) -> float | None:
+        return None if not self.head_samples else float(statistics.median(self.head_samples))
+
+    @property
+    def delta(self) -> float | None:
+        if self.base_value is None or self.head_value is None:
+            return None
+        return self.head_value - self.base_value
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.judgement.verdict
+
+
+@dataclass(frozen=True)
+class CompareSummary:
+    """All comparisons of one run and the one-line overall count."""
+
+    run_key: str
+    suite: str
+    sha: str
+    comparisons: tuple[Comparison, ...]
+
+    def count(self, *verdicts: Verdict) -> int:
+        return sum(1 for c in self.comparisons if c.verdict in verdicts)
+
+    @property
+    def judged(self) -> int:
+        """Cases that had both a baseline and a value tonight."""
+        return sum(1 for c in self.comparisons if c.verdict not in (Verdict.NEW, Verdict.MISSING))
+
+    def overall_line(self) -> str:
+        improved = self.count(Verdict.IMPROVED)
+        regressed = self.count(Verdict.POTENTIAL, Verdict.REGRESSION)
+        return f"Overall: {improved} of {self.judged} cases improved, {regressed} regressed"
+
+
+def median_of(values: Sequence[float]) -> float:
+    """Median of a non-empty sequence (one place, so every stage agrees on it)."""
+    if not values:
+        raise ValueError("median_of: empty sequence")
+    return float(statistics.median(values))
+
+
+class RunStatus(str, Enum):
+    RUNNING = "running"
+    DONE = "done"            # every step ran; individual shards may still have failed
+    FAILED = "failed"        # the run could not complete (fetch/env failed, or no shard produced data)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of a suite at one commit: a nightly, a PR compare side, or an A/B side.
+
+    ``run_key`` is the idempotency key: an Airflow retry or a re-run step with the same key
+    updates rows instead of adding them.
+    """
+
+    run_key: str
+    kind: str                 # "nightly" | "pr" | "ab"
+    suite: str
+    sha: str
+    branch: str
+    status: RunStatus = RunStatus.RUNNING
+    accepted: bool = False    # promoted: may serve as a baseline
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(bool(re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", self.sha)), "RunRecord", "sha",
+                 "a full lower-case hex commit id", self.sha)
+        _require(self.kind in ("nightly", "pr", "ab"), "RunRecord", "kind", "nightly, pr or ab", self.kind)
+        _require(bool(self.run_key) and len(self.run_key) <= 250, "RunRecord", "run_key",
+                 "a non-empty string of at most 250 characters", self.run_key)
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One accepted point of a series' history, oldest first when in a list (for trend plots)."""
+
+    run_key: str
+    sha: str
+    when: datetime
+    unit: str
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.samples))

@@ -1,0 +1,215 @@
+"""The one subprocess gateway: every external program zlops runs goes through :func:`run`.
+
+- argv lists only, never a shell string (untrusted text can never become shell syntax);
+- the child gets its own process group, and a timeout (or an interrupt) kills the whole group,
+  so a benchmark that forks workers cannot outlive its shard;
+- the environment is built from an allowlist (:func:`build_env`) plus what the caller adds, so
+  secrets of the parent (Slack tokens, Airflow connections) and stale device-visibility variables
+  never leak into a benchmark;
+- a failure raises :class:`~zlops.errors.ProcessError` with argv, exit code and output tails.
+
+Anchors: asv ``util.check_output``; pyperf ``_utils.create_environ``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from zlops.errors import ProcessError
+
+log = logging.getLogger(__name__)
+
+#: Variables passed through from the parent environment (glob patterns). Everything else is dropped.
+ENV_ALLOWLIST: tuple[str, ...] = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR", "TERM",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "PIP_*", "UV_*", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+    "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CC", "CXX", "CMAKE_*",
+    "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "ROCM_PATH", "HIP_PATH", "MUSA_HOME", "MUSA_PATH",
+    "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH", "TOOLCHAIN_HOME",
+    "GIT_SSH", "GIT_SSH_COMMAND", "SSH_AUTH_SOCK",
+)
+
+#: Never passed through even when a pattern above would match (device pinning is the backend's job).
+ENV_DENYLIST: tuple[str, ...] = (
+    "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES",
+    "MUSA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "*TOKEN*", "*SECRET*",
+    "*PASSWORD*", "AIRFLOW_CONN_*",
+)
+
+TAIL_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The outcome of one external program."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def build_env(
+    extra: Mapping[str, str] | None = None,
+    *,
+    base: Mapping[str, str] | None = None,
+    venv: Path | None = None,
+) -> dict[str, str]:
+    """The environment of a child process: allowlisted parent variables plus ``extra``.
+
+    ``venv`` puts that virtual environment first on PATH and sets VIRTUAL_ENV, the way
+    ``source .venv/bin/activate`` would, without a shell.
+    """
+    parent = os.environ if base is None else base
+    env = {k: v for k, v in parent.items() if _matches(k, ENV_ALLOWLIST) and not _matches(k, ENV_DENYLIST)}
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if venv is not None:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+        env.pop("PYTHONHOME", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """SIGTERM the child's process group, then SIGKILL what is left after ``grace_s``."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # the leader is gone; make sure no member of its group survives it
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return
+
+
+def _tail(text: str, n: int = TAIL_CHARS) -> str:
+    return text[-n:]
+
+
+def _read_tail(path: Path, n: int = TAIL_CHARS) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - n))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    log_path: Path | None = None,
+    check: bool = True,
+    input_text: str | None = None,
+    what: str | None = None,
+) -> Completed:
+    """Run ``argv`` and wait for it.
+
+    With ``log_path`` stdout and stderr both go (appended) to that file, as ``2>&1 | tee`` would,
+    and the returned ``stdout`` is the file's tail; otherwise both are captured.
+    ``check`` raises :class:`ProcessError` on a non-zero exit or a timeout.
+    """
+    args = [os.fspath(a) for a in argv]
+    if not args:
+        raise ValueError("run: empty argv")
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("run: argv must be a list of arguments, never a shell string")
+    child_env = dict(env) if env is not None else build_env()
+    label = what or args[0]
+    log.debug("run %s (cwd=%s)", args, cwd)
+    start = time.monotonic()
+    logfh = None
+    try:
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            logfh = log_path.open("ab")
+            stdout_target: int | object = logfh
+            stderr_target: int | object = subprocess.STDOUT
+        else:
+            stdout_target = subprocess.PIPE
+            stderr_target = subprocess.PIPE
+        try:
+            proc = subprocess.Popen(
+                args, cwd=cwd, env=child_env, stdout=stdout_target, stderr=stderr_target,  # type: ignore[arg-type]
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise ProcessError(f"{label}: program not found: {args[0]}", argv=args, returncode=None,
+                               stderr_tail=str(exc)) from None
+        except PermissionError as exc:
+            raise ProcessError(f"{label}: not executable: {args[0]}", argv=args, returncode=None,
+                               stderr_tail=str(exc)) from None
+        timed_out = False
+        try:
+            out_b, err_b = proc.communicate(
+                input=input_text.encode() if input_text is not None else None, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            out_b, err_b = proc.communicate()
+        except BaseException:
+            _kill_group(proc, grace_s=2.0)
+            raise
+        else:
+            # the leader exited; reap any stragglers it left in its group (forked workers)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    finally:
+        if logfh is not None:
+            logfh.close()
+    duration = time.monotonic() - start
+    if log_path is not None:
+        stdout, stderr = _read_tail(log_path), ""
+    else:
+        stdout = (out_b or b"").decode("utf-8", errors="replace")
+        stderr = (err_b or b"").decode("utf-8", errors="replace")
+    result = Completed(tuple(args), None if timed_out else proc.returncode, stdout, stderr, duration, timed_out)
+    if check and not result.ok:
+        msg = f"{label} timed out after {timeout:g} s" if timed_out else f"{label} failed"
+        raise ProcessError(msg, argv=args, returncode=result.returncode, stdout_tail=_tail(stdout),
+                           stderr_tail=_tail(stderr), timed_out=timed_out)
+    return result
