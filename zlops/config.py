@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from zlops.errors import ConfigError
+from zlops.errors import BackendUnavailable, ConfigError
 from zlops.model import Thresholds
 
 #: Placeholders a suite's ``command`` may use; each is filled by the runner per shard.
@@ -58,7 +58,12 @@ class PoolConfig(_Strict):
     def _known_backend(cls, v: str) -> str:
         from zlops.backends import resolve_backend_name
 
-        return resolve_backend_name(v)
+        # pydantic turns only ValueError into a located error; anything else would escape without
+        # the file and key path
+        try:
+            return resolve_backend_name(v)
+        except BackendUnavailable as exc:
+            raise ValueError(str(exc)) from None
 
 
 class SuiteConfig(_Strict):
@@ -151,7 +156,7 @@ class ThresholdsConfig(_Strict):
 class Config(_Strict):
     """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
-    home: Path = Field(default=Path("~/.zlops"))
+    home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     pools: dict[str, PoolConfig]
     suites: dict[str, SuiteConfig]

@@ -150,11 +150,11 @@ def run(
     and the returned ``stdout`` is the file's tail; otherwise both are captured.
     ``check`` raises :class:`ProcessError` on a non-zero exit or a timeout.
     """
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        raise TypeError("run: argv must be a list of arguments, never a shell string")
     args = [os.fspath(a) for a in argv]
     if not args:
         raise ValueError("run: empty argv")
-    if isinstance(argv, (str, bytes)):
-        raise TypeError("run: argv must be a list of arguments, never a shell string")
     child_env = dict(env) if env is not None else build_env()
     label = what or args[0]
     log.debug("run %s (cwd=%s)", args, cwd)

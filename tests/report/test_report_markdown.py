@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from zlops.model import CompareSummary, RunRecord, ShardOutcome
+from zlops.report import markdown_report
+
+
+def _report(summary: CompareSummary, run: RunRecord, shards: list[ShardOutcome], tmp_path: Path,
+            **kwargs: object) -> str:
+    root = tmp_path / "artifacts"
+    plots = {("npu", "matmul_bf16", "latency"): root / "plots" / "npu matmul_bf16.png"}
+    return markdown_report(summary, run=run, shards=shards, plots=plots, artifacts_root=root, **kwargs)
+
+
+def test_title_and_run_facts(summary: CompareSummary, run: RunRecord, shards: list[ShardOutcome],
+                             tmp_path: Path) -> None:
+    text = _report(summary, run, shards, tmp_path)
+    lines = text.splitlines()
+    assert lines[0] == "# kernels @ `2222222`"
+    for line in ("- Run: `nightly-0302`", "- Kind: nightly", "- Branch: `main`",
+                 "- Baseline: 1111111 -> HEAD: 2222222"):
+        assert line in lines
+
+
+def test_shard_table_has_status_duration_error_and_relative_artifacts(
+        summary: CompareSummary, run: RunRecord, shards: list[ShardOutcome], tmp_path: Path) -> None:
+    lines = _report(summary, run, shards, tmp_path).splitlines()
+    assert "1 of 2 shards ok." in lines
+    assert "| cuda | 1 | cuda | **failed** | 12.5 s | CUDA error: out of memory | `cuda-1` |" in lines
+    assert "| npu | 0 | ascend | ok | 12m 34s |  | `npu-0` |" in lines
+
+
+def test_compare_rows_flagged_ones_bold(summary: CompareSummary, run: RunRecord,
+                                        shards: list[ShardOutcome], tmp_path: Path) -> None:
+    lines = _report(summary, run, shards, tmp_path).splitlines()
+    assert ("| **matmul_bf16** | **latency** | **1240 us** | **1608 us** | **+367.8 us** "
+            "| **+29.66%** | **!! REGRESSION** |") in lines
+    assert "| add_fp32 | latency | 890.3 us | 850 us | -40.3 us | -4.53% | improved |" in lines
+    assert "| conv2d | latency | - | 3.25 ms | - | - | new |" in lines
+    assert "| attention | latency | 7 ms | - | - | - | MISSING |" in lines
+    assert lines.index("### cuda") < lines.index("### npu")
+    assert "**Overall: 1 of 5 cases improved, 2 regressed**" in lines
+
+
+def test_flagged_section_links_plots_relative_to_artifacts_root(
+        summary: CompareSummary, run: RunRecord, shards: list[ShardOutcome], tmp_path: Path) -> None:
+    text = _report(summary, run, shards, tmp_path)
+    flagged = text[text.index("## Flagged"):text.index("## Notes")]
+    assert flagged.index("### !! REGRESSION: npu / matmul_bf16 (latency)") < flagged.index(
+        "### ! potential: cuda / gemm (latency)")
+    assert "[![trend of matmul_bf16](plots/npu%20matmul_bf16.png)](plots/npu%20matmul_bf16.png)" in flagged
+    assert "+29.66%: 1240 us -> 1608 us (baseline `1111111`)." in flagged
+    assert "- cuda / attention (latency): in the baseline, no value tonight" in flagged
+    assert str(tmp_path) not in text
+
+
+def test_notes_state_the_thresholds(summary: CompareSummary, run: RunRecord,
+                                    shards: list[ShardOutcome], tmp_path: Path) -> None:
+    text = _report(summary, run, shards, tmp_path, thresholds=(3.0, 7.5))
+    assert "worse than the baseline by more than 3%" in text
+    assert "worse by more than 7.5%." in text
+
+
+def test_absolute_paths_without_root_and_pipes_escaped(
+        summary: CompareSummary, run: RunRecord, shards: list[ShardOutcome]) -> None:
+    odd = dataclasses.replace(shards[1], error="bad | thing")
+    text = markdown_report(summary, run=run, shards=[shards[0], odd])
+    assert f"`{shards[0].artifact_dir.as_posix()}`" in text
+    assert "bad \\| thing" in text
+    assert "![trend" not in text
+
+
+def test_nothing_flagged(run: RunRecord) -> None:
+    text = markdown_report(CompareSummary("r", "kernels", run.sha, ()), run=run, shards=[])
+    assert "Nothing flagged." in text
+    assert "No comparisons." in text
+    assert "0 of 0 shards ok." in text

@@ -1,0 +1,82 @@
+"""Fixtures of the store tests: every behavioural test runs on SQLite AND on a real PostgreSQL.
+
+PostgreSQL: the server on 127.0.0.1:5432 (trust auth, user ``postgres``); each test gets a fresh
+database ``zlops_test_<hex>`` that is dropped afterwards. An unreachable server fails the postgres
+tests with the reason, unless ``ZLOPS_SKIP_POSTGRES=1`` is set (then they are skipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zlops.model import CaseResult, RunRecord, RunStatus, ShardOutcome, ShardStatus
+from zlops.store import Store
+
+T0 = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database on each backend; the SQLite file's folder does not exist yet."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state' / 'zlops.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """A migrated store on each backend."""
+    s = Store.open(db_url)
+    try:
+        yield s
+    finally:
+        s.dispose()
+
+
+class Make:
+    """Builders of domain values with sensible defaults, so tests state only what matters."""
+
+    @staticmethod
+    def sha(n: int) -> str:
+        return f"{n:040x}"
+
+    @staticmethod
+    def when(days: float) -> datetime:
+        return T0 + timedelta(days=days)
+
+    @staticmethod
+    def run(key: str, *, sha: int = 1, suite: str = "ops", kind: str = "nightly",
+            accepted: bool = False, day: float | None = 0, finished_day: float | None = None,
+            status: RunStatus = RunStatus.RUNNING, meta: dict[str, Any] | None = None) -> RunRecord:
+        return RunRecord(run_key=key, kind=kind, suite=suite, sha=Make.sha(sha), branch="main",
+                         status=status, accepted=accepted,
+                         started_at=None if day is None else Make.when(day),
+                         finished_at=None if finished_day is None else Make.when(finished_day),
+                         meta=meta or {})
+
+    @staticmethod
+    def shard(pool: str = "npu", device: int = 0, status: ShardStatus = ShardStatus.OK,
+              **kw: Any) -> ShardOutcome:
+        fields: dict[str, Any] = {"backend": "cpu", "artifact_dir": Path(f"/tmp/art/{pool}/{device}"),
+                                  "exit_code": 0 if status is ShardStatus.OK else 1,
+                                  "started_at": T0, "ended_at": T0 + timedelta(minutes=5)}
+        fields.update(kw)
+        return ShardOutcome(pool=pool, device=device, status=status, **fields)
+
+    @staticmethod
+    def result(case: str = "add[f32,1024]", metric: str = "latency",
+               samples: Sequence[float] = (1.0, 2.0, 3.0), unit: str = "us",
+               **params: Any) -> CaseResult:
+        return CaseResult(case=case, metric=metric, unit=unit, lower_is_better=True,
+                          samples=tuple(samples), params=params)
+
+
+@pytest.fixture
+def make() -> type[Make]:
+    return Make

@@ -1,0 +1,68 @@
+"""Compare tables: round-trip into model objects, replacement, refusal of bad tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from zlops.errors import StoreError
+from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.store import Store
+
+
+def _cmp(make, case: str, verdict: Verdict, *, pool: str = "npu", base: bool = True,
+         head: tuple[float, ...] | None = (10.5, 10.7), suite: str = "ops") -> Comparison:
+    point = BaselinePoint("n0", make.sha(9), "us", (10.0, 10.1, 9.9)) if base else None
+    judged = verdict not in (Verdict.NEW, Verdict.MISSING)
+    return Comparison(
+        suite=suite, pool=pool, case=case, metric="latency", unit="us", lower_is_better=True,
+        base=point, head_samples=head,
+        judgement=Judgement(verdict=verdict, change_pct=6.0 if judged else None,
+                            worse_pct=6.0 if judged else None,
+                            threshold_pct=5.0 if judged else None,
+                            note=f"{case} note" if judged else ""))
+
+
+def test_comparisons_round_trip(store: Store, make) -> None:
+    store.upsert_run(make.run("n1"))
+    table = [
+        _cmp(make, "z-regressed", Verdict.REGRESSION),
+        _cmp(make, "a-new", Verdict.NEW, base=False),
+        _cmp(make, "m-missing", Verdict.MISSING, head=None),
+        _cmp(make, "z-regressed", Verdict.UNCHANGED, pool="cpu", head=(0.1 + 0.2,)),
+    ]
+    store.save_comparisons("n1", table)
+    got = store.comparisons("n1")
+    assert got == table                       # same values, same order as saved
+    assert got[0].base_value == 10.0 and got[0].head_value == 10.6
+    assert got[1].base is None and got[2].head_samples is None
+    assert got[3].head_samples == (0.30000000000000004,)
+
+
+def test_save_comparisons_replaces_the_table(store: Store, make) -> None:
+    store.upsert_run(make.run("n1"))
+    store.upsert_run(make.run("n2"))
+    store.save_comparisons("n1", [_cmp(make, "a", Verdict.REGRESSION),
+                                  _cmp(make, "b", Verdict.IMPROVED)])
+    store.save_comparisons("n2", [_cmp(make, "a", Verdict.NEW, base=False)])
+    rescored = [_cmp(make, "b", Verdict.POTENTIAL)]
+    store.save_comparisons("n1", rescored)
+    store.save_comparisons("n1", rescored)
+    assert store.comparisons("n1") == rescored
+    assert [c.case for c in store.comparisons("n2")] == ["a"]
+    store.save_comparisons("n1", [])
+    assert store.comparisons("n1") == []
+
+
+def test_bad_tables_are_refused_and_change_nothing(store: Store, make) -> None:
+    store.upsert_run(make.run("n1"))
+    kept = [_cmp(make, "a", Verdict.REGRESSION)]
+    store.save_comparisons("n1", kept)
+    with pytest.raises(StoreError, match="repeated"):
+        store.save_comparisons("n1", [_cmp(make, "b", Verdict.NEW), _cmp(make, "b", Verdict.NEW)])
+    with pytest.raises(StoreError, match="suite"):
+        store.save_comparisons("n1", [_cmp(make, "b", Verdict.NEW, suite="elsewhere")])
+    assert store.comparisons("n1") == kept
+    with pytest.raises(StoreError, match="unknown run"):
+        store.save_comparisons("nope", kept)
+    with pytest.raises(StoreError, match="unknown run"):
+        store.comparisons("nope")

@@ -1,0 +1,97 @@
+"""Series reads: baseline candidates and series history (accepted runs, ok shards, pooled devices)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zlops.model import BaselinePoint, ShardStatus
+from zlops.store import Store
+
+LAT = "latency"
+
+
+def _nightly(store: Store, make, key: str, *, sha: int, day: float, accepted: bool = True,
+             suite: str = "ops", kind: str = "nightly", base: float = 10.0) -> None:
+    """A run with pool npu devices 0 and 1 ok, device 2 failed, and pool cpu device 0 ok."""
+    store.upsert_run(make.run(key, sha=sha, day=day, finished_day=day + 0.1, accepted=accepted,
+                              suite=suite, kind=kind))
+    store.record_shard(key, make.shard("npu", 1), [make.result("add", LAT, (base + 2,)),
+                                                   make.result("mul", LAT, (base + 3,))])
+    store.record_shard(key, make.shard("npu", 0), [make.result("add", LAT, (base, base + 1))])
+    store.record_shard(key, make.shard("npu", 2, ShardStatus.FAILED),
+                       [make.result("add", LAT, (999.0,))])
+    store.record_shard(key, make.shard("cpu", 0), [make.result("add", LAT, (base * 10,), unit="ms")])
+
+
+def test_baseline_candidates(store: Store, make) -> None:
+    _nightly(store, make, "old", sha=1, day=1, base=10)
+    _nightly(store, make, "new", sha=2, day=2, base=20)
+    _nightly(store, make, "unaccepted", sha=3, day=3, accepted=False)
+    _nightly(store, make, "off-history", sha=4, day=4)
+    _nightly(store, make, "other-suite", sha=2, day=5, suite="other")
+    _nightly(store, make, "a-pr", sha=2, day=6, kind="pr")
+    _nightly(store, make, "tonight", sha=2, day=7)
+
+    got = store.baseline_candidates("ops", shas=[make.sha(n) for n in (1, 2, 3, 5)],
+                                    exclude_run_key="tonight")
+    old = make.when(1.1)
+    new = make.when(2.1)
+    assert got == [
+        ("cpu", "add", LAT, BaselinePoint("new", make.sha(2), "ms", (200.0,)), new),
+        ("npu", "add", LAT, BaselinePoint("new", make.sha(2), "us", (20.0, 21.0, 22.0)), new),
+        ("npu", "mul", LAT, BaselinePoint("new", make.sha(2), "us", (23.0,)), new),
+        ("cpu", "add", LAT, BaselinePoint("old", make.sha(1), "ms", (100.0,)), old),
+        ("npu", "add", LAT, BaselinePoint("old", make.sha(1), "us", (10.0, 11.0, 12.0)), old),
+        ("npu", "mul", LAT, BaselinePoint("old", make.sha(1), "us", (13.0,)), old),
+    ]
+    # without the exclusion tonight's accepted run is the newest candidate; kind selects PR runs
+    assert got[0][3].run_key == "new"
+    assert store.baseline_candidates("ops", shas={make.sha(2)})[0][3].run_key == "tonight"
+    assert {c[3].run_key for c in store.baseline_candidates("ops", shas={make.sha(2)},
+                                                            kind="pr")} == {"a-pr"}
+    assert store.baseline_candidates("ops", shas=[]) == []
+
+
+def test_baseline_candidates_with_thousands_of_shas(store: Store, make) -> None:
+    _nightly(store, make, "n1", sha=7, day=1)
+    shas = [make.sha(n) for n in range(1000, 6000)] + [make.sha(7)]
+    got = store.baseline_candidates("ops", shas=shas)
+    assert {c[3].run_key for c in got} == {"n1"}
+    assert len(got) == 3
+
+
+def test_series_history(store: Store, make) -> None:
+    for day in range(5):
+        _nightly(store, make, f"n{day}", sha=day + 1, day=day, base=float(day))
+    _nightly(store, make, "unaccepted", sha=9, day=2.5, accepted=False, base=50)
+    _nightly(store, make, "tonight", sha=10, day=9, accepted=False, base=90)
+
+    got = store.series_history("ops", "npu", "add", LAT, limit=3)
+    assert [(p.run_key, p.samples, p.when) for p in got] == [
+        ("n2", (2.0, 3.0, 4.0), make.when(2)),
+        ("n3", (3.0, 4.0, 5.0), make.when(3)),
+        ("n4", (4.0, 5.0, 6.0), make.when(4)),
+    ]
+    assert got[0].sha == make.sha(3) and got[0].unit == "us" and got[0].median == 3.0
+
+    with_tonight = store.series_history("ops", "npu", "add", LAT, limit=3,
+                                        include_run_key="tonight")
+    assert [p.run_key for p in with_tonight] == ["n3", "n4", "tonight"]
+    assert with_tonight[-1].samples == (90.0, 91.0, 92.0)
+
+    everything = store.series_history("ops", "npu", "add", LAT)
+    assert [p.run_key for p in everything] == ["n0", "n1", "n2", "n3", "n4"]
+    assert [p.samples for p in store.series_history("ops", "cpu", "add", LAT, limit=1)] == [(40.0,)]
+    assert store.series_history("ops", "npu", "nope", LAT) == []
+    assert store.series_history("ops", "npu", "add", LAT, kind="pr") == []
+    with pytest.raises(ValueError, match="limit"):
+        store.series_history("ops", "npu", "add", LAT, limit=0)
+
+
+def test_history_skips_runs_whose_series_only_failed(store: Store, make) -> None:
+    store.upsert_run(make.run("n1", day=1, accepted=True))
+    store.record_shard("n1", make.shard("npu", 0, ShardStatus.FAILED), [make.result("add", LAT)])
+    store.upsert_run(make.run("n2", day=2, accepted=True))
+    store.record_shard("n2", make.shard("npu", 0), [make.result("add", LAT, (4.0,))])
+    assert [p.run_key for p in store.series_history("ops", "npu", "add", LAT, limit=1)] == ["n2"]
+    assert [c[3].run_key for c in store.baseline_candidates("ops", shas=[make.sha(1)])] == ["n2"]

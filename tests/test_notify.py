@@ -1,0 +1,259 @@
+"""The Slack summary: a pure payload, then real slack_sdk posts against a fake Web API on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zlops.model import (
+    BaselinePoint,
+    CompareSummary,
+    Comparison,
+    Judgement,
+    RunRecord,
+    RunStatus,
+    ShardOutcome,
+    ShardStatus,
+    Verdict,
+)
+from zlops.notify import (
+    MAX_BLOCKS,
+    MAX_SECTION_CHARS,
+    NotifyResult,
+    client_from_env,
+    post_summary,
+    slack_summary_payload,
+)
+
+TOKEN = "xoxb-test-0123456789-secret"
+SHA = "2222222bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+T0 = datetime(2025, 3, 1, 2, 0, tzinfo=timezone.utc)
+
+
+def _cmp(pool: str, case: str, verdict: Verdict, base: float | None, head: float | None,
+         unit: str = "us") -> Comparison:
+    change = None if base is None or head is None else (head - base) / base * 100
+    return Comparison(
+        suite="kernels", pool=pool, case=case, metric="latency", unit=unit, lower_is_better=True,
+        base=None if base is None else BaselinePoint("n1", "1" * 40, unit, (base,)),
+        head_samples=None if head is None else (head,),
+        judgement=Judgement(verdict, change, change, None),
+    )
+
+
+def _summary(*comparisons: Comparison) -> CompareSummary:
+    return CompareSummary("nightly-0302", "kernels", SHA, comparisons)
+
+
+SUMMARY = _summary(
+    _cmp("npu", "matmul_bf16", Verdict.REGRESSION, 1240.0, 1607.8),
+    _cmp("npu", "add<fp32>", Verdict.IMPROVED, 890.3, 850.0),
+    _cmp("cuda", "gemm", Verdict.POTENTIAL, 12.5, 12.85, unit="ms"),
+    _cmp("cuda", "softmax", Verdict.UNCHANGED, 4.0, 4.01, unit="ms"),
+    _cmp("cuda", "attention", Verdict.MISSING, 7.0, None, unit="ms"),
+    _cmp("cuda", "conv2d", Verdict.NEW, None, 3.25, unit="ms"),
+)
+RUN = RunRecord(run_key="nightly-0302", kind="nightly", suite="kernels", sha=SHA, branch="main",
+                status=RunStatus.DONE)
+SHARDS = [
+    ShardOutcome("npu", 0, "ascend", ShardStatus.OK, Path("a/npu-0"), 0, T0, T0),
+    ShardOutcome("cuda", 1, "cuda", ShardStatus.TIMEOUT, Path("a/cuda-1"), None, T0, T0,
+                 error="killed after 3600 s\nmore"),
+]
+
+
+def _texts(payload: dict[str, Any]) -> list[str]:
+    out = []
+    for b in payload["blocks"]:
+        if "text" in b:
+            out.append(b["text"]["text"])
+        out += [e["text"] for e in b.get("elements", [])]
+    return out
+
+
+def test_payload_shape_and_order() -> None:
+    payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF",
+                                    report_path="https://ci.example/r/nightly-0302/report.md")
+    assert payload["channel"] == "C0PERF"
+    assert payload["text"] == ("kernels @ 2222222: 1 regressions, 1 potential, 1 improved of 4 judged; "
+                               "1 missing; shards 1 ok, 1 failed")
+    assert payload["blocks"][0] == {"type": "header",
+                                    "text": {"type": "plain_text", "text": "kernels nightly @ 2222222"}}
+    texts = _texts(payload)
+    assert texts[1] == "Run `nightly-0302` on `main` · 2 pools (cuda, npu) · shards: 1 ok, 1 failed"
+    assert texts[2].startswith("*Overall: 1 of 4 cases improved, 2 regressed*\n:red_circle: 1 regressions (>5%)")
+    assert texts[3] == ":red_circle: *Regressions* (worse by more than 5%)\n" \
+                       "• `matmul_bf16` (npu, latency): *+29.66%*  1240 us → 1608 us"
+    assert texts[4].endswith("• `gemm` (cuda, latency): *+2.80%*  12.5 ms → 12.85 ms")
+    assert texts[5].endswith("• `add&lt;fp32&gt;` (npu, latency): *-4.53%*  890.3 us → 850 us")
+    assert texts[6] == ":x: *Failed shards*\n• cuda device 1 (cuda): timeout: killed after 3600 s"
+    assert texts[7].endswith("• `attention` (cuda, latency)")
+    assert texts[8] == "Full report: https://ci.example/r/nightly-0302/report.md"
+    json.dumps(payload)  # JSON-able as is
+
+
+def test_long_lists_are_capped_and_counted_never_dropped() -> None:
+    many = _summary(*(_cmp("npu", f"case_{i:03d}_" + "x" * 150, Verdict.REGRESSION, 100.0, 120.0)
+                      for i in range(200)))
+    payload = slack_summary_payload(many, run=RUN, shards=[], channel="C0PERF")
+    assert len(payload["blocks"]) <= MAX_BLOCKS
+    regressions = next(t for t in _texts(payload) if "*Regressions*" in t)
+    assert len(regressions) <= MAX_SECTION_CHARS
+    shown = regressions.count("\n• ")
+    assert 0 < shown < 200
+    assert regressions.endswith(f"... and {200 - shown} more (see the report)")
+
+
+class _FakeSlack(BaseHTTPRequestHandler):
+    """Records each request; answers with the next scripted (status, headers, body), else ok."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        server: Any = self.server
+        server.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        status, headers, answer = (server.script.pop(0) if server.script else
+                                   (200, {}, {"ok": True, "channel": "C0PERF", "ts": "1700000000.000100"}))
+        data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json" if not isinstance(answer, bytes) else "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[Any]:
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _FakeSlack)
+    server.seen, server.script = [], []
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    server.url = f"http://127.0.0.1:{server.server_address[1]}/api/"
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def _client(fake: Any) -> Any:
+    client = client_from_env(base_url=fake.url, environ={"SLACK_BOT_TOKEN": TOKEN})
+    assert client is not None
+    return client
+
+
+def _no_token_anywhere(caplog: pytest.LogCaptureFixture, result: NotifyResult) -> None:
+    assert caplog.records, "expected some log records"
+    for record in caplog.records:
+        assert TOKEN not in record.getMessage()
+    assert TOKEN not in repr(result) and TOKEN not in str(result)
+    if result.path is not None:
+        assert TOKEN not in result.path.read_text()
+
+
+def test_post_sends_the_payload(fake_slack: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
+    result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path / "out")
+
+    assert result == NotifyResult(status="sent", path=tmp_path / "out" / "slack_payload.json",
+                                  ts="1700000000.000100")
+    [request] = fake_slack.seen
+    assert request["path"] == "/api/chat.postMessage"
+    assert request["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    sent = json.loads(request["body"])
+    assert sent == {"channel": "C0PERF", "text": payload["text"], "blocks": payload["blocks"]}
+    record = json.loads(result.path.read_text())
+    assert record["status"] == "sent" and record["ts"] == "1700000000.000100"
+    assert record["payload"] == payload and record["schema_version"] == 1
+    _no_token_anywhere(caplog, result)
+
+
+def test_server_error_fails_without_raising(fake_slack: Any, tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake_slack.script.append((500, {}, b"<html>internal error</html>"))
+    payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
+    result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path)
+
+    assert result.status == "failed" and result.ts is None
+    assert result.error and "SlackApiError" in result.error
+    record = json.loads((tmp_path / "slack_payload.json").read_text())
+    assert record["status"] == "failed" and record["error"] == result.error
+    assert record["payload"] == payload
+    warnings = [r for r in caplog.records if r.name == "zlops.notify" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "C0PERF" in warnings[0].getMessage()
+    _no_token_anywhere(caplog, result)
+
+
+def test_api_error_ok_false_fails(fake_slack: Any, tmp_path: Path) -> None:
+    fake_slack.script.append((200, {}, {"ok": False, "error": "channel_not_found"}))
+    result = post_summary({"channel": "C0NOPE", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path)
+    assert result.status == "failed" and "channel_not_found" in (result.error or "")
+
+
+def test_rate_limit_is_retried_after_retry_after(fake_slack: Any, tmp_path: Path,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake_slack.script.append((429, {"Retry-After": "1"}, {"ok": False, "error": "ratelimited"}))
+    result = post_summary({"channel": "C0PERF", "text": "hello"}, _client(fake_slack), fallback_dir=tmp_path)
+    assert result.status == "sent" and result.ts == "1700000000.000100"
+    assert [r["path"] for r in fake_slack.seen] == ["/api/chat.postMessage"] * 2
+    _no_token_anywhere(caplog, result)
+
+
+def test_unreachable_server_fails_without_raising(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeSlack)
+    port = server.server_address[1]
+    server.server_close()  # nothing listens there any more
+    client = client_from_env(base_url=f"http://127.0.0.1:{port}/api", environ={"SLACK_BOT_TOKEN": TOKEN},
+                             max_retries=1)
+    result = post_summary({"channel": "C0PERF", "text": "x"}, client, fallback_dir=tmp_path)
+    assert result.status == "failed" and "URLError" in (result.error or "")
+    assert (tmp_path / "slack_payload.json").exists()
+    _no_token_anywhere(caplog, result)
+
+
+def test_without_client_the_payload_is_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="zlops.notify")
+    result = post_summary({"channel": "C0PERF", "text": "x"}, None, fallback_dir=tmp_path / "new")
+    assert result == NotifyResult(status="written", path=tmp_path / "new" / "slack_payload.json")
+    assert json.loads(result.path.read_text())["payload"] == {"channel": "C0PERF", "text": "x"}
+    assert str(result.path) in caplog.text
+
+
+def test_unwritable_fallback_dir_still_does_not_raise(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = post_summary({"channel": "C0PERF", "text": "x"}, None, fallback_dir=blocker)
+    assert result.status == "failed" and result.path is None
+
+
+def test_client_from_env(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    assert client_from_env(environ={}) is None
+    assert client_from_env(environ={"SLACK_BOT_TOKEN": "  "}) is None
+    client = client_from_env("MY_TOKEN", environ={"MY_TOKEN": TOKEN}, base_url="http://127.0.0.1:9/api")
+    assert client is not None and client.base_url == "http://127.0.0.1:9/api/"
+    assert TOKEN not in repr(client) and TOKEN not in str(client)
+    assert {type(h).__name__ for h in client.retry_handlers} == {
+        "RateLimitErrorRetryHandler", "ConnectionErrorRetryHandler"}
+    assert all(TOKEN not in r.getMessage() for r in caplog.records)
+
+
+def test_notify_result_rejects_unknown_status() -> None:
+    with pytest.raises(ValueError, match=r"NotifyResult\.status"):
+        NotifyResult(status="maybe", path=None)

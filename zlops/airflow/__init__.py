@@ -1,0 +1,17 @@
+"""Airflow glue: the only part of zlops that imports Airflow.
+
+:mod:`zlops.airflow.tasks` holds the reusable tasks (fetch, prepare, run one device, ingest,
+compare, report, promote, cleanup) and :func:`zlops.airflow.tasks.nightly_pipeline` wires them for
+one suite; the DAG files in ``dags/`` only choose schedules, params and pools.
+"""
+
+from __future__ import annotations
+
+import re
+
+POOL_PREFIX = "zlops"
+
+
+def device_pool_name(pool: str, device: int) -> str:
+    """The Airflow pool of one device: one slot, so never two benchmark tasks on it at once."""
+    return f"{POOL_PREFIX}-{re.sub(r'[^A-Za-z0-9_.-]', '_', pool)}-{int(device)}"

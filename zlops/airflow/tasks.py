@@ -1,0 +1,178 @@
+"""The nightly's reusable Airflow tasks; each body is one call into :mod:`zlops.pipeline`.
+
+Tasks do not pass paths to each other: every task derives the run key from its DAG run id and the
+suite, and the commit from the store, so a task retried on another worker (or host) rebuilds
+what it needs. Heavy modules are imported inside the task bodies to keep DAG parsing fast.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import TriggerRule, get_current_context, task
+
+from zlops.airflow import device_pool_name
+from zlops.config import Config
+
+log = logging.getLogger(__name__)
+
+
+def _config() -> Config:
+    from zlops.config import config_from_env
+
+    return config_from_env()
+
+
+def _run_key(suite: str) -> str:
+    from zlops.pipeline import make_run_key
+
+    return make_run_key("nightly", suite, get_current_context()["dag_run"].run_id)
+
+
+def _ctx(suite: str) -> Any:
+    from zlops.pipeline import context_for
+
+    return context_for(_config(), suite, _run_key(suite))
+
+
+@task(retries=2, retry_delay=timedelta(minutes=2))
+def fetch(suite: str) -> dict[str, str]:
+    """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run."""
+    from zlops.pipeline import fetch as do_fetch
+
+    sha = (get_current_context()["params"] or {}).get("sha") or None
+    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=sha)
+    return {"run_key": ctx.run_key, "sha": ctx.sha}
+
+
+@task(retries=1, retry_delay=timedelta(minutes=1))
+def prepare(suite: str) -> dict[str, Any]:
+    """Worktree + venv of the commit (reused from the env cache when the dependencies are unchanged).
+
+    When it fails, every planned shard is recorded FAILED with the reason before the task fails, so
+    the report still says why nothing was measured.
+    """
+    from zlops.errors import ZlopsError
+    from zlops.nightly import _record_env_failure
+    from zlops.pipeline import prepare as do_prepare
+
+    ctx = _ctx(suite)
+    try:
+        p = do_prepare(ctx)
+    except ZlopsError as exc:
+        _record_env_failure(ctx, str(exc))
+        raise
+    return {"worktree": str(p.worktree), "env_key": p.env_key, "reused": p.env_reused, "seconds": p.env_seconds}
+
+
+@task(retries=0)
+def run_device(suite: str, pool: str, device: int) -> dict[str, Any]:
+    """One benchmark process on one device (the task's Airflow pool has one slot per device)."""
+    from zlops.model import ShardStatus
+    from zlops.pipeline import run_device as do_run
+
+    outcome = do_run(_ctx(suite), pool, device)
+    if outcome.status is not ShardStatus.OK:
+        raise RuntimeError(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
+    return {"pool": pool, "device": device, "status": outcome.status.value, "artifacts": str(outcome.artifact_dir)}
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def ingest(suite: str) -> dict[str, int]:
+    """Every planned shard has a stored record (crashed device tasks are recorded FAILED)."""
+    from zlops.pipeline import ingest as do_ingest
+
+    return do_ingest(_ctx(suite))
+
+
+@task
+def compare(suite: str) -> dict[str, Any]:
+    from zlops.pipeline import compare as do_compare, summary_dict
+
+    return summary_dict(do_compare(_ctx(suite)))
+
+
+def _slack_client(config: Config) -> Any:
+    """The Slack provider's hook client on the configured connection, else a bot token from the env."""
+    if config.slack is None:
+        return None
+    from zlops.notify import client_from_env
+
+    try:
+        from airflow.providers.slack.hooks.slack import SlackHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:
+        return client_from_env(config.slack.token_env, base_url=config.slack.base_url)
+    try:
+        return SlackHook(slack_conn_id=config.slack.conn_id).client
+    except AirflowNotFoundException:
+        log.info("no Airflow connection %r; trying $%s", config.slack.conn_id, config.slack.token_env)
+        return client_from_env(config.slack.token_env, base_url=config.slack.base_url)
+
+
+@task
+def report(suite: str) -> dict[str, Any]:
+    from zlops.nightly import report as do_report
+
+    ctx = _ctx(suite)
+    out = do_report(ctx, slack_client=_slack_client(ctx.config))
+    return {"markdown": str(out.markdown), "plots": [str(p) for p in out.plots], "slack": out.slack.status}
+
+
+@task
+def promote(suite: str) -> dict[str, bool]:
+    from zlops.pipeline import promote as do_promote
+
+    return {"accepted": do_promote(_ctx(suite))}
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def cleanup(suite: str) -> None:
+    """Remove the worktree; runs whatever happened upstream."""
+    from zlops.pipeline import cleanup as do_cleanup, open_store
+
+    config = _config()
+    run_key = _run_key(suite)
+    if open_store(config).get_run(run_key) is None:
+        log.info("run %s was never recorded; nothing to clean", run_key)
+        return
+    do_cleanup(_ctx(suite))
+
+
+@task(trigger_rule=TriggerRule.ONE_FAILED, retries=0)
+def watcher() -> None:
+    """Fails the DAG run when any task failed, although cleanup (the other leaf) succeeded."""
+    raise RuntimeError("a task of this run failed; see the failed task's log")
+
+
+def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -> Sequence[Any]:
+    """Wire fetch -> env -> run per device -> ingest -> compare -> report -> promote -> cleanup.
+
+    Each device task gets its device's Airflow pool (one slot) and, when the pool names a host,
+    that host's Celery queue. Call inside a DAG context; returns every task.
+    """
+    f = fetch.override(task_id="fetch")(suite)
+    env = prepare.override(task_id="env")(suite)
+    devices = []
+    for pool_name in config.suite(suite).pools:
+        pool = config.pools[pool_name]
+        for device in pool.devices:
+            extra: dict[str, Any] = {"task_id": f"run_{pool_name}_{device}"}
+            if device_pools:
+                extra["pool"] = device_pool_name(pool_name, device)
+            if pool.host:
+                extra["queue"] = pool.host
+            devices.append(run_device.override(**extra)(suite, pool_name, device))
+    i = ingest.override(task_id="ingest")(suite)
+    c = compare.override(task_id="compare")(suite)
+    r = report.override(task_id="report")(suite)
+    p = promote.override(task_id="promote_baseline")(suite)
+    cl = cleanup.override(task_id="cleanup")(suite)
+    w = watcher.override(task_id="watcher")()
+    f >> env >> devices >> i >> c >> r >> p >> cl
+    tasks = [f, env, *devices, i, c, r, p, cl]
+    tasks >> w  # type: ignore[operator]
+    return [*tasks, w]

@@ -1,0 +1,64 @@
+"""The device-backend interface: enumerate, pin, sample. Everything above it is vendor-neutral."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zlops.telemetry import TelemetrySampler
+
+if TYPE_CHECKING:
+    from zlops.backends import BackendSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device as its backend reports it."""
+
+    index: int
+    model: str
+    healthy: bool = True
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    processes: int | None = None
+    driver: str | None = None
+    toolkit: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class DeviceBackend:
+    """Base backend: pinning comes from the spec's visibility variable; subclasses add the rest."""
+
+    def __init__(self, spec: BackendSpec) -> None:
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def pin_env(self, devices: Sequence[int]) -> dict[str, str]:
+        """Environment that restricts a child process to ``devices`` (empty for backends that pin nothing)."""
+        if self.spec.visibility_env is None:
+            return {}
+        return {self.spec.visibility_env: ",".join(str(int(d)) for d in devices)}
+
+    def enumerate(self) -> list[DeviceInfo]:
+        """Devices present on this host."""
+        return []
+
+    def telemetry_sampler(self, devices: Sequence[int], out_dir: Path, *, interval_s: float = 1.0) -> TelemetrySampler:
+        """A sampler for ``devices``; the default samples nothing and records why in telemetry.err."""
+        return TelemetrySampler(out_dir, reason=f"no telemetry sampler for backend {self.name} in this zlops version")
+
+    def identity(self, devices: Sequence[int]) -> dict[str, Any]:
+        """The backend's part of a run's identity (its caliber)."""
+        return {
+            "backend": self.name,
+            "graph_capture_supported": self.spec.supports_graph_capture,
+            "timer": self.spec.default_timer,
+        }

@@ -1,0 +1,53 @@
+"""The CPU backend: psutil enumeration and telemetry; it pins nothing."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from zlops.backends.base import DeviceBackend, DeviceInfo
+from zlops.telemetry import PollingSampler, TelemetrySample, TelemetrySampler
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class Backend(DeviceBackend):
+    def enumerate(self) -> list[DeviceInfo]:
+        import psutil
+
+        mem = psutil.virtual_memory()
+        return [DeviceInfo(index=0, model=_cpu_model(), healthy=True,
+                           memory_used_mib=(mem.total - mem.available) / 2**20, memory_total_mib=mem.total / 2**20,
+                           extra={"logical_cpus": psutil.cpu_count(), "physical_cpus": psutil.cpu_count(logical=False)})]
+
+    def telemetry_sampler(self, devices: Sequence[int], out_dir: Path, *, interval_s: float = 1.0) -> TelemetrySampler:
+        import psutil
+
+        psutil.cpu_percent(None)  # prime the counter: the first call always answers 0.0
+
+        def read() -> Iterable[TelemetrySample]:
+            freq = psutil.cpu_freq()
+            temps: dict[str, Any] = getattr(psutil, "sensors_temperatures", lambda: {})() or {}
+            temp = max((t.current for group in temps.values() for t in group if t.current), default=None)
+            mem = psutil.virtual_memory()
+            return [TelemetrySample(index=int(d), sm_clock_mhz=freq.current if freq else None, temp_c=temp,
+                                    util_pct=psutil.cpu_percent(None),
+                                    mem_used_mib=(mem.total - mem.available) / 2**20) for d in devices]
+
+        return PollingSampler(out_dir, read, interval_s=interval_s)
+
+    def identity(self, devices: Sequence[int]) -> dict[str, Any]:
+        ident = super().identity(devices)
+        ident.update(device_model=_cpu_model(), driver=platform.release(), toolkit=None)
+        return ident

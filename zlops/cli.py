@@ -1,0 +1,213 @@
+"""The ``zlops`` command line: the same library code paths the DAGs call.
+
+Exit codes: 0 done; 1 a step failed (the message says which and why); 2 bad usage or config;
+3 ``--fail-on`` matched a verdict; 4 reserved for caliber mismatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from zlops import __version__
+from zlops.errors import ConfigError, ZlopsError
+
+log = logging.getLogger("zlops.cli")
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED = 0, 1, 2, 3
+
+
+def _setup_logging(verbose: int, interactive: bool) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 or not interactive else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _config(args: argparse.Namespace):  # noqa: ANN202 - returns zlops.config.Config
+    from zlops.config import load_config
+
+    path = args.config or os.environ.get("ZLOPS_CONFIG")
+    if not path:
+        raise ConfigError("no config given: pass --config PATH or set ZLOPS_CONFIG")
+    return load_config(path)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from zlops.demo import render_summary, run_demo
+
+    result = run_demo(Path(args.home), rounds=args.rounds, workers=args.workers, interactive=args.interactive)
+    print(render_summary(result))
+    return EXIT_OK if result.ok else EXIT_ERROR
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from zlops.model import Verdict
+    from zlops.nightly import run_nightly
+    from zlops.notify import client_from_env
+    from zlops.progress import make_progress
+
+    config = _config(args)
+    suites = [args.suite] if args.suite else sorted(config.suites)
+    if args.sha and len(suites) > 1:
+        raise ConfigError("--sha needs --suite: a commit belongs to one suite's upstream")
+    slack = config.slack
+    client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
+    progress = make_progress(args.interactive)
+    flagged = 0
+    try:
+        for name in suites:
+            config.suite(name)
+            result = run_nightly(config, name, sha=args.sha, run_label=args.run_id, progress=progress,
+                                 slack_client=client)
+            progress.note(result.report.table)
+            progress.note(f"report: {result.report.markdown}")
+            for p in result.report.plots:
+                progress.note(f"plot:   {p}")
+            progress.note(f"slack:  {result.report.slack.status} ({result.report.slack.path})")
+            bad = {"regression": (Verdict.REGRESSION,), "potential": (Verdict.REGRESSION, Verdict.POTENTIAL)}
+            flagged += result.summary.count(*bad.get(args.fail_on, ()))
+            if not result.ok:
+                progress.note(f"suite {name}: no shard produced results")
+                return EXIT_ERROR
+    finally:
+        progress.close()
+    return EXIT_FLAGGED if flagged else EXIT_OK
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    config = _config(args)
+    print(f"ok: {len(config.pools)} pools, {len(config.suites)} suites; home {config.home}; "
+          f"database {config.database_url.split('@')[-1]}")
+    for name, suite in sorted(config.suites.items()):
+        print(f"  suite {name}: {suite.repo} @ {suite.branch}, format {suite.format}, pools {', '.join(suite.pools)}, "
+              f"schedule {suite.schedule}")
+    return EXIT_OK
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from zlops.store import Store
+
+    store = Store.open(_config(args).database_url)
+    print(f"schema at revision {store.current_revision()}")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from zlops.pipeline import open_store
+
+    for run in open_store(_config(args)).list_runs(suite=args.suite, limit=args.limit):
+        when = run.started_at.isoformat(timespec="seconds") if run.started_at else "-"
+        print(f"{when}  {run.status.value:<7} {'accepted' if run.accepted else '        '}  {run.sha[:12]}  {run.run_key}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from zlops.nightly import report
+    from zlops.pipeline import context_for, open_store
+
+    config = _config(args)
+    run = open_store(config).get_run(args.run_key)
+    if run is None:
+        raise ZlopsError(f"unknown run {args.run_key!r}; list runs with `zlops runs`")
+    out = report(context_for(config, run.suite, run.run_key))
+    print(out.table)
+    print(f"report: {out.markdown}")
+    return EXIT_OK
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from zlops.formats import parse_results
+
+    results = parse_results(args.format, Path(args.file))
+    if args.json:
+        print(json.dumps([{"case": r.case, "metric": r.metric, "unit": r.unit, "lower_is_better": r.lower_is_better,
+                           "samples": list(r.samples), "params": dict(r.params)} for r in results], indent=1,
+                         default=str))
+    else:
+        for r in results:
+            print(f"{r.case}\t{r.metric}\t{r.median:.6g} {r.unit}\t(n={len(r.samples)})")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="zlops", description="Nightly performance regressions for accelerator kernels.")
+    p.add_argument("--version", action="version", version=f"zlops {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    display = p.add_mutually_exclusive_group()
+    display.add_argument("--progress", dest="interactive", action="store_const", const=True, default=None,
+                         help="live progress display even when not on a terminal")
+    display.add_argument("--plain", dest="interactive", action="store_const", const=False,
+                         help="plain log lines instead of the live display")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="create the demo upstream and run a week of nightlies over it")
+    d.add_argument("--home", default="zlops-demo", help="demo home (default: ./zlops-demo)")
+    d.add_argument("--rounds", type=int, default=5, help="samples per benchmark worker process")
+    d.add_argument("--workers", type=int, default=5, help="fresh benchmark processes per night")
+    d.set_defaults(func=cmd_demo)
+
+    n = sub.add_parser("nightly", help="run the nightly for one or every suite of a config")
+    n.add_argument("--config", help="zlops.yaml (default: $ZLOPS_CONFIG)")
+    n.add_argument("--suite", help="only this suite")
+    n.add_argument("--sha", help="measure this commit instead of the branch head")
+    n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows")
+    n.add_argument("--fail-on", choices=("never", "potential", "regression"), default="never",
+                   help="exit 3 when a case is flagged at this level")
+    n.set_defaults(func=cmd_nightly)
+
+    c = sub.add_parser("config", help="configuration tools")
+    csub = c.add_subparsers(dest="config_command", required=True)
+    cc = csub.add_parser("check", help="validate a config file")
+    cc.add_argument("config", nargs="?", help="zlops.yaml (default: $ZLOPS_CONFIG)")
+    cc.set_defaults(func=cmd_config_check)
+
+    db = sub.add_parser("db", help="database tools")
+    dbsub = db.add_subparsers(dest="db_command", required=True)
+    up = dbsub.add_parser("upgrade", help="migrate the store to the latest schema")
+    up.add_argument("--config")
+    up.set_defaults(func=cmd_db_upgrade)
+
+    r = sub.add_parser("runs", help="list stored runs, newest first")
+    r.add_argument("--config")
+    r.add_argument("--suite")
+    r.add_argument("--limit", type=int, default=20)
+    r.set_defaults(func=cmd_runs)
+
+    rep = sub.add_parser("report", help="re-render the report of a stored run")
+    rep.add_argument("run_key")
+    rep.add_argument("--config")
+    rep.set_defaults(func=cmd_report)
+
+    pa = sub.add_parser("parse", help="parse a results file and print the normalized rows")
+    pa.add_argument("--format", required=True)
+    pa.add_argument("file")
+    pa.add_argument("--json", action="store_true")
+    pa.set_defaults(func=cmd_parse)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    interactive = sys.stderr.isatty() if args.interactive is None else args.interactive
+    args.interactive = interactive
+    _setup_logging(args.verbose, interactive)
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"zlops: config error:\n{exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ZlopsError as exc:
+        print(f"zlops: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("zlops: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""``zlops demo``: a scripted upstream and a week of nightlies over it, on the embedded default.
+
+The demo upstream is a small numpy operator library (softmax, layernorm, gelu, cumsum, matmul)
+with a benchmark script that writes zlops JSON. Its history, one commit per night:
+
+1. the library as first written (layernorm works on tiles of 640 columns, padding the last one);
+2. documentation only;
+3. softmax is tiled like layernorm: about 30% more work, a REGRESSION;
+4. a comment in the benchmark script only;
+5. layernorm normalizes the valid columns only: about 30% faster, IMPROVED;
+6. a test file only.
+
+The demo runs the real nightly (worktree, uv venv, one benchmark process on the CPU pool, SQLite,
+compare, report, plots) once per commit and checks that exactly those two changes were found.
+Commit dates and authors are fixed, so the demo's SHAs are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from zlops import gitops, proc
+from zlops.config import Config, parse_config
+from zlops.model import Verdict
+
+log = logging.getLogger(__name__)
+
+SUITE = "demo-ops"
+POOL = "cpu-local"
+MARKER = ".zlops-demo"
+
+#: (commit message, {path in the upstream: template file}, {op: expected verdict at this commit})
+HISTORY: tuple[tuple[str, dict[str, str], dict[str, Verdict]], ...] = (
+    ("demo_ops: softmax, layernorm, gelu, cumsum and matmul, with bench.py",
+     {"pyproject.toml": "pyproject.toml.tmpl", "README.md": "README_v1.md.tmpl", "bench.py": "bench.py.tmpl",
+      "demo_ops/__init__.py": "demo_ops_init.py.tmpl", "demo_ops/ops.py": "ops_v1.py.tmpl"}, {}),
+    ("docs: describe the operators", {"README.md": "README_v2.md.tmpl"}, {}),
+    ("softmax: process rows in tiles of 640 columns, like layernorm", {"demo_ops/ops.py": "ops_v3.py.tmpl"},
+     {"softmax": Verdict.REGRESSION}),
+    ("bench: explain why a sample is the fastest of its calls", {"bench.py": "bench_v4.py.tmpl"}, {}),
+    ("layernorm: normalize the valid columns only, without tile padding", {"demo_ops/ops.py": "ops_v5.py.tmpl"},
+     {"layernorm": Verdict.IMPROVED}),
+    ("tests: check every operator against a numpy reference", {"tests/test_ops.py": "test_ops.py.tmpl"}, {}),
+)
+OPS = ("cumsum", "gelu", "layernorm", "matmul", "softmax")
+
+
+def _template(name: str) -> str:
+    return (resources.files("zlops") / "demo_upstream" / name).read_text(encoding="utf-8")
+
+
+def create_upstream(path: Path) -> list[str]:
+    """Create the demo upstream repository at ``path`` (replacing one made earlier); returns the SHAs."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    gitops.git(["init", "--quiet", "--initial-branch=main", str(path)], what="git init")
+    shas = []
+    for night, (message, files, _) in enumerate(HISTORY, start=1):
+        for rel, tmpl in files.items():
+            target = path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(_template(tmpl), encoding="utf-8")
+        date = f"2026-11-{night:02d}T01:00:00+00:00"
+        env = proc.build_env({"GIT_AUTHOR_NAME": "Demo Dev", "GIT_AUTHOR_EMAIL": "dev@demo-ops.example",
+                              "GIT_COMMITTER_NAME": "Demo Dev", "GIT_COMMITTER_EMAIL": "dev@demo-ops.example",
+                              "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "LC_ALL": "C"})
+        proc.run(["git", "-C", str(path), "add", "--all"], env=env, what="git add")
+        proc.run(["git", "-C", str(path), "-c", "commit.gpgsign=false", "commit", "--quiet", "-m", message],
+                 env=env, what="git commit")
+        shas.append(gitops.git(["-C", str(path), "rev-parse", "HEAD"]).strip())
+    return shas
+
+
+def demo_config_data(home: Path, *, rounds: int, workers: int) -> dict[str, object]:
+    """The config the demo runs with (also written to ``<home>/zlops.yaml`` for reuse)."""
+    return {
+        "home": str(home),
+        "pools": {POOL: {"backend": "cpu", "devices": [0]}},
+        "suites": {SUITE: {
+            "repo": str(home / "upstream"),
+            "branch": "main",
+            "install": [["pip", "install", "-e", "."]],
+            "command": ["python", "bench.py", "--out", "{results}", "--device", "{device}",
+                        "--rounds", "{rounds}", "--workers", str(workers)],
+            "format": "zlops-json",
+            "pools": [POOL],
+            "rounds": rounds,
+            "timeout_s": 600,
+            "schedule": "0 2 * * *",
+        }},
+        "thresholds": {"potential_pct": 2, "regression_pct": 5},
+        "slack": {"channel": "#perf-nightly"},
+    }
+
+
+@dataclass
+class DemoNight:
+    night: int
+    sha: str
+    subject: str
+    run_key: str
+    verdicts: dict[str, tuple[Verdict, float | None]] = field(default_factory=dict)
+    report: Path | None = None
+    plots: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class DemoResult:
+    home: Path
+    config_path: Path
+    nights: list[DemoNight]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check(nights: Sequence[DemoNight]) -> list[str]:
+    """What went differently from the scripted history (empty when the demo behaved)."""
+    problems = []
+    for night, (_, _, expected) in zip(nights, HISTORY):
+        for op in OPS:
+            verdict, change = night.verdicts.get(op, (Verdict.MISSING, None))
+            want = expected.get(op, Verdict.NEW if night.night == 1 else Verdict.UNCHANGED)
+            if verdict != want:
+                shown = "" if change is None else f" ({change:+.2f}%)"
+                problems.append(f"night {night.night} ({night.sha[:10]}): {op} was {verdict.value}{shown}, "
+                                f"expected {want.value}")
+    return problems
+
+
+def prepare_home(home: Path) -> None:
+    """Start from a clean demo home, keeping the environment cache so reruns are fast."""
+    home.mkdir(parents=True, exist_ok=True)
+    entries = [p for p in home.iterdir() if p.name not in ("envs", MARKER)]
+    if entries and not (home / MARKER).exists():
+        raise SystemExit(f"{home} is not empty and was not made by `zlops demo`; pass --home to an empty folder")
+    for p in entries:
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    (home / MARKER).write_text("made by zlops demo; everything here but envs/ is replaced on the next demo\n")
+
+
+def run_demo(home: Path, *, rounds: int = 5, workers: int = 5, interactive: bool | None = None,
+             echo: bool = True) -> DemoResult:
+    """Build the upstream, run one nightly per commit, and check the verdicts."""
+    from zlops.nightly import run_nightly
+    from zlops.progress import make_progress
+
+    home = home.absolute()
+    prepare_home(home)
+    shas = create_upstream(home / "upstream")
+    data = demo_config_data(home, rounds=rounds, workers=workers)
+    config_path = home / "zlops.yaml"
+    config_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    config: Config = parse_config(data, source=str(config_path))
+    progress = make_progress(interactive)
+    nights: list[DemoNight] = []
+    try:
+        for i, sha in enumerate(shas, start=1):
+            result = run_nightly(config, SUITE, sha=sha, run_label=f"demo-night-{i}", progress=progress)
+            night = DemoNight(i, sha, HISTORY[i - 1][0], result.run_key, report=result.report.markdown,
+                              plots=list(result.report.plots))
+            for c in result.summary.comparisons:
+                night.verdicts[c.case] = (c.verdict, c.judgement.change_pct)
+            nights.append(night)
+            if echo:
+                flagged = [f"{c.case} {c.verdict.value} {c.judgement.change_pct:+.1f}%"
+                           for c in result.summary.comparisons
+                           if c.judgement.change_pct is not None and c.verdict not in (Verdict.UNCHANGED,)]
+                progress.note(f"night {i} {sha[:10]} {HISTORY[i - 1][0]!r}: {result.summary.overall_line()}"
+                              + (f"  [{'; '.join(flagged)}]" if flagged else ""))
+    finally:
+        progress.close()
+    return DemoResult(home, config_path, nights, check(nights))
+
+
+def render_summary(result: DemoResult) -> str:
+    """The demo's final summary: op x night change table, the check, and where the reports are."""
+    lines = ["", "zlops demo: one nightly per commit of the demo upstream (CPU pool, SQLite)", ""]
+    header = f"{'night':<6}{'commit':<12}" + "".join(f"{op:>16}" for op in OPS) + "   subject"
+    lines += [header, "-" * len(header)]
+    marks = {Verdict.REGRESSION: " !!", Verdict.POTENTIAL: " !", Verdict.IMPROVED: " ++"}
+    for n in result.nights:
+        cells = []
+        for op in OPS:
+            verdict, change = n.verdicts.get(op, (Verdict.MISSING, None))
+            cell = verdict.value if change is None else f"{change:+.2f}%{marks.get(verdict, '')}"
+            cells.append(f"{cell:>16}")
+        lines.append(f"{n.night:<6}{n.sha[:10]:<12}" + "".join(cells) + f"   {n.subject}")
+    lines += ["", "!! regression (> +5%)   ! potential regression (> +2%)   ++ improved (< -2%)", ""]
+    if result.ok:
+        lines.append("check: softmax flagged as a regression at night 3, layernorm improved at night 5, "
+                     "nothing else flagged: OK")
+    else:
+        lines.append("check: the verdicts differ from the scripted history:")
+        lines += [f"  - {p}" for p in result.problems]
+    lines += ["", f"config:  {result.config_path}", f"store:   {result.home / 'zlops.db'}"]
+    for n in result.nights:
+        if n.report is not None:
+            lines.append(f"report night {n.night}: {n.report}")
+    for n in result.nights:
+        for p in n.plots:
+            lines.append(f"plot night {n.night}: {p}")
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""Git: a bare mirror per suite, fetches, commit resolution, worktrees, ancestry.
+
+Every git call goes through the subprocess gateway with an argv list. Refs that come from outside
+(a branch from the config, a SHA from the CLI or a trigger) are validated before git sees them and
+passed after ``--end-of-options``, so a ref can never be read as an option.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from zlops import proc
+from zlops.errors import GitError, ProcessError
+
+log = logging.getLogger(__name__)
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+_SHORT_SHA_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
+_BRANCH_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.])$")
+FETCH_TIMEOUT_S = 900.0
+GIT_TIMEOUT_S = 300.0
+
+
+def _git_env() -> dict[str, str]:
+    # never prompt for credentials in a nightly; English messages so errors read the same everywhere
+    return proc.build_env({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ASKPASS": "/bin/true"})
+
+
+def git(args: Sequence[str], *, cwd: Path | None = None, timeout: float = GIT_TIMEOUT_S,
+        what: str | None = None) -> str:
+    """Run one git command and return its stdout; failures raise GitError with git's own message."""
+    argv = ["git", *args]
+    try:
+        done = proc.run(argv, cwd=cwd, env=_git_env(), timeout=timeout, what=what or f"git {args[0]}")
+    except ProcessError as exc:
+        raise GitError(f"{what or 'git ' + args[0]} failed: {exc.stderr_tail.strip() or exc}") from exc
+    return done.stdout
+
+
+def validate_branch(name: str) -> str:
+    """A branch name safe to hand to git: strict pattern, then ``git check-ref-format --branch``."""
+    if not isinstance(name, str) or not _BRANCH_RE.match(name) or any(ord(c) < 32 for c in name):
+        raise GitError(f"invalid branch name {name!r}: use letters, digits and . _ / - "
+                       "(no leading '-', no '..', '@{', '//', trailing '/' '.' or '.lock')")
+    try:
+        git(["check-ref-format", "--branch", name], what="git check-ref-format")
+    except GitError:
+        raise GitError(f"invalid branch name {name!r}: git check-ref-format refuses it") from None
+    return name
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A bare mirror of one suite's upstream under ``home/mirrors``."""
+
+    path: Path
+    url: str
+
+    def git(self, *args: str, timeout: float = GIT_TIMEOUT_S, what: str | None = None) -> str:
+        return git(["-C", str(self.path), *args], timeout=timeout, what=what)
+
+
+def ensure_mirror(url: str, path: Path) -> Mirror:
+    """Create the bare mirror if needed (``git init --bare`` + remote) and keep its URL current."""
+    if url.startswith("-"):
+        raise GitError(f"invalid repository URL {url!r}")
+    if not (path / "HEAD").exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        git(["init", "--bare", "--quiet", str(tmp)], what="git init")
+        git(["-C", str(tmp), "remote", "add", "origin", "--", url], what="git remote add")
+        tmp.rename(path)
+        log.info("created mirror %s of %s", path, url)
+    mirror = Mirror(path, url)
+    current = mirror.git("config", "--get", "remote.origin.url").strip()
+    if current != url:
+        mirror.git("remote", "set-url", "origin", "--", url)
+    return mirror
+
+
+def fetch_branch(mirror: Mirror, branch: str, *, timeout: float = FETCH_TIMEOUT_S) -> str:
+    """Fetch ``branch`` from origin into ``refs/heads/<branch>`` and return its head SHA."""
+    validate_branch(branch)
+    try:
+        mirror.git("fetch", "--prune", "--no-tags", "--quiet", "origin",
+                   f"+refs/heads/{branch}:refs/heads/{branch}", timeout=timeout, what="git fetch")
+    except GitError as exc:
+        raise GitError(f"cannot fetch branch {branch!r} from {mirror.url}: {exc}") from exc
+    return resolve(mirror, f"refs/heads/{branch}")
+
+
+def fetch_commit(mirror: Mirror, sha: str, *, timeout: float = FETCH_TIMEOUT_S) -> None:
+    """Make sure a commit named by full SHA is present (fetching it by id when the server allows)."""
+    if has_commit(mirror, sha):
+        return
+    try:
+        mirror.git("fetch", "--no-tags", "--quiet", "origin", sha, timeout=timeout, what="git fetch")
+    except GitError as exc:
+        raise GitError(f"commit {sha} is not on the fetched branch and cannot be fetched by id: {exc}") from exc
+
+
+def has_commit(mirror: Mirror, rev: str) -> bool:
+    try:
+        mirror.git("cat-file", "-e", f"{rev}^{{commit}}", what="git cat-file")
+    except GitError:
+        return False
+    return True
+
+
+def resolve(mirror: Mirror, rev: str) -> str:
+    """Full SHA of a revision (a ref, or a full or abbreviated SHA)."""
+    if not rev or rev.startswith("-") or any(ord(c) < 32 for c in rev):
+        raise GitError(f"invalid revision {rev!r}")
+    try:
+        out = mirror.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+                         what="git rev-parse")
+    except GitError:
+        raise GitError(f"unknown revision {rev!r} in {mirror.url}") from None
+    sha = out.strip()
+    if not SHA_RE.match(sha):
+        raise GitError(f"git rev-parse gave an unexpected answer for {rev!r}: {sha!r}")
+    return sha
+
+
+def looks_like_sha(rev: str) -> bool:
+    return bool(_SHORT_SHA_RE.match(rev))
+
+
+def ancestors(mirror: Mirror, sha: str, *, max_count: int) -> list[str]:
+    """``sha`` and its ancestors, nearest first (at most ``max_count``)."""
+    out = mirror.git("rev-list", f"--max-count={int(max_count)}", "--end-of-options", sha, what="git rev-list")
+    return [line for line in out.split() if line]
+
+
+def merge_base(mirror: Mirror, a: str, b: str) -> str:
+    return mirror.git("merge-base", "--end-of-options", a, b, what="git merge-base").strip()
+
+
+def commit_subject(mirror: Mirror, sha: str) -> str:
+    return mirror.git("log", "-1", "--format=%s", "--end-of-options", sha, what="git log").strip()
+
+
+def add_worktree(mirror: Mirror, sha: str, path: Path) -> Path:
+    """A detached worktree of ``sha`` at ``path``; reused when it is already there at that commit."""
+    if not SHA_RE.match(sha):
+        raise GitError(f"add_worktree needs a full SHA, got {sha!r}")
+    if path.exists():
+        try:
+            head = git(["-C", str(path), "rev-parse", "HEAD"], what="git rev-parse").strip()
+        except GitError:
+            head = ""
+        if head == sha:
+            return path
+        remove_worktree(mirror, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mirror.git("worktree", "prune", what="git worktree prune")
+    mirror.git("worktree", "add", "--detach", "--force", "--quiet", str(path), sha, what="git worktree add")
+    return path
+
+
+def remove_worktree(mirror: Mirror, path: Path) -> None:
+    """Remove a worktree (and anything built inside it); never fails because it is already gone."""
+    if path.exists():
+        try:
+            mirror.git("worktree", "remove", "--force", "--force", str(path), what="git worktree remove")
+        except GitError as exc:
+            log.warning("git worktree remove failed (%s); deleting %s", exc, path)
+        shutil.rmtree(path, ignore_errors=True)
+    try:
+        mirror.git("worktree", "prune", what="git worktree prune")
+    except GitError as exc:  # the mirror itself may be gone; nothing left to prune then
+        log.warning("git worktree prune failed: %s", exc)

@@ -1,0 +1,303 @@
+"""The nightly pipeline as plain functions: fetch -> prepare -> run per device -> ingest -> compare
+-> report -> promote -> cleanup.
+
+The Airflow DAG calls each step as one task and the CLI (``zlops nightly``) calls
+:func:`run_nightly`, which runs the same functions in order, so a GPU host can reproduce a DAG run by
+hand. Every step is idempotent for a given ``run_key``: a retried task updates rows instead of adding
+them, and paths (worktree, artifacts) are derived from the run key rather than passed around.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import logging
+import re
+import socket
+import sys
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from zlops import __version__, compare as cmp, envs, gitops, telemetry
+from zlops.config import Config, SuiteConfig
+from zlops.errors import GitError, ParseError, ZlopsError
+from zlops.formats import parse_results
+from zlops.judge import get_judge
+from zlops.model import (CaseResult, CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus)
+from zlops.progress import LogProgress, Progress
+from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
+from zlops.store import Store
+
+log = logging.getLogger(__name__)
+
+READY = ".zlops-ready.json"
+
+
+@lru_cache(maxsize=8)
+def _open_store(url: str) -> Store:
+    return Store.open(url)
+
+
+def open_store(config: Config) -> Store:
+    """The store of this config (opened, migrated to head, cached per process)."""
+    return _open_store(config.database_url)
+
+
+def make_run_key(kind: str, suite: str, label: str) -> str:
+    """``<kind>:<suite>:<label>``; the label is an Airflow run id, a CLI --run-id or a timestamp."""
+    if not re.fullmatch(r"[A-Za-z0-9_.:+\-]{1,200}", label):
+        raise ZlopsError(f"invalid run label {label!r}: use letters, digits and _ . : + -")
+    return f"{kind}:{suite}:{label}"
+
+
+def slug(run_key: str) -> str:
+    """A file-system-safe, collision-free name for a run key."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "_", run_key)[:80]
+    return f"{clean}-{hashlib.sha1(run_key.encode()).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every step after fetch needs; cheap to rebuild from (config, suite, run_key, sha)."""
+
+    config: Config
+    suite_name: str
+    run_key: str
+    sha: str
+
+    @property
+    def suite(self) -> SuiteConfig:
+        return self.config.suite(self.suite_name)
+
+    @property
+    def mirror_path(self) -> Path:
+        return self.config.mirrors_dir / f"{self.suite_name}.git"
+
+    @property
+    def worktree(self) -> Path:
+        return self.config.worktrees_dir / self.suite_name / f"{self.sha[:12]}-{slug(self.run_key)[-8:]}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.config.artifacts_dir / self.suite_name / slug(self.run_key)
+
+    def shard_dir(self, pool: str, device: int) -> Path:
+        return self.run_dir / pool / str(device)
+
+    def planned_shards(self) -> list[tuple[str, str, int]]:
+        """(pool, backend, device) for every device of every pool the suite runs on."""
+        return [(p, self.config.pools[p].backend, d) for p in self.suite.pools for d in self.config.pools[p].devices]
+
+
+# --- fetch --------------------------------------------------------------------------------------
+
+def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = None,
+          progress: Progress | None = None) -> RunContext:
+    """Mirror + fetch the suite's branch, resolve the commit to measure, record the run.
+
+    A retry of the same run keeps the commit it chose the first time, even if upstream moved.
+    """
+    progress = progress or LogProgress()
+    suite = config.suite(suite_name)
+    store = open_store(config)
+    with progress.step("fetch", suite=suite_name, branch=suite.branch):
+        mirror = gitops.ensure_mirror(suite.repo, config.mirrors_dir / f"{suite_name}.git")
+        head = gitops.fetch_branch(mirror, suite.branch)
+        existing = store.get_run(run_key)
+        if sha is None and existing is not None:
+            chosen = existing.sha
+        elif sha is None:
+            chosen = head
+        else:
+            if not gitops.looks_like_sha(sha):
+                raise GitError(f"--sha expects a commit id (4-64 hex digits), got {sha!r}")
+            if len(sha) in (40, 64):
+                gitops.fetch_commit(mirror, sha.lower())
+            chosen = gitops.resolve(mirror, sha)
+        if existing is not None and existing.sha != chosen:
+            raise ZlopsError(f"run {run_key} already measured commit {existing.sha[:12]}; "
+                             f"use a new run id to measure {chosen[:12]}")
+        store.upsert_run(RunRecord(
+            run_key=run_key, kind="nightly", suite=suite_name, sha=chosen, branch=suite.branch,
+            status=RunStatus.RUNNING, started_at=datetime.now(timezone.utc),
+            meta={"zlops_version": __version__, "host": socket.gethostname(), "branch_head": head,
+                  "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0]}))
+    return RunContext(config, suite_name, run_key, chosen)
+
+
+# --- prepare (worktree + environment) -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Prepared:
+    worktree: Path
+    venv: Path
+    env_key: str
+    env_reused: bool
+    env_seconds: float
+
+
+def prepare(ctx: RunContext, *, progress: Progress | None = None, use_cache: bool = True) -> Prepared:
+    """The commit's worktree and its venv; idempotent (a second call on this host reuses both)."""
+    progress = progress or LogProgress()
+    suite = ctx.suite
+    mirror = gitops.ensure_mirror(suite.repo, ctx.mirror_path)
+    ready = ctx.worktree / ".venv" / READY
+    if ready.exists():
+        data = json.loads(ready.read_text())
+        return Prepared(ctx.worktree, ctx.worktree / ".venv", data["key"], True, 0.0)
+    with progress.step("worktree", suite=ctx.suite_name, commit=ctx.sha[:12]):
+        if not gitops.has_commit(mirror, ctx.sha):
+            gitops.fetch_branch(mirror, suite.branch)
+            gitops.fetch_commit(mirror, ctx.sha)
+        gitops.add_worktree(mirror, ctx.sha, ctx.worktree)
+    with progress.step("env", suite=ctx.suite_name, commit=ctx.sha[:12]):
+        req = envs.EnvRequest(
+            install=tuple(tuple(a) for a in suite.install), dependency_globs=tuple(suite.dependency_files),
+            system_site_packages=suite.system_site_packages, python=envs.base_python(),
+            extra_env=tuple(sorted(suite.env.items())))
+        ctx.run_dir.mkdir(parents=True, exist_ok=True)
+        res = envs.ensure_env(ctx.worktree, req, ctx.config.envs_dir, log_path=ctx.run_dir / "env.log",
+                              cache_size=ctx.config.env_cache_size, use_cache=use_cache)
+    ready.write_text(json.dumps({"key": res.key, "reused": res.reused, "seconds": res.seconds, "tool": res.tool}))
+    return Prepared(ctx.worktree, res.venv, res.key, res.reused, res.seconds)
+
+
+# --- run one device + ingest it -------------------------------------------------------------------
+
+def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
+    """Parse a finished shard's results and store shard + results in one transaction.
+
+    A malformed results file turns the shard FAILED with the file and line in its error; nothing
+    half-parsed reaches the store.
+    """
+    results: list[CaseResult] = []
+    if outcome.status is ShardStatus.OK and outcome.results_file is not None:
+        try:
+            results = parse_results(ctx.suite.format, outcome.results_file)
+        except ParseError as exc:
+            outcome = replace(outcome, status=ShardStatus.FAILED, error=f"malformed results: {exc}")
+            log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
+        else:
+            if not results:
+                outcome = replace(outcome, status=ShardStatus.FAILED,
+                                  error=f"results file {outcome.results_file} holds no cases")
+    manifest = read_manifest(outcome.artifact_dir) or {}
+    summary = telemetry.summarize_dir(outcome.artifact_dir)
+    open_store(ctx.config).record_shard(ctx.run_key, outcome, results if outcome.status is ShardStatus.OK else (),
+                                        telemetry=summary, identity=manifest.get("identity"))
+    return outcome
+
+
+def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | None = None) -> ShardOutcome:
+    """Run the suite on one device of one pool, then ingest it (its results are safe even if
+    another device crashes later)."""
+    progress = progress or LogProgress()
+    pool_cfg = ctx.config.pools[pool]
+    if device not in pool_cfg.devices:
+        raise ZlopsError(f"device {device} is not in pool {pool} (devices: {pool_cfg.devices})")
+    prepared = prepare(ctx, progress=progress)
+    spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
+                     backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
+                     artifact_dir=ctx.shard_dir(pool, device))
+    with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12], device=f"{pool}/{device}"):
+        outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
+        outcome = ingest_shard(ctx, outcome)
+    if outcome.status is not ShardStatus.OK:
+        progress.note(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
+    return outcome
+
+
+def ingest(ctx: RunContext) -> dict[str, int]:
+    """Make the run complete before comparing: every planned shard has a stored record.
+
+    A shard whose task died before storing is ingested from its manifest when its artifacts are on
+    this host, otherwise recorded FAILED with the reason, so it shows in the report.
+    """
+    store = open_store(ctx.config)
+    stored = {(o.pool, o.device) for o in store.shards(ctx.run_key)}
+    for pool, backend, device in ctx.planned_shards():
+        if (pool, device) in stored:
+            continue
+        art = ctx.shard_dir(pool, device)
+        manifest = read_manifest(art)
+        if manifest is not None:
+            ingest_shard(ctx, outcome_from_manifest(manifest, art))
+        else:
+            store.record_shard(ctx.run_key, ShardOutcome(
+                pool=pool, device=device, backend=backend, status=ShardStatus.FAILED, artifact_dir=art,
+                exit_code=None, started_at=None, ended_at=None,
+                error="the device task never reported (crashed or killed before writing its manifest)"))
+    counts: dict[str, int] = {}
+    for o in store.shards(ctx.run_key):
+        counts[o.status.value] = counts.get(o.status.value, 0) + 1
+    return counts
+
+
+# --- compare, promote, cleanup --------------------------------------------------------------------
+
+def compare(ctx: RunContext, *, progress: Progress | None = None) -> CompareSummary:
+    """Judge every series of the run against its baseline and store the comparison rows."""
+    progress = progress or LogProgress()
+    store = open_store(ctx.config)
+    with progress.step("compare", suite=ctx.suite_name, commit=ctx.sha[:12]):
+        mirror = gitops.ensure_mirror(ctx.suite.repo, ctx.mirror_path)
+        shas = gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)
+        candidates = store.baseline_candidates(ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key)
+        baselines, newest = cmp.pick_baselines(candidates)
+        head = cmp.pool_results(store.results(ctx.run_key))
+        rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
+                                     newest_baseline_run=newest, judge=get_judge(ctx.config.judge),
+                                     thresholds=ctx.config.thresholds_value())
+        store.save_comparisons(ctx.run_key, rows)
+    return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
+
+
+def promote(ctx: RunContext) -> bool:
+    """Accept the run as a baseline when at least one shard produced data; mark the run finished."""
+    store = open_store(ctx.config)
+    ok = any(o.status is ShardStatus.OK for o in store.shards(ctx.run_key))
+    store.set_accepted(ctx.run_key, ok)
+    store.set_run_status(ctx.run_key, RunStatus.DONE if ok else RunStatus.FAILED,
+                         finished_at=datetime.now(timezone.utc))
+    return ok
+
+
+def cleanup(ctx: RunContext) -> None:
+    """Remove the run's worktree (and the venv inside it); the env template stays in the cache."""
+    mirror_path = ctx.mirror_path
+    if not (mirror_path / "HEAD").exists():
+        return
+    gitops.remove_worktree(gitops.Mirror(mirror_path, ctx.suite.repo), ctx.worktree)
+
+
+def context_for(config: Config, suite_name: str, run_key: str) -> RunContext:
+    """Rebuild a RunContext from the store (what every task after fetch does)."""
+    run = open_store(config).get_run(run_key)
+    if run is None:
+        raise ZlopsError(f"unknown run {run_key!r}: run the fetch step first")
+    return RunContext(config, suite_name, run_key, run.sha)
+
+
+def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> list[ShardOutcome]:
+    """Every planned shard, devices in parallel (one process per device; the device lock guards)."""
+    shards = ctx.planned_shards()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
+        futures = [pool.submit(run_device, ctx, p, d, progress=progress) for p, _, d in shards]
+        outcomes = []
+        for fut in futures:
+            try:
+                outcomes.append(fut.result())
+            except ZlopsError as exc:  # env/worktree failure: ingest() will record the shard as failed
+                log.error("device task failed: %s", exc)
+        return outcomes
+
+
+def summary_dict(summary: CompareSummary) -> dict[str, Any]:
+    from zlops.model import Verdict
+
+    return {"run_key": summary.run_key, "sha": summary.sha, "judged": summary.judged,
+            **{v.value: summary.count(v) for v in Verdict}, "overall": summary.overall_line()}

@@ -1,0 +1,13 @@
+"""Rendering of a run's results: the text compare table, the markdown report and trend plots.
+
+Everything here renders data (strings, PNG files); sending them anywhere is :mod:`zlops.notify`'s
+job. matplotlib is only imported when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+from zlops.report.markdown import markdown_report
+from zlops.report.plots import trend_plot
+from zlops.report.table import compare_table
+
+__all__ = ["compare_table", "markdown_report", "trend_plot"]

@@ -1,0 +1,149 @@
+"""Cell formatting shared by the text table, the markdown report and the Slack summary.
+
+One place decides how a value, a delta, a change percentage, a verdict marker and a commit id look,
+so the three renderings of one run always agree.
+
+Values are formatted by :func:`zlops.metrics.format_value` (the unit registry); a unit the registry
+does not know falls back to the same layout here, because a report must never fail over a unit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from zlops import metrics
+from zlops.model import CompareSummary, Comparison, Verdict
+
+#: What is shown where a value does not exist (no baseline, nothing tonight).
+NONE = "-"
+
+#: The verdict marker column, as users of the benchmark skill expect it.
+MARKERS: dict[Verdict, str] = {
+    Verdict.REGRESSION: "!! REGRESSION",
+    Verdict.POTENTIAL: "! potential",
+    Verdict.IMPROVED: "improved",
+    Verdict.UNCHANGED: "",
+    Verdict.NEW: "new",
+    Verdict.MISSING: "MISSING",
+}
+
+SHORT_SHA = 7
+
+
+def _number(value: float) -> str:
+    """4 significant digits, as :func:`zlops.metrics.format_value` writes them.
+
+    ``%.4g`` (``1240.1`` -> ``1240``, ``12.345`` -> ``12.35``), except that from 1e4 up to 1e15
+    the value is an integer (``480000``, not ``4.8e+05``) and below 1e-3 it is in exponent form.
+    """
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    if 1e4 <= abs(value) < 1e15:
+        return f"{value:.0f}"
+    if abs(value) < 1e-3:
+        return f"{value:.3e}"
+    return f"{value:.4g}"
+
+
+def format_value(value: float, unit: str) -> str:
+    """``1240.1, "us"`` -> ``"1240 us"``: the registry's formatting, or the same layout for an unknown unit."""
+    try:
+        return metrics.format_value(value, unit)
+    except metrics.UnknownUnit:
+        text = _number(value)
+        return f"{text} {unit}" if unit else text
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    return NONE if value is None else format_value(value, unit)
+
+
+def fmt_delta(value: float | None, unit: str) -> str:
+    """A signed delta: ``+1.8 us``, ``-4.6 us``; an exact zero shows as ``0 us``."""
+    if value is None:
+        return NONE
+    text = format_value(abs(value), unit)
+    if value > 0:
+        return "+" + text
+    if value < 0:
+        return "-" + text
+    return text
+
+
+def change_pct(c: Comparison) -> float | None:
+    """The raw change ``(head - base) / base * 100``: the judge's figure, else computed."""
+    if c.judgement.change_pct is not None:
+        return c.judgement.change_pct
+    base, head = c.base_value, c.head_value
+    if base is None or head is None or base == 0:
+        return None
+    return (head - base) / base * 100.0
+
+
+def fmt_change(pct: float | None) -> str:
+    """Sign and two decimals: ``+29.66%``, ``-0.37%``, ``+0.00%``."""
+    if pct is None:
+        return NONE
+    if pct == 0:
+        pct = 0.0  # no "-0.00%"
+    return f"{pct:+.2f}%"
+
+
+def marker(verdict: Verdict) -> str:
+    return MARKERS[verdict]
+
+
+def short_sha(sha: str) -> str:
+    return sha[:SHORT_SHA]
+
+
+def baseline_label(comparisons: Iterable[Comparison]) -> str:
+    """The baseline commit of a table: one short sha, ``several baselines`` or ``none``."""
+    shas = sorted({c.base.sha for c in comparisons if c.base is not None})
+    if not shas:
+        return "none"
+    if len(shas) == 1:
+        return short_sha(shas[0])
+    return "several baselines"
+
+
+def header_line(summary: CompareSummary, base_label: str | None, head_label: str | None) -> str:
+    base = base_label if base_label is not None else baseline_label(summary.comparisons)
+    head = head_label if head_label is not None else short_sha(summary.sha)
+    return f"Baseline: {base} -> HEAD: {head}"
+
+
+def sorted_comparisons(comparisons: Iterable[Comparison]) -> list[Comparison]:
+    """Stable report order: pool, then case, then metric."""
+    return sorted(comparisons, key=lambda c: (c.pool, c.case, c.metric))
+
+
+def flagged_order(comparisons: Iterable[Comparison]) -> list[Comparison]:
+    """Flagged series, worst first: regressions, then potential ones, each by how much worse."""
+    flagged = [c for c in comparisons if c.verdict.flagged]
+    return sorted(
+        flagged,
+        key=lambda c: (
+            0 if c.verdict is Verdict.REGRESSION else 1,
+            -(c.judgement.worse_pct if c.judgement.worse_pct is not None else 0.0),
+            c.pool, c.case, c.metric,
+        ),
+    )
+
+
+def by_pool(comparisons: Iterable[Comparison]) -> dict[str, list[Comparison]]:
+    """Comparisons grouped by pool, pools and rows in report order."""
+    groups: dict[str, list[Comparison]] = {}
+    for c in sorted_comparisons(comparisons):
+        groups.setdefault(c.pool, []).append(c)
+    return groups
+
+
+def series_name(c: Comparison) -> str:
+    """``pool / case (metric)``: how a series is named outside its pool's table."""
+    return f"{c.pool} / {c.case} ({c.metric})"
+
+
+def base_unit(c: Comparison) -> str:
+    return c.base.unit if c.base is not None else c.unit

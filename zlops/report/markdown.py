@@ -1,0 +1,182 @@
+"""The run report as GitHub-flavoured markdown: shards, compare tables, flagged series with plots.
+
+Pure: it renders values it is given (plots must already exist as files; this only links them).
+Paths are written relative to ``artifacts_root`` when given, so the report can be published
+together with its artifact folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePath
+from urllib.parse import quote
+
+from zlops.model import (
+    CompareSummary,
+    Comparison,
+    RunRecord,
+    ShardOutcome,
+    ShardStatus,
+    Verdict,
+)
+from zlops.report import cells
+from zlops.report.table import row_cells
+
+PlotKey = tuple[str, str, str]  # (pool, case, metric)
+
+_ERROR_CHARS = 120
+
+
+def markdown_report(
+    summary: CompareSummary,
+    *,
+    run: RunRecord,
+    shards: Sequence[ShardOutcome],
+    plots: Mapping[PlotKey, Path] | None = None,
+    thresholds: tuple[float, float] = (2.0, 5.0),
+    artifacts_root: Path | None = None,
+) -> str:
+    """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
+
+    ``plots`` maps ``(pool, case, metric)`` to a trend plot file, shown under "Flagged";
+    ``thresholds`` is ``(potential_pct, regression_pct)`` as the judge applied them, stated in the
+    notes so a reader knows what "flagged" meant tonight.
+    """
+    plots = plots or {}
+    potential_pct, regression_pct = thresholds
+    out: list[str] = [
+        f"# {summary.suite} @ `{cells.short_sha(run.sha)}`",
+        "",
+        f"- Run: `{run.run_key}`",
+        f"- Kind: {run.kind}",
+        f"- Branch: `{run.branch}`",
+        f"- Commit: `{run.sha}`",
+        f"- {cells.header_line(summary, None, None)}",
+        f"- Run status: {run.status.value}",
+        "",
+    ]
+    out += _shard_section(shards, artifacts_root)
+    out += _compare_section(summary)
+    out += _flagged_section(summary, plots, artifacts_root)
+    out += [
+        "## Notes",
+        "",
+        (f"- Potential regression (flagged, `! potential`): worse than the baseline by more than "
+         f"{potential_pct:g}%."),
+        f"- Regression (highlighted, `!! REGRESSION`): worse by more than {regression_pct:g}%.",
+        (f"- Improved: better by more than {potential_pct:g}%; anything within "
+         f"±{potential_pct:g}% is treated as noise."),
+        ("- Change (%) is (HEAD - Base) / Base; whether a positive change is worse depends on the "
+         "metric (lower is better for times, higher for throughput)."),
+        "- Base and HEAD are medians of the samples of each side.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _shard_section(shards: Sequence[ShardOutcome], root: Path | None) -> list[str]:
+    ok = sum(1 for s in shards if s.status is ShardStatus.OK)
+    out = ["## Shards", "", f"{ok} of {len(shards)} shards ok.", ""]
+    if not shards:
+        return out
+    out += [
+        "| Pool | Device | Backend | Status | Duration | Error | Artifacts |",
+        "|---|---:|---|---|---:|---|---|",
+    ]
+    for s in sorted(shards, key=lambda s: (s.pool, s.device, s.backend)):
+        status = s.status.value if s.status is ShardStatus.OK else f"**{s.status.value}**"
+        out.append(
+            "| " + " | ".join([
+                _cell(s.pool), str(s.device), _cell(s.backend), status,
+                _duration(s.duration_s), _cell(_first_line(s.error)),
+                f"`{_cell(_rel(s.artifact_dir, root))}`",
+            ]) + " |"
+        )
+    return [*out, ""]
+
+
+def _compare_section(summary: CompareSummary) -> list[str]:
+    out = ["## Comparison", ""]
+    groups = cells.by_pool(summary.comparisons)
+    if not groups:
+        out += ["No comparisons.", ""]
+    for pool, comparisons in groups.items():
+        out += [
+            f"### {pool}",
+            "",
+            "| Case | Metric | Base | HEAD | Delta | Change (%) | Verdict |",
+            "|---|---|---:|---:|---:|---:|---|",
+        ]
+        for c in comparisons:
+            case, base, head, delta, change, mark = row_cells(c, c.case)
+            row = [_cell(case), _cell(c.metric), base, head, delta, change, mark]
+            if c.verdict.flagged:
+                row = [f"**{x}**" for x in row]
+            out.append("| " + " | ".join(row) + " |")
+        out.append("")
+    return [*out, f"**{summary.overall_line()}**", ""]
+
+
+def _flagged_section(
+    summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path | None
+) -> list[str]:
+    flagged = cells.flagged_order(summary.comparisons)
+    missing = [c for c in cells.sorted_comparisons(summary.comparisons) if c.verdict is Verdict.MISSING]
+    out = ["## Flagged", ""]
+    if not flagged:
+        out += ["Nothing flagged.", ""]
+    for c in flagged:
+        out += _flagged_entry(c, plots.get((c.pool, c.case, c.metric)), root)
+    if missing:
+        out += ["### Missing tonight", ""]
+        out += [f"- {_cell(cells.series_name(c))}: in the baseline, no value tonight" for c in missing]
+        out.append("")
+    return out
+
+
+def _flagged_entry(c: Comparison, plot: Path | None, root: Path | None) -> list[str]:
+    base = cells.fmt_value(c.base_value, cells.base_unit(c))
+    head = cells.fmt_value(c.head_value, c.unit)
+    change = cells.fmt_change(cells.change_pct(c))
+    baseline = f" (baseline `{cells.short_sha(c.base.sha)}`)" if c.base is not None else ""
+    out = [
+        f"### {cells.marker(c.verdict)}: {_cell(cells.series_name(c))}",
+        "",
+        f"{change}: {base} -> {head}{baseline}.",
+    ]
+    if c.judgement.note:
+        out += ["", f"> {_first_line(c.judgement.note)}"]
+    if plot is not None:
+        link = quote(_rel(plot, root))
+        out += ["", f"[![trend of {_cell(c.case)}]({link})]({link})"]
+    return [*out, ""]
+
+
+def _rel(path: Path, root: Path | None) -> str:
+    """``path`` relative to ``root`` when it lies under it, else as given; always ``/``-separated."""
+    p = PurePath(path)
+    if root is not None and p.is_relative_to(PurePath(root)):
+        p = p.relative_to(PurePath(root))
+    return p.as_posix()
+
+
+def _cell(text: str) -> str:
+    """Make ``text`` safe inside a markdown table cell or heading."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _first_line(text: str | None) -> str:
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return cells.NONE
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"

@@ -1,0 +1,162 @@
+"""Trend plots of one series: its accepted history, the baseline band and tonight's value.
+
+matplotlib is imported inside :func:`trend_plot` (it costs about a second at import time, and this
+module is imported by DAG files). The figure is drawn on an explicit Agg canvas, never through
+pyplot, so no global backend or figure state is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zlops import metrics
+from zlops.model import Comparison, HistoryPoint, Verdict, median_of
+from zlops.report import cells
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+FIGSIZE = (8.0, 4.5)
+DPI = 110
+FONT_SIZE = 11
+MAX_TICK_LABELS = 12
+
+HISTORY_COLOUR = "#4c72b0"
+BASELINE_COLOUR = "#555555"
+#: Tonight's point: red for a regression, orange potential, green improved, blue otherwise.
+VERDICT_COLOURS: dict[Verdict, str] = {
+    Verdict.REGRESSION: "#d62728",
+    Verdict.POTENTIAL: "#ff7f0e",
+    Verdict.IMPROVED: "#2ca02c",
+    Verdict.UNCHANGED: "#1f3f7a",
+    Verdict.NEW: "#1f3f7a",
+    Verdict.MISSING: "#1f3f7a",
+}
+
+
+def trend_plot(
+    history: Sequence[HistoryPoint],
+    comparison: Comparison,
+    out_path: Path,
+    *,
+    title: str | None = None,
+    band_pct: float = 2.0,
+) -> Path:
+    """Draw the trend of one series to a PNG at ``out_path`` and return the path.
+
+    ``history`` is the series' accepted points, oldest first, *without* tonight's run: x is the
+    night index labelled with short shas, y the median with min-max whiskers. Tonight's value
+    (``comparison.head_samples``) is the last point, labelled ``HEAD`` and coloured by verdict.
+    The baseline median is a horizontal line with a ``±band_pct`` band (the potential threshold).
+    History and baseline are converted to ``comparison.unit`` with :func:`zlops.metrics.convert`;
+    a unit that does not convert raises ``ValueError`` rather than plot two scales on one axis.
+    Inputs are not modified.
+    """
+    series = [(cells.short_sha(p.sha), _in_unit(p.samples, p.unit, comparison.unit, p.run_key))
+              for p in history]
+    base = None
+    if comparison.base is not None:
+        [base] = _in_unit([comparison.base.median], comparison.base.unit, comparison.unit, "baseline")
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context({"font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE + 1}):
+        fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        labels = [label for label, _ in series]
+        _draw_history(ax, [samples for _, samples in series])
+        if base is not None:
+            _draw_baseline(ax, base, comparison, band_pct)
+        if comparison.head_samples:
+            _draw_tonight(ax, len(history), comparison)
+            labels.append("HEAD")
+        elif comparison.verdict is Verdict.MISSING:
+            ax.text(0.99, 0.02, "no value tonight", transform=ax.transAxes, ha="right",
+                    va="bottom", color=VERDICT_COLOURS[Verdict.REGRESSION])
+        if not labels and base is None:
+            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center")
+
+        _set_ticks(ax, labels)
+        ax.set_xlim(-0.5, max(len(labels), 1) - 0.5)
+        ax.set_xlabel("night (oldest to newest)")
+        unit = f" ({comparison.unit})" if comparison.unit else ""
+        ax.set_ylabel(f"{comparison.metric}{unit}")
+        ax.set_title(title if title is not None else _default_title(comparison))
+        ax.grid(True, axis="y", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            # below the axes: "best" inside would hide points of a long, flat history
+            fig.legend(loc="outside lower center", ncols=2, fontsize=FONT_SIZE - 1, frameon=False)
+
+        out_path = Path(out_path)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out_path, format="png")
+    return out_path
+
+
+def _default_title(c: Comparison) -> str:
+    return f"{c.pool} / {c.case} ({c.metric}, {c.unit})" if c.unit else f"{c.pool} / {c.case} ({c.metric})"
+
+
+def _whiskers(samples: Sequence[float]) -> tuple[float, float, float]:
+    """(median, median - min, max - median) of ``samples``."""
+    median = median_of(samples)
+    return median, median - min(samples), max(samples) - median
+
+
+def _in_unit(values: Sequence[float], unit: str, to_unit: str, what: str) -> list[float]:
+    if unit == to_unit:
+        return list(values)
+    try:
+        return [metrics.convert(v, unit, to_unit) for v in values]
+    except ValueError as exc:
+        raise ValueError(f"trend_plot: {what} is in {unit!r}, the series in {to_unit!r}: {exc}") from None
+
+
+def _draw_history(ax: Axes, history: Sequence[Sequence[float]]) -> None:
+    if not history:
+        return
+    xs = list(range(len(history)))
+    stats = [_whiskers(samples) for samples in history]
+    ax.errorbar(
+        xs, [s[0] for s in stats], yerr=[[s[1] for s in stats], [s[2] for s in stats]],
+        fmt="o-", color=HISTORY_COLOUR, ecolor=HISTORY_COLOUR, elinewidth=1.2, capsize=3,
+        markersize=5, linewidth=1.2, alpha=0.9, label="accepted nights (median, min-max)",
+    )
+
+
+def _draw_baseline(ax: Axes, base: float, c: Comparison, band_pct: float) -> None:
+    """The baseline median (already in ``c.unit``) and the ±band_pct band around it."""
+    assert c.base is not None  # checked by the caller
+    low, high = sorted((base * (1 - band_pct / 100), base * (1 + band_pct / 100)))
+    ax.axhspan(low, high, color=BASELINE_COLOUR, alpha=0.12, linewidth=0, label=f"±{band_pct:g}% band")
+    ax.axhline(base, color=BASELINE_COLOUR, linestyle="--", linewidth=1.3,
+               label=f"baseline {cells.short_sha(c.base.sha)}: {cells.format_value(base, c.unit)}")
+
+
+def _draw_tonight(ax: Axes, x: int, c: Comparison) -> None:
+    assert c.head_samples  # checked by the caller
+    median, below, above = _whiskers(c.head_samples)
+    colour = VERDICT_COLOURS[c.verdict]
+    change = cells.fmt_change(cells.change_pct(c))
+    verdict = c.verdict.value if change == cells.NONE else f"{c.verdict.value}, {change}"
+    ax.errorbar(
+        [x], [median], yerr=[[below], [above]], fmt="o", color=colour, ecolor=colour,
+        elinewidth=1.6, capsize=4, markersize=10, markeredgecolor="black", zorder=5,
+        label=f"HEAD: {cells.format_value(median, c.unit)} ({verdict})",
+    )
+
+
+def _set_ticks(ax: Axes, labels: Sequence[str]) -> None:
+    """Label every night with its short sha, thinned to at most MAX_TICK_LABELS (HEAD always kept)."""
+    if not labels:
+        ax.set_xticks([])
+        return
+    step = max(1, -(-len(labels) // MAX_TICK_LABELS))
+    ticks = list(range(len(labels) - 1, -1, -step))[::-1]  # count back from the newest
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([labels[i] for i in ticks], rotation=30 if len(ticks) > 6 else 0,
+                       ha="right" if len(ticks) > 6 else "center")

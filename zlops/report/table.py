@@ -1,0 +1,103 @@
+"""The plain-text compare table: the format users of the benchmark skill already read.
+
+Grouped by pool (``### <pool>``), one row per series with Base / HEAD / Delta / Change (%) and a
+verdict marker (``!! REGRESSION`` > regression threshold, ``! potential`` > potential threshold,
+``improved``, ``new``, ``MISSING``). Units travel in the cells because one pool may mix units.
+A case with several metrics gets sub-rows ``  (metric)`` under its first metric, as in the skill's
+compare mode. The table ends with a short "Flagged:" list and ``summary.overall_line()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from zlops.model import CompareSummary, Comparison
+from zlops.report import cells
+
+COLUMNS = ("Case", "Base", "HEAD", "Delta", "Change (%)", "Verdict")
+#: Left-aligned columns; the figures are right-aligned so their digits line up.
+_LEFT = {0, 5}
+_GAP = "  "
+
+
+def compare_table(
+    summary: CompareSummary,
+    *,
+    base_label: str | None = None,
+    head_label: str | None = None,
+) -> str:
+    """Render ``summary`` as a plain-text compare table (pure and deterministic).
+
+    ``base_label`` / ``head_label`` replace the commit ids of the header line (for example
+    ``"main@1a2b3c4"``); by default they are the short baseline sha (or ``several baselines``) and
+    the short sha of ``summary.sha``. Rows are sorted by case then metric so that two nights'
+    tables diff cleanly; the flagged series are repeated, worst first, at the end.
+    """
+    lines = [
+        cells.header_line(summary, base_label, head_label),
+        f"Suite: {summary.suite}  Run: {summary.run_key}",
+    ]
+    groups = cells.by_pool(summary.comparisons)
+    if not groups:
+        lines += ["", "(no comparisons)"]
+    for pool, comparisons in groups.items():
+        lines += ["", f"### {pool}", ""]
+        lines += _render_rows([COLUMNS, *pool_rows(comparisons)])
+
+    flagged = cells.flagged_order(summary.comparisons)
+    if flagged:
+        lines += ["", "Flagged:"]
+        lines += [f"  {_flag_line(c)}" for c in flagged]
+    lines += ["", summary.overall_line()]
+    return "\n".join(lines) + "\n"
+
+
+def pool_rows(comparisons: Sequence[Comparison]) -> list[tuple[str, ...]]:
+    """The body rows of one pool's table, in report order, as cell strings."""
+    multi_metric = len({c.metric for c in comparisons}) > 1
+    rows: list[tuple[str, ...]] = []
+    previous_case: str | None = None
+    for c in cells.sorted_comparisons(comparisons):
+        if not multi_metric:
+            label = c.case
+        elif c.case != previous_case:
+            label = f"{c.case} ({c.metric})"
+        else:
+            label = f"  ({c.metric})"
+        previous_case = c.case
+        rows.append(row_cells(c, label))
+    return rows
+
+
+def row_cells(c: Comparison, label: str) -> tuple[str, ...]:
+    """One series as ``(label, base, head, delta, change, marker)`` strings."""
+    return (
+        label,
+        cells.fmt_value(c.base_value, cells.base_unit(c)),
+        cells.fmt_value(c.head_value, c.unit),
+        cells.fmt_delta(c.delta, c.unit),
+        cells.fmt_change(cells.change_pct(c)),
+        cells.marker(c.verdict),
+    )
+
+
+def _render_rows(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Align ``rows`` (the first is the header) into columns with a dashed rule under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+
+    def fmt(row: Sequence[str]) -> str:
+        parts = [
+            cell.ljust(widths[i]) if i in _LEFT else cell.rjust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        return _GAP.join(parts).rstrip()
+
+    rule = _GAP.join("-" * w for w in widths)
+    return [fmt(rows[0]), rule, *(fmt(r) for r in rows[1:])]
+
+
+def _flag_line(c: Comparison) -> str:
+    base = cells.fmt_value(c.base_value, cells.base_unit(c))
+    head = cells.fmt_value(c.head_value, c.unit)
+    change = cells.fmt_change(cells.change_pct(c))
+    return f"{cells.marker(c.verdict):<13}  {cells.series_name(c)}: {change} ({base} -> {head})"

@@ -1,0 +1,160 @@
+"""Run one benchmark shard: one process on one device, with telemetry beside it.
+
+A shard's artifact folder holds ``run.log`` (stdout+stderr), ``manifest.json`` (argv, commit, the
+environment zlops added, start/end, exit status), the results file, ``telemetry.csv`` (or
+``telemetry.err``). A crash or timeout marks only that shard failed; it never raises, so the
+other devices' shards still count.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from zlops import __version__, proc
+from zlops.backends import get_backend
+from zlops.config import SuiteConfig
+from zlops.errors import DeviceBusy, ProcessError
+from zlops.locks import device_lock
+from zlops.model import ShardOutcome, ShardStatus
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+RUN_LOG = "run.log"
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Everything needed to run one shard; plain values so a worker on any host can run it."""
+
+    run_key: str
+    suite_name: str
+    suite: SuiteConfig
+    sha: str
+    pool: str
+    backend: str
+    device: int
+    worktree: Path
+    venv: Path
+    artifact_dir: Path
+
+    @property
+    def results_file(self) -> Path:
+        return self.artifact_dir / self.suite.results_name
+
+
+def render_command(spec: ShardSpec) -> list[str]:
+    """The suite's argv with its placeholders filled for this shard (no shell is ever involved)."""
+    values = {
+        "results": str(spec.results_file),
+        "device": str(spec.device),
+        "devices": str(spec.device),
+        "rounds": str(spec.suite.rounds),
+        "worktree": str(spec.worktree),
+        "artifacts": str(spec.artifact_dir),
+    }
+    return [arg.format_map(values) for arg in spec.suite.command]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _write_manifest(spec: ShardSpec, data: dict[str, Any]) -> None:
+    tmp = spec.artifact_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, spec.artifact_dir / MANIFEST)
+
+
+def read_manifest(artifact_dir: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads((artifact_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def outcome_from_manifest(data: dict[str, Any], artifact_dir: Path) -> ShardOutcome:
+    def ts(v: Any) -> datetime | None:
+        return datetime.fromisoformat(v) if isinstance(v, str) and v else None
+
+    status = data.get("status")
+    return ShardOutcome(
+        pool=data["pool"], device=int(data["device"]), backend=data["backend"],
+        status=ShardStatus(status) if status in {s.value for s in ShardStatus} else ShardStatus.FAILED,
+        artifact_dir=artifact_dir, exit_code=data.get("exit_code"), started_at=ts(data.get("started_at")),
+        ended_at=ts(data.get("ended_at")),
+        error=data.get("error") if status in {s.value for s in ShardStatus} else "the shard never finished",
+        results_file=Path(data["results_file"]) if data.get("results_file") else None,
+    )
+
+
+def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
+              telemetry_interval_s: float = 1.0) -> ShardOutcome:
+    """Run one shard to completion and describe how it ended. Never raises for a benchmark failure."""
+    spec.artifact_dir.mkdir(parents=True, exist_ok=True)
+    backend = get_backend(spec.backend)
+    argv = render_command(spec)
+    added_env = {**spec.suite.env, **backend.pin_env([spec.device])}
+    env = proc.build_env(added_env, venv=spec.venv)
+    # a re-run of the same shard must not read last attempt's results or log
+    for stale in (spec.results_file, spec.artifact_dir / RUN_LOG, spec.artifact_dir / "telemetry.csv",
+                  spec.artifact_dir / "telemetry.err"):
+        stale.unlink(missing_ok=True)
+    manifest: dict[str, Any] = {
+        "manifest_version": MANIFEST_VERSION, "zlops_version": __version__, "run_key": spec.run_key,
+        "suite": spec.suite_name, "commit": spec.sha, "pool": spec.pool, "backend": spec.backend,
+        "device": spec.device, "host": socket.gethostname(), "argv": argv, "cwd": str(spec.worktree),
+        "venv": str(spec.venv), "env_added": added_env, "timeout_s": spec.suite.timeout_s,
+        "results_file": str(spec.results_file), "format": spec.suite.format,
+        "identity": backend.identity([spec.device]), "status": "waiting", "started_at": None,
+        "ended_at": None, "exit_code": None, "error": None,
+    }
+    _write_manifest(spec, manifest)
+    started = ended = None
+    exit_code: int | None = None
+    error: str | None = None
+    try:
+        with device_lock(locks_dir, backend.name, spec.device, wait_s=device_wait_s, owner=spec.run_key) as waited:
+            manifest.update(status="running", lock_wait_s=round(waited, 3), started_at=_now().isoformat())
+            _write_manifest(spec, manifest)
+            sampler = backend.telemetry_sampler([spec.device], spec.artifact_dir, interval_s=telemetry_interval_s)
+            started = _now()
+            sampler.start()
+            try:
+                done = proc.run(argv, cwd=spec.worktree, env=env, timeout=spec.suite.timeout_s,
+                                log_path=spec.artifact_dir / RUN_LOG, check=False, what="benchmark")
+            finally:
+                sampler.stop()
+                ended = _now()
+    except DeviceBusy as exc:
+        status, error = ShardStatus.SKIPPED, str(exc)
+    except ProcessError as exc:  # the program could not even start (missing binary)
+        status, error = ShardStatus.FAILED, str(exc)
+    else:
+        exit_code = done.returncode
+        if done.timed_out:
+            status, error = ShardStatus.TIMEOUT, f"timed out after {spec.suite.timeout_s:g} s; process group killed"
+        elif done.returncode != 0:
+            status = ShardStatus.FAILED
+            error = f"benchmark exited with code {done.returncode}; see {spec.artifact_dir / RUN_LOG}"
+        elif not spec.results_file.exists():
+            status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
+        else:
+            status = ShardStatus.OK
+    manifest.update(status=status.value, ended_at=(ended or _now()).isoformat(), exit_code=exit_code, error=error,
+                    started_at=started.isoformat() if started else None)
+    _write_manifest(spec, manifest)
+    if status is not ShardStatus.OK:
+        log.warning("shard %s/%s %s: %s", spec.pool, spec.device, status.value, error)
+    return ShardOutcome(pool=spec.pool, device=spec.device, backend=backend.name, status=status,
+                        artifact_dir=spec.artifact_dir, exit_code=exit_code, started_at=started, ended_at=ended,
+                        error=error, results_file=spec.results_file if status is ShardStatus.OK else None)

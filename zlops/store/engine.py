@@ -1,0 +1,108 @@
+"""Engine construction for the result store: one place that knows SQLite's quirks.
+
+SQLite gets foreign keys (off by default), WAL (readers do not block the writer), a busy timeout
+(concurrent Airflow workers wait instead of failing), and SQLAlchemy-emitted ``BEGIN`` in place of the
+sqlite3 driver's legacy transaction control, so DDL and SELECTs are transactional too. A connection
+whose execution options carry ``SQLITE_BEGIN_OPTION`` begins with that statement instead
+(``BEGIN IMMEDIATE`` takes the write lock up front: a read-then-write transaction cannot then fail
+with "database is locked" when another writer committed in between).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.orm import Session
+
+from zlops.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+#: Execution option naming the statement that begins a transaction on SQLite.
+SQLITE_BEGIN_OPTION = "zlops_sqlite_begin"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def parse_url(url: str) -> URL:
+    """The SQLAlchemy URL of ``url``; a StoreError that says what to write when it is malformed."""
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(
+            f"store URL {url!r} is not a database URL; expected e.g. sqlite:////var/lib/zlops/zlops.db "
+            "or postgresql+psycopg://user@host:5432/zlops") from exc
+
+
+def create_store_engine(url: str) -> Engine:
+    """An engine for ``url`` set up for the store (see the module docstring)."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed)
+    if parsed.get_backend_name() != "postgresql":
+        log.warning("store backend %s is untested; zlops supports sqlite and postgresql",
+                    parsed.get_backend_name())
+    # pre-ping: Airflow workers hold engines across long idle gaps that servers may cut
+    return create_engine(parsed, pool_pre_ping=True)
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    event.listen(engine, "connect", _sqlite_on_connect)
+    event.listen(engine, "begin", _sqlite_on_begin)
+    return engine
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # hand transaction control to SQLAlchemy (the "begin" hook below emits BEGIN itself)
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        _enable_wal(cursor)
+    finally:
+        cursor.close()
+
+
+def _enable_wal(cursor: Any) -> None:
+    # Switching a file to WAL needs a moment of exclusive access, and SQLite answers "database is
+    # locked" at once instead of calling the busy handler; this only happens while the file is
+    # new (WAL mode then persists), so a short retry loop bounded by the busy timeout is enough.
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    conn.exec_driver_sql(conn.get_execution_options().get(SQLITE_BEGIN_OPTION, "BEGIN"))
+
+
+def dialect_insert(session: Session, table: type[Any]) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT for ``table`` that supports ``on_conflict_do_*`` on the session's database.
+
+    Both dialects spell upserts the same way (``ON CONFLICT (...) DO UPDATE/NOTHING``); this is the one
+    place that picks the dialect's construct, so store writes stay idempotent on either database.
+    """
+    name = session.get_bind().dialect.name
+    if name == "postgresql":
+        return postgresql.insert(table)
+    if name == "sqlite":
+        return sqlite.insert(table)
+    raise StoreError(f"the store supports sqlite and postgresql, not {name}")

@@ -1,0 +1,189 @@
+"""SQLAlchemy 2.0 typed table models of the result store.
+
+Portable between SQLite and PostgreSQL: plain ``JSON``, timezone-aware timestamps stored as UTC,
+enumerations as short strings (validated by the model layer, so a new verdict needs no DDL).
+Every constraint and index carries an explicit name (the naming convention below) so the hand-written
+migrations in ``sql/versions/`` can match the models exactly; ``tests/store`` checks that they do.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: Values of ``notifications.status``; the outbox moves pending -> sent | failed (failed retries).
+NOTIFICATION_STATUSES = ("pending", "sent", "failed")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp that is always stored and returned in UTC.
+
+    SQLite has no timezone-aware type (it keeps the wall-clock text), so values are converted to UTC
+    before binding and re-tagged as UTC when read. Naive datetimes are taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return to_utc(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return to_utc(value)
+
+
+def to_utc(value: datetime) -> datetime:
+    """``value`` as an aware UTC datetime; a naive value is interpreted as UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Run(Base):
+    """One run of a suite at one commit; ``run_key`` is the idempotency key."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index(None, "suite", "kind", "started_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_key: Mapped[str] = mapped_column(String(250), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    suite: Mapped[str] = mapped_column(String(200))
+    sha: Mapped[str] = mapped_column(String(64))
+    branch: Mapped[str] = mapped_column(String(250))
+    status: Mapped[str] = mapped_column(String(16))
+    accepted: Mapped[bool] = mapped_column(Boolean)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class Shard(Base):
+    """One benchmark process on one device of one pool, within a run."""
+
+    __tablename__ = "shards"
+    __table_args__ = (UniqueConstraint("run_id", "pool", "device"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    pool: Mapped[str] = mapped_column(String(100))
+    device: Mapped[int] = mapped_column(Integer)
+    backend: Mapped[str] = mapped_column(String(50))
+    status: Mapped[str] = mapped_column(String(16))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    artifact_dir: Mapped[str] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    results_file: Mapped[str | None] = mapped_column(Text)
+    telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    identity: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+
+
+class Result(Base):
+    """One (case, metric) series point of one shard, with its raw samples.
+
+    ``median`` and ``n`` are denormalised from ``samples`` so report SQL need not parse JSON.
+    """
+
+    __tablename__ = "results"
+    __table_args__ = (
+        UniqueConstraint("shard_id", "case", "metric"),
+        # series lookups (history, baselines) filter on case + metric first
+        Index(None, "case", "metric"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shard_id: Mapped[int] = mapped_column(ForeignKey("shards.id", ondelete="CASCADE"))
+    case: Mapped[str] = mapped_column(String(500))
+    metric: Mapped[str] = mapped_column(String(100))
+    unit: Mapped[str] = mapped_column(String(32))
+    lower_is_better: Mapped[bool] = mapped_column(Boolean)
+    median: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+    samples: Mapped[list[float]] = mapped_column(JSON)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class ComparisonRow(Base):
+    """One row of a run's compare table (a series against its baseline, and the verdict)."""
+
+    __tablename__ = "comparisons"
+    __table_args__ = (UniqueConstraint("run_id", "pool", "case", "metric"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    pool: Mapped[str] = mapped_column(String(100))
+    case: Mapped[str] = mapped_column(String(500))
+    metric: Mapped[str] = mapped_column(String(100))
+    unit: Mapped[str] = mapped_column(String(32))
+    lower_is_better: Mapped[bool] = mapped_column(Boolean)
+    base_run_key: Mapped[str | None] = mapped_column(String(250))
+    base_sha: Mapped[str | None] = mapped_column(String(64))
+    base_samples: Mapped[list[float] | None] = mapped_column(JSON(none_as_null=True))
+    head_samples: Mapped[list[float] | None] = mapped_column(JSON(none_as_null=True))
+    change_pct: Mapped[float | None] = mapped_column(Float)
+    worse_pct: Mapped[float | None] = mapped_column(Float)
+    threshold_pct: Mapped[float | None] = mapped_column(Float)
+    verdict: Mapped[str] = mapped_column(String(16))
+    note: Mapped[str] = mapped_column(Text)
+
+
+class Notification(Base):
+    """The outbox: a message is stored before it is sent, so a failed post never loses it."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (
+        UniqueConstraint("run_id", "kind", "channel"),
+        CheckConstraint("status IN ('pending', 'sent', 'failed')", name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # no cascade: deleting a run must not silently drop messages that were never delivered
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    kind: Mapped[str] = mapped_column(String(50))
+    channel: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

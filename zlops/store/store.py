@@ -1,0 +1,171 @@
+"""The result store's front door: :class:`Store`, one engine plus transaction-per-call conveniences.
+
+Each convenience method is ONE transaction (commit on success, rollback on any exception). To
+combine several writes atomically, open :meth:`Store.session` and call the session-level functions
+of :mod:`zlops.store.runs`, :mod:`~zlops.store.series`, :mod:`~zlops.store.comparisons` and
+:mod:`~zlops.store.outbox` with it: the caller owns that transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from zlops.model import (
+    BaselinePoint,
+    CaseResult,
+    Comparison,
+    HistoryPoint,
+    RunRecord,
+    RunStatus,
+    ShardOutcome,
+)
+from zlops.store import comparisons as _comparisons
+from zlops.store import migrate, outbox, runs, series
+from zlops.store.engine import SQLITE_BEGIN_OPTION, create_store_engine, parse_url
+
+T = TypeVar("T")
+
+
+class Store:
+    """Benchmark runs, shard outcomes, results, comparisons and the notification outbox.
+
+    Open with :meth:`open`; ``url`` is any SQLAlchemy URL of SQLite or PostgreSQL (psycopg 3).
+    """
+
+    url: str
+
+    def __init__(self, url: str, engine: Engine) -> None:
+        self.url = url
+        self.engine = engine
+        # writers take SQLite's write lock at BEGIN (see zlops.store.engine); readers do not
+        writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+        self._writes = sessionmaker(bind=writer, expire_on_commit=False)
+        self._reads = sessionmaker(bind=engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url: str, *, migrate: bool = True) -> Store:
+        """Connect to ``url`` (a SQLite file's folder is created) and, when ``migrate``, upgrade the
+        schema to the newest revision."""
+        store = cls(url, create_store_engine(url))
+        if migrate:
+            store.upgrade()
+        return store
+
+    def __repr__(self) -> str:
+        return f"Store({parse_url(self.url).render_as_string(hide_password=True)!r})"
+
+    # -- schema and transactions -------------------------------------------------------------
+
+    def upgrade(self) -> None:
+        """Migrate the schema to head; safe to repeat, and to run from two processes at once."""
+        migrate.upgrade(self.engine)
+
+    def current_revision(self) -> str | None:
+        """The schema revision of the database; None when it was never migrated."""
+        return migrate.current_revision(self.engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        with self._writes.begin() as session:
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._reads.begin() as session:
+            yield session
+
+    def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with self.session() as session:
+            return fn(session, *args, **kwargs)
+
+    def _query(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with self._read() as session:
+            return fn(session, *args, **kwargs)
+
+    def dispose(self) -> None:
+        """Close every pooled connection (the store can still be used; it reconnects)."""
+        self.engine.dispose()
+
+    # -- runs, shards, results ---------------------------------------------------------------
+
+    def upsert_run(self, run: RunRecord) -> None:
+        """Insert ``run`` or update it by ``run_key`` (first started_at kept, meta merged)."""
+        self._write(runs.upsert_run, run)
+
+    def get_run(self, run_key: str) -> RunRecord | None:
+        return self._query(runs.get_run, run_key)
+
+    def set_run_status(self, run_key: str, status: RunStatus, *,
+                       finished_at: datetime | None = None) -> None:
+        self._write(runs.set_run_status, run_key, status, finished_at=finished_at)
+
+    def set_accepted(self, run_key: str, accepted: bool = True) -> None:
+        """Promote a run to baseline material (or demote it with ``accepted=False``)."""
+        self._write(runs.set_accepted, run_key, accepted)
+
+    def list_runs(self, *, suite: str | None = None, kind: str | None = None,
+                  limit: int = 50) -> list[RunRecord]:
+        """Runs, newest started first."""
+        return self._query(runs.list_runs, suite=suite, kind=kind, limit=limit)
+
+    def record_shard(self, run_key: str, outcome: ShardOutcome, results: Sequence[CaseResult] = (),
+                     *, telemetry: Mapping[str, Any] | None = None,
+                     identity: Mapping[str, Any] | None = None) -> None:
+        """Store a shard and REPLACE its results, all or nothing (see :func:`runs.record_shard`)."""
+        self._write(runs.record_shard, run_key, outcome, results, telemetry=telemetry,
+                    identity=identity)
+
+    def shards(self, run_key: str) -> list[ShardOutcome]:
+        return self._query(runs.shards, run_key)
+
+    def shard_extras(self, run_key: str) -> dict[tuple[str, int], dict[str, Any]]:
+        return self._query(runs.shard_extras, run_key)
+
+    def results(self, run_key: str) -> list[tuple[str, int, CaseResult]]:
+        return self._query(runs.results, run_key)
+
+    # -- series ------------------------------------------------------------------------------
+
+    def baseline_candidates(self, suite: str, *, shas: Collection[str],
+                            exclude_run_key: str | None = None, kind: str = "nightly",
+                            ) -> list[tuple[str, str, str, BaselinePoint, datetime]]:
+        """Baseline points from accepted runs at ``shas``, newest first (see :mod:`.series`)."""
+        return self._query(series.baseline_candidates, suite, shas=shas,
+                           exclude_run_key=exclude_run_key, kind=kind)
+
+    def series_history(self, suite: str, pool: str, case: str, metric: str, *, limit: int = 60,
+                       kind: str = "nightly",
+                       include_run_key: str | None = None) -> list[HistoryPoint]:
+        """The newest ``limit`` accepted points of a series, oldest first (see :mod:`.series`)."""
+        return self._query(series.series_history, suite, pool, case, metric, limit=limit,
+                           kind=kind, include_run_key=include_run_key)
+
+    # -- comparisons and notifications -------------------------------------------------------
+
+    def save_comparisons(self, run_key: str, comparisons: Sequence[Comparison]) -> None:
+        """Replace the run's compare table."""
+        self._write(_comparisons.save_comparisons, run_key, comparisons)
+
+    def comparisons(self, run_key: str) -> list[Comparison]:
+        return self._query(_comparisons.comparisons, run_key)
+
+    def queue_notification(self, run_key: str, kind: str, channel: str,
+                           payload: Mapping[str, Any]) -> int:
+        """Queue a message in the outbox (idempotent per run, kind, channel); returns its id."""
+        return self._write(outbox.queue_notification, run_key, kind, channel, payload)
+
+    def mark_notification(self, notification_id: int, status: str, *,
+                          error: str | None = None) -> None:
+        """Record a delivery attempt: ``status`` pending|sent|failed; counts attempts."""
+        self._write(outbox.mark_notification, notification_id, status, error=error)
+
+    def pending_notifications(self, *, run_key: str | None = None) -> list[dict[str, Any]]:
+        """Messages still to deliver (pending or failed), oldest first."""
+        return self._query(outbox.pending_notifications, run_key=run_key)

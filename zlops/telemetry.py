@@ -1,0 +1,163 @@
+"""Device telemetry sampled beside every benchmark shard: one CSV schema on every backend.
+
+``telemetry.csv`` columns: timestamp, index, sm_clock_mhz, mem_clock_mhz, temp_c, power_w, util_pct,
+mem_used_mib (empty cell = the device does not report it). Telemetry is evidence, not a gate: a
+missing or unpermitted sampler writes its reason to ``telemetry.err`` and the benchmark runs unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import statistics
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ("timestamp", "index", "sm_clock_mhz", "mem_clock_mhz", "temp_c", "power_w", "util_pct", "mem_used_mib")
+CSV_NAME = "telemetry.csv"
+ERR_NAME = "telemetry.err"
+
+
+@dataclass(frozen=True)
+class TelemetrySample:
+    index: int
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    timestamp: str = ""
+
+    def row(self) -> list[str]:
+        ts = self.timestamp or datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        vals = (self.sm_clock_mhz, self.mem_clock_mhz, self.temp_c, self.power_w, self.util_pct, self.mem_used_mib)
+        return [ts, str(self.index), *("" if v is None else f"{v:g}" for v in vals)]
+
+
+class TelemetrySampler:
+    """Start/stop interface the runner uses; the base class samples nothing and says why."""
+
+    def __init__(self, out_dir: Path, reason: str = "") -> None:
+        self.out_dir = out_dir
+        self.reason = reason
+
+    def start(self) -> None:
+        if self.reason:
+            write_err(self.out_dir, self.reason)
+
+    def stop(self) -> None:
+        return None
+
+
+def write_err(out_dir: Path, reason: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / ERR_NAME).open("a", encoding="utf-8") as fh:
+        fh.write(reason.rstrip() + "\n")
+    log.info("telemetry unavailable: %s", reason)
+
+
+class PollingSampler(TelemetrySampler):
+    """Calls ``read()`` every ``interval_s`` in a thread and appends its samples to telemetry.csv.
+
+    An exception from ``read`` stops sampling with the reason in telemetry.err; it never reaches
+    the benchmark.
+    """
+
+    def __init__(self, out_dir: Path, read: Callable[[], Iterable[TelemetrySample]], *,
+                 interval_s: float = 1.0) -> None:
+        super().__init__(out_dir)
+        self._read = read
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with (self.out_dir / CSV_NAME).open("w", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerow(COLUMNS)
+        self._thread = threading.Thread(target=self._loop, name="zlops-telemetry", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        path = self.out_dir / CSV_NAME
+        while True:
+            try:
+                samples = list(self._read())
+            except Exception as exc:  # noqa: BLE001 - a sampler must never take the benchmark down
+                write_err(self.out_dir, f"sampler stopped: {type(exc).__name__}: {exc}")
+                return
+            with path.open("a", newline="", encoding="utf-8") as fh:
+                w = csv.writer(fh)
+                for s in samples:
+                    w.writerow(s.row())
+            if self._stop.wait(self._interval):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def _num(cell: str) -> float | None:
+    cell = cell.strip()
+    if not cell:
+        return None
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """Rows of a telemetry.csv with numbers parsed (None for empty cells)."""
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = []
+        for rec in csv.DictReader(fh):
+            row: dict[str, Any] = {"timestamp": rec.get("timestamp", "")}
+            for col in COLUMNS[1:]:
+                row[col] = _num(rec.get(col) or "")
+            rows.append(row)
+        return rows
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per-shard telemetry summary stored with the results and shown next to any delta.
+
+    median and min SM clock, max temperature, mean power, and the share of samples whose SM clock
+    is below 90% of the shard's own peak clock (a throttling hint).
+    """
+    def col(name: str) -> list[float]:
+        return [float(r[name]) for r in rows if r.get(name) is not None]
+
+    clocks, temps, power, util = col("sm_clock_mhz"), col("temp_c"), col("power_w"), col("util_pct")
+    out: dict[str, Any] = {"samples": len(rows)}
+    if clocks:
+        peak = max(clocks)
+        out.update(sm_clock_median_mhz=statistics.median(clocks), sm_clock_min_mhz=min(clocks),
+                   sm_clock_peak_mhz=peak,
+                   below_90pct_peak_share=sum(1 for c in clocks if c < 0.9 * peak) / len(clocks))
+    if temps:
+        out["temp_max_c"] = max(temps)
+    if power:
+        out["power_mean_w"] = statistics.fmean(power)
+    if util:
+        out["util_mean_pct"] = statistics.fmean(util)
+    return out
+
+
+def summarize_dir(out_dir: Path) -> dict[str, Any]:
+    summary = summarize(read_csv(out_dir / CSV_NAME))
+    err = out_dir / ERR_NAME
+    if err.exists():
+        summary["error"] = err.read_text(encoding="utf-8", errors="replace").strip()[-500:]
+    return summary
