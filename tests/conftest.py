@@ -1,7 +1,8 @@
 """Session-wide test setup.
 
 Airflow reads its environment at import time, so AIRFLOW_HOME and friends are set here, before
-any test module can import airflow (otherwise it would create ~/airflow).
+any test module can import airflow (otherwise it would create ~/airflow); nothing imported above
+imports it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
 
 REPO = Path(__file__).resolve().parents[1]
 _AF_HOME = Path(tempfile.mkdtemp(prefix="zlops-af-"))
@@ -26,14 +31,10 @@ os.environ.update(
 os.environ.pop("ZLOPS_CONFIG", None)
 os.environ.pop("SLACK_BOT_TOKEN", None)
 
-
-import psycopg
-import pytest
-from psycopg import sql
-
 PG_HOST = "127.0.0.1"
 PG_PORT = 5432
 PG_USER = "postgres"
+
 
 def pg_admin_connect() -> psycopg.Connection[Any]:
     """An autocommit connection to the admin database; fails (or skips) the test when unreachable."""

@@ -90,8 +90,8 @@ def test_payload_shape_and_order() -> None:
     texts = _texts(payload)
     assert texts[1] == "Run `nightly-0302` on `main` · 2 pools (cuda, npu) · shards: 1 ok, 1 failed"
     assert texts[2].startswith("*Overall: 1 of 4 cases improved, 2 regressed*\n:red_circle: 1 regressions (>5%)")
-    assert texts[3] == ":red_circle: *Regressions* (worse by more than 5%)\n" \
-                       "• `matmul_bf16` (npu, latency): *+29.66%*  1240 us → 1608 us"
+    assert texts[3] == (":red_circle: *Regressions* (worse by more than 5%)\n"
+                        "• `matmul_bf16` (npu, latency): *+29.66%*  1240 us → 1608 us")
     assert texts[4].endswith("• `gemm` (cuda, latency): *+2.80%*  12.5 ms → 12.85 ms")
     assert texts[5].endswith("• `add&lt;fp32&gt;` (npu, latency): *-4.53%*  890.3 us → 850 us")
     assert texts[6] == ":x: *Failed shards*\n• cuda device 1 (cuda): timeout: killed after 3600 s"

@@ -27,7 +27,7 @@ def _setup_logging(verbose: int, interactive: bool) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
-def _config(args: argparse.Namespace):  # noqa: ANN202 - returns zlops.config.Config
+def _config(args: argparse.Namespace):
     from zlops.config import load_config
 
     path = args.config or os.environ.get("ZLOPS_CONFIG")
@@ -101,7 +101,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     for run in open_store(_config(args)).list_runs(suite=args.suite, limit=args.limit):
         when = run.started_at.isoformat(timespec="seconds") if run.started_at else "-"
-        print(f"{when}  {run.status.value:<7} {'accepted' if run.accepted else '        '}  {run.sha[:12]}  {run.run_key}")
+        accepted = "accepted" if run.accepted else ""
+        print(f"{when}  {run.status.value:<7} {accepted:<8}  {run.sha[:12]}  {run.run_key}")
     return EXIT_OK
 
 
@@ -130,6 +131,23 @@ def cmd_parse(args: argparse.Namespace) -> int:
     else:
         for r in results:
             print(f"{r.case}\t{r.metric}\t{r.median:.6g} {r.unit}\t(n={len(r.samples)})")
+    return EXIT_OK
+
+
+def cmd_airflow_pools(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if args.dry_run:
+        from zlops.airflow.pools import planned_pools
+
+        for name, desc in planned_pools(config).items():
+            print(f"{name}\t1\t{desc}")
+        return EXIT_OK
+    try:
+        from zlops.airflow.pools import sync_pools
+    except ImportError as exc:
+        raise ZlopsError(f"Airflow is not installed here ({exc}); pip install 'zlops[airflow]'") from None
+    for name in sync_pools(config):
+        print(f"pool {name}: 1 slot")
     return EXIT_OK
 
 
@@ -181,6 +199,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_key")
     rep.add_argument("--config")
     rep.set_defaults(func=cmd_report)
+
+    af = sub.add_parser("airflow", help="Airflow helpers")
+    afsub = af.add_subparsers(dest="airflow_command", required=True)
+    sp = afsub.add_parser("sync-pools", help="create one Airflow pool (1 slot) per configured device")
+    sp.add_argument("--config")
+    sp.add_argument("--dry-run", action="store_true", help="print the pools instead of creating them")
+    sp.set_defaults(func=cmd_airflow_pools)
 
     pa = sub.add_parser("parse", help="parse a results file and print the normalized rows")
     pa.add_argument("--format", required=True)

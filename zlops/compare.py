@@ -14,7 +14,15 @@ from datetime import datetime
 
 from zlops import metrics
 from zlops.judge import Judge
-from zlops.model import BaselinePoint, CaseResult, Comparison, CompareSummary, Judgement, Thresholds, Verdict
+from zlops.model import (
+    BaselinePoint,
+    CaseResult,
+    CompareSummary,
+    Comparison,
+    Judgement,
+    Thresholds,
+    Verdict,
+)
 
 SeriesKey = tuple[str, str, str]  # (pool, case, metric)
 

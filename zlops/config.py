@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from zlops.errors import BackendUnavailable, ConfigError
 from zlops.model import Thresholds
@@ -245,8 +252,7 @@ def _format_errors(source: str, exc: ValidationError) -> str:
     for err in exc.errors(include_url=False):
         loc = _loc(tuple(p for p in err["loc"] if p not in ("function-after", "function-before")))
         msg = err["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+        msg = msg.removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see docs/config.md for the keys)"
         elif err["type"] == "missing":

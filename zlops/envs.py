@@ -168,13 +168,29 @@ def _relocate(venv: Path, old: Path) -> None:
         except OSError:
             continue
         if old_b in data and b"\0" not in data[:4096]:
-            p.write_bytes(data.replace(old_b, new_b))
+            # replace, never rewrite in place: the file may be a hard link into the template
+            tmp = p.with_name(p.name + ".zlops-tmp")
+            tmp.write_bytes(data.replace(old_b, new_b))
+            shutil.copymode(p, tmp)
+            os.replace(tmp, p)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link a file (instant, no extra disk), copying when the two paths are on different devices.
+
+    Safe because installers replace files (unlink + create) rather than rewrite them, the same
+    assumption uv's own hard-linked package cache makes; _relocate replaces too.
+    """
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _copy_venv(template: Path, venv: Path) -> None:
     if venv.exists():
         shutil.rmtree(venv)
-    shutil.copytree(template, venv, symlinks=True)
+    shutil.copytree(template, venv, symlinks=True, copy_function=_link_or_copy)
     _relocate(venv, template)
 
 

@@ -22,12 +22,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from zlops import __version__, compare as cmp, envs, gitops, telemetry
+from zlops import __version__, envs, gitops, telemetry
+from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
 from zlops.errors import GitError, ParseError, ZlopsError
 from zlops.formats import parse_results
 from zlops.judge import get_judge
-from zlops.model import (CaseResult, CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus)
+from zlops.model import (
+    CaseResult,
+    CompareSummary,
+    RunRecord,
+    RunStatus,
+    ShardOutcome,
+    ShardStatus,
+)
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
 from zlops.store import Store

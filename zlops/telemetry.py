@@ -89,14 +89,13 @@ class PollingSampler(TelemetrySampler):
         path = self.out_dir / CSV_NAME
         while True:
             try:
-                samples = list(self._read())
+                # rows are formatted inside the guard too: a malformed sample is a failing read
+                rows = [s.row() for s in self._read()]
             except Exception as exc:  # noqa: BLE001 - a sampler must never take the benchmark down
                 write_err(self.out_dir, f"sampler stopped: {type(exc).__name__}: {exc}")
                 return
             with path.open("a", newline="", encoding="utf-8") as fh:
-                w = csv.writer(fh)
-                for s in samples:
-                    w.writerow(s.row())
+                csv.writer(fh).writerows(rows)
             if self._stop.wait(self._interval):
                 return
 

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pipeline_upstream import Upstream, config_data
+from fake_upstream import Upstream, config_data
 
 from zlops.config import Config, parse_config
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pipeline_upstream import Upstream, config_data
+from fake_upstream import Upstream, config_data
 
 from zlops import pipeline
 from zlops.config import Config, parse_config
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 BASE = {"alpha": 1.0, "beta": 2.0, "gamma": 3.0, "delta": 4.0}
 
 
-def verdicts(result) -> dict[str, Verdict]:  # noqa: ANN001
+def verdicts(result) -> dict[str, Verdict]:
     return {c.case: c.verdict for c in result.summary.comparisons}
 
 

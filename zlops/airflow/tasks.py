@@ -90,7 +90,8 @@ def ingest(suite: str) -> dict[str, int]:
 
 @task
 def compare(suite: str) -> dict[str, Any]:
-    from zlops.pipeline import compare as do_compare, summary_dict
+    from zlops.pipeline import compare as do_compare
+    from zlops.pipeline import summary_dict
 
     return summary_dict(do_compare(_ctx(suite)))
 
@@ -132,7 +133,8 @@ def promote(suite: str) -> dict[str, bool]:
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def cleanup(suite: str) -> None:
     """Remove the worktree; runs whatever happened upstream."""
-    from zlops.pipeline import cleanup as do_cleanup, open_store
+    from zlops.pipeline import cleanup as do_cleanup
+    from zlops.pipeline import open_store
 
     config = _config()
     run_key = _run_key(suite)

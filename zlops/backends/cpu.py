@@ -27,9 +27,10 @@ class Backend(DeviceBackend):
         import psutil
 
         mem = psutil.virtual_memory()
+        cpus = {"logical_cpus": psutil.cpu_count(), "physical_cpus": psutil.cpu_count(logical=False)}
         return [DeviceInfo(index=0, model=_cpu_model(), healthy=True,
                            memory_used_mib=(mem.total - mem.available) / 2**20, memory_total_mib=mem.total / 2**20,
-                           extra={"logical_cpus": psutil.cpu_count(), "physical_cpus": psutil.cpu_count(logical=False)})]
+                           extra=cpus)]
 
     def telemetry_sampler(self, devices: Sequence[int], out_dir: Path, *, interval_s: float = 1.0) -> TelemetrySampler:
         import psutil
@@ -38,7 +39,7 @@ class Backend(DeviceBackend):
 
         def read() -> Iterable[TelemetrySample]:
             freq = psutil.cpu_freq()
-            temps: dict[str, Any] = getattr(psutil, "sensors_temperatures", lambda: {})() or {}
+            temps: dict[str, Any] = getattr(psutil, "sensors_temperatures", dict)() or {}
             temp = max((t.current for group in temps.values() for t in group if t.current), default=None)
             mem = psutil.virtual_memory()
             return [TelemetrySample(index=int(d), sm_clock_mhz=freq.current if freq else None, temp_c=temp,

@@ -1,0 +1,87 @@
+"""A small FastAPI app for the Airflow UI: recent zlops runs, and one run's report and plots.
+
+Mounted by ``plugins/zlops_plugin.py`` at ``/zlops/`` (a "zlops" entry under Browse). Read-only;
+it reads the store and the artifacts of the config named by ``ZLOPS_CONFIG``.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse
+
+from zlops.config import Config, config_from_env
+
+_STYLE = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+          "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}pre{background:#f6f6f6;padding:1em}"
+          ".regression{color:#b00;font-weight:bold}.potential{color:#c60}.improved{color:#080}")
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
+
+
+def create_app(config: Config | None = None) -> FastAPI:
+    """The app; ``config`` defaults to $ZLOPS_CONFIG, read on each request so edits apply."""
+    app = FastAPI(title="zlops")
+
+    def cfg() -> Config:
+        return config if config is not None else config_from_env()
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(suite: str | None = None, limit: int = 50) -> str:
+        from zlops.pipeline import open_store
+
+        store = open_store(cfg())
+        rows = []
+        for run in store.list_runs(suite=suite, limit=min(max(limit, 1), 500)):
+            counts: dict[str, int] = {}
+            for c in store.comparisons(run.run_key):
+                counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
+            verdicts = ", ".join(f"<span class='{k}'>{v} {k}</span>" for k, v in sorted(counts.items()))
+            when = run.started_at.isoformat(timespec="minutes") if run.started_at else "-"
+            rows.append(f"<tr><td>{when}</td><td>{html.escape(run.suite)}</td><td>{html.escape(run.kind)}</td>"
+                        f"<td><code>{run.sha[:12]}</code></td><td>{run.status.value}</td>"
+                        f"<td>{'yes' if run.accepted else ''}</td><td>{verdicts}</td>"
+                        f"<td><a href='run?key={html.escape(run.run_key, quote=True)}'>report</a></td></tr>")
+        table = ("<table><tr><th>started</th><th>suite</th><th>kind</th><th>commit</th><th>status</th>"
+                 "<th>baseline</th><th>verdicts</th><th></th></tr>" + "".join(rows) + "</table>")
+        return _page("zlops runs", table if rows else "<p>No runs yet.</p>")
+
+    @app.get("/run", response_class=HTMLResponse)
+    def run_page(key: str) -> str:
+        from zlops.pipeline import context_for, open_store
+
+        config = cfg()
+        run = open_store(config).get_run(key)
+        if run is None:
+            raise HTTPException(404, f"unknown run {key!r}")
+        ctx = context_for(config, run.suite, run.run_key)
+        text = ctx.run_dir / "report.txt"
+        body = [(f"<p>suite <b>{html.escape(run.suite)}</b>, commit <code>{run.sha}</code>, "
+                 f"status {run.status.value}</p>")]
+        body.append(f"<pre>{html.escape(text.read_text())}</pre>" if text.exists() else "<p>No report yet.</p>")
+        for png in sorted((ctx.run_dir / "plots").glob("*.png")):
+            body.append(f"<p><img src='plot?key={html.escape(key, quote=True)}&amp;name={html.escape(png.name)}' "
+                        f"alt='{html.escape(png.stem)}' width='880'></p>")
+        return _page(f"zlops run {run.run_key}", "".join(body))
+
+    @app.get("/plot")
+    def plot(key: str, name: str) -> Any:
+        from zlops.pipeline import context_for, open_store
+
+        config = cfg()
+        run = open_store(config).get_run(key)
+        if run is None:
+            raise HTTPException(404, "unknown run")
+        plots = (context_for(config, run.suite, run.run_key).run_dir / "plots").resolve()
+        path = (plots / name).resolve()
+        if path.parent != plots or path.suffix != ".png" or not path.is_file():
+            raise HTTPException(404, "no such plot")
+        return FileResponse(Path(path), media_type="image/png")
+
+    return app
