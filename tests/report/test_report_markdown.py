@@ -35,7 +35,7 @@ def test_shard_table_has_status_duration_error_and_relative_artifacts(
 def test_compare_rows_flagged_ones_bold(summary: CompareSummary, run: RunRecord,
                                         shards: list[ShardOutcome], tmp_path: Path) -> None:
     lines = _report(summary, run, shards, tmp_path).splitlines()
-    assert ("| **matmul_bf16** | **latency** | **1240 us** | **1608 us** | **+367.8 us** "
+    assert ("| **matmul_bf16** | **latency** | **1240 us** | **1608 us** | **+368 us** "
             "| **+29.66%** | **!! REGRESSION** |") in lines
     assert "| add_fp32 | latency | 890.3 us | 850 us | -40.3 us | -4.53% | improved |" in lines
     assert "| conv2d | latency | - | 3.25 ms | - | - | new |" in lines

@@ -22,11 +22,11 @@ gemm (bandwidth)     900 GB/s  905 GB/s   +5 GB/s      +0.56%
 
 ### npu
 
-Case              Base       HEAD      Delta  Change (%)  Verdict
------------  ---------  ---------  ---------  ----------  -------------
-add_fp32      890.3 us     850 us   -40.3 us      -4.53%  improved
-matmul_bf16    1240 us    1608 us  +367.8 us     +29.66%  !! REGRESSION
-softmax      480000 us  481000 us   +1000 us      +0.21%
+Case              Base       HEAD     Delta  Change (%)  Verdict
+-----------  ---------  ---------  --------  ----------  -------------
+add_fp32      890.3 us     850 us  -40.3 us      -4.53%  improved
+matmul_bf16    1240 us    1608 us   +368 us     +29.66%  !! REGRESSION
+softmax      480000 us  481000 us  +1000 us      +0.21%
 
 Flagged:
   !! REGRESSION  npu / matmul_bf16 (latency): +29.66% (1240 us -> 1608 us)
@@ -100,3 +100,10 @@ def test_change_is_computed_when_the_judge_left_it_out() -> None:
     c = comparison("npu", "a", Verdict.UNCHANGED, 200.0, 201.0)
     c = dataclasses.replace(c, judgement=dataclasses.replace(c.judgement, change_pct=None))
     assert cells.fmt_change(cells.change_pct(c)) == "+0.50%"
+
+
+def test_small_deltas_use_the_base_values_precision_not_exponents() -> None:
+    assert cells.fmt_delta(-0.000421, "ms", scale=0.168) == "-0.0004 ms"
+    assert cells.fmt_delta(0.002043, "ms", scale=0.7438) == "+0.002 ms"
+    assert cells.fmt_delta(367.8, "us", scale=1240.0) == "+368 us"
+    assert cells.fmt_delta(1e-9, "ms", scale=0.2) == "0 ms"

@@ -59,11 +59,23 @@ def fmt_value(value: float | None, unit: str) -> str:
     return NONE if value is None else format_value(value, unit)
 
 
-def fmt_delta(value: float | None, unit: str) -> str:
-    """A signed delta: ``+1.8 us``, ``-4.6 us``; an exact zero shows as ``0 us``."""
+def fmt_delta(value: float | None, unit: str, *, scale: float | None = None) -> str:
+    """A signed delta: ``+1.8 us``, ``-4.6 us``; an exact zero shows as ``0 us``.
+
+    With ``scale`` (the base value) the delta gets the decimals of 4 significant digits of the base,
+    so a small delta of a 0.2746 ms case reads ``+0.0009 ms`` rather than ``+9.420e-04 ms``.
+    """
     if value is None:
         return NONE
-    text = format_value(abs(value), unit)
+    if scale is not None and scale != 0 and math.isfinite(scale) and math.isfinite(value):
+        decimals = max(0, 3 - math.floor(math.log10(abs(scale))))
+        fixed = f"{abs(value):.{decimals}f}"
+        text = fixed.rstrip("0").rstrip(".") if "." in fixed else fixed
+        text = f"{text} {unit}" if unit else text
+        if float(fixed) == 0:
+            return text
+    else:
+        text = format_value(abs(value), unit)
     if value > 0:
         return "+" + text
     if value < 0:

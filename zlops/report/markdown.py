@@ -52,7 +52,8 @@ def markdown_report(
         f"- Branch: `{run.branch}`",
         f"- Commit: `{run.sha}`",
         f"- {cells.header_line(summary, None, None)}",
-        f"- Run status: {run.status.value}",
+        f"- Run status: {run.status.value}" + (" (baseline promotion follows this report)"
+                                                if run.status.value == "running" else ""),
         "",
     ]
     out += _shard_section(shards, artifacts_root)

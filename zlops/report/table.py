@@ -75,7 +75,7 @@ def row_cells(c: Comparison, label: str) -> tuple[str, ...]:
         label,
         cells.fmt_value(c.base_value, cells.base_unit(c)),
         cells.fmt_value(c.head_value, c.unit),
-        cells.fmt_delta(c.delta, c.unit),
+        cells.fmt_delta(c.delta, c.unit, scale=c.base_value),
         cells.fmt_change(cells.change_pct(c)),
         cells.marker(c.verdict),
     )
