@@ -60,7 +60,9 @@ class RichProgress:
 
     @contextlib.contextmanager
     def step(self, step: str, **ctx: Any) -> Iterator[None]:
-        label = _label(step, ctx)
+        from rich.markup import escape
+
+        label = escape(_label(step, ctx))  # "[suite=...]" is not rich markup
         with self._lock:
             task = self._progress.add_task(label, total=1)
         try:
@@ -75,7 +77,9 @@ class RichProgress:
             self._progress.stop_task(task)
 
     def note(self, message: str) -> None:
-        self._progress.console.print(message)
+        from rich.markup import escape
+
+        self._progress.console.print(escape(message))
 
     def close(self) -> None:
         self._progress.stop()

@@ -117,3 +117,30 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
     shards = {s.device: s.status for s in store.shards(run.run_key)}
     assert shards == {0: ShardStatus.OK, 1: ShardStatus.FAILED}
     assert not any((config.worktrees_dir / "fake").iterdir())
+
+
+@pytest.mark.slow
+def test_dag_on_the_demo_upstream_flags_the_softmax_regression(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """dag.test() over two real nights of the demo upstream (real numpy timing, CPU pool)."""
+    from zlops.airflow.pools import sync_pools
+    from zlops.demo import create_upstream, demo_config_data
+
+    home = tmp_path / "demo"
+    shas = create_upstream(home / "upstream")
+    path = tmp_path / "zlops.yaml"
+    path.write_text(yaml.safe_dump(demo_config_data(home, rounds=5, workers=3)))
+    monkeypatch.setenv("ZLOPS_CONFIG", str(path))
+    config = load_config(path)
+    sync_pools(config)
+    dag = dagbag().get_dag("zlops_nightly_demo-ops")
+    assert dag.test(run_conf={"sha": shas[1][:12]}).state == "success"  # a short SHA is accepted
+    night3 = dag.test(run_conf={"sha": shas[2]})
+    assert night3.state == "success"
+    store = pipeline.open_store(config)
+    run = store.get_run(pipeline.make_run_key("nightly", "demo-ops", night3.run_id))
+    assert run is not None and run.sha == shas[2]
+    by_case = {c.case: c for c in store.comparisons(run.run_key)}
+    assert by_case["softmax"].verdict is Verdict.REGRESSION
+    assert by_case["softmax"].base is not None and by_case["softmax"].base.sha == shas[1]
+    assert all(by_case[op].verdict is not Verdict.REGRESSION for op in ("cumsum", "gelu", "layernorm", "matmul"))
