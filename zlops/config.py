@@ -87,6 +87,8 @@ class SuiteConfig(_Strict):
     timeout_s: float = Field(default=1800, gt=0)
     schedule: str | None = Field(default="0 2 * * *")
     system_site_packages: bool = False
+    python: str | None = Field(default=None, description="interpreter the suite's venv is made from "
+                               "(default: the one running zlops)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for install and run")
     dependency_files: list[str] = Field(
         default_factory=lambda: ["pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt"],

@@ -51,8 +51,16 @@ def find_uv() -> str | None:
 
 
 def base_python() -> str:
-    """The interpreter suite environments are made from by default: the base of the running one."""
-    return getattr(sys, "_base_executable", None) or sys.executable
+    """The interpreter suite environments are made from by default: the one running zlops.
+
+    Its own virtual environment, if it runs in one, is what ``system_site_packages`` exposes
+    (see :func:`_inherit_site_packages`): on a GPU host that is where torch was preinstalled.
+    """
+    return sys.executable
+
+
+_SITE_PROBE = ("import json, site, sys; print(json.dumps({'venv': sys.prefix != sys.base_prefix, "
+               "'site': [p for p in site.getsitepackages() if p]}))")
 
 
 @dataclass(frozen=True)
@@ -120,13 +128,33 @@ def _create_venv(venv: Path, req: EnvRequest, uv_bin: str | None, log_path: Path
         if req.system_site_packages:
             argv.insert(2, "--system-site-packages")
         proc.run(argv, env=proc.build_env(dict(req.extra_env)), log_path=log_path, what="uv venv")
-        return "uv"
-    log.warning("uv not found: falling back to python -m venv + pip (slower; pip install uv to speed up)")
-    argv = [req.python, "-m", "venv", str(venv)]
+        tool = "uv"
+    else:
+        log.warning("uv not found: falling back to python -m venv + pip (slower; pip install uv to speed up)")
+        argv = [req.python, "-m", "venv", str(venv)]
+        if req.system_site_packages:
+            argv.append("--system-site-packages")
+        proc.run(argv, env=proc.build_env(dict(req.extra_env)), log_path=log_path, what="python -m venv")
+        tool = "venv"
     if req.system_site_packages:
-        argv.append("--system-site-packages")
-    proc.run(argv, env=proc.build_env(dict(req.extra_env)), log_path=log_path, what="python -m venv")
-    return "venv"
+        _inherit_site_packages(venv, req.python)
+    return tool
+
+
+def _inherit_site_packages(venv: Path, python: str) -> None:
+    """Make ``python``'s own venv site-packages visible in ``venv`` (``system_site_packages``).
+
+    ``--system-site-packages`` only exposes the *base* interpreter's site-packages; when zlops runs
+    from a venv that holds the preinstalled framework (``/opt/torch/.venv``), that venv's
+    site-packages are added with a ``.pth`` file, after the new venv's own (so installs win).
+    """
+    parent = json.loads(proc.run([python, "-c", _SITE_PROBE], what="site probe").stdout)
+    if not parent["venv"]:
+        return
+    mine = json.loads(proc.run([str(venv / "bin" / "python"), "-c", _SITE_PROBE], what="site probe").stdout)
+    target = Path(mine["site"][0])
+    (target / "zlops-inherit.pth").write_text("\n".join(parent["site"]) + "\n", encoding="utf-8")
+    log.info("venv %s inherits site-packages of %s", venv, ", ".join(parent["site"]))
 
 
 def install_argv(argv: Sequence[str], venv: Path, tool: str, uv_bin: str | None) -> list[str]:

@@ -165,7 +165,7 @@ def prepare(ctx: RunContext, *, progress: Progress | None = None, use_cache: boo
     with progress.step("env", suite=ctx.suite_name, commit=ctx.sha[:12]):
         req = envs.EnvRequest(
             install=tuple(tuple(a) for a in suite.install), dependency_globs=tuple(suite.dependency_files),
-            system_site_packages=suite.system_site_packages, python=envs.base_python(),
+            system_site_packages=suite.system_site_packages, python=suite.python or envs.base_python(),
             extra_env=tuple(sorted(suite.env.items())))
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
         res = envs.ensure_env(ctx.worktree, req, ctx.config.envs_dir, log_path=ctx.run_dir / "env.log",

@@ -1,0 +1,96 @@
+"""Live noise study on a real GPU: A/A nights, then nights with known injected slowdowns.
+
+    python benchmarks/h200/live_nights.py --out nights.jsonl [--aa 14] [--per-size 3] [--rounds 7]
+
+Each night is a fresh process (as a nightly is) running suites/torch_ops/bench.py's cases with
+zlops.timing. After the A/A nights, for each injected size (2, 3, 5, 10%) ``--per-size`` nights make
+the large bandwidth-bound cases do that much more work (more elements/rows: the true slowdown is
+known). In an injected night the process also runs a same-device interleaved A/B of each injected
+case (unchanged vs injected shapes, pairs in randomized order) for the confirmation step.
+
+Output, one JSON object per line:
+  {"kind": "night", "night": n, "case": c, "inject": s, "timer": t, "samples": [...], "median": m}
+  {"kind": "ab", "night": n, "case": c, "inject": s, "base": [...], "head": [...], "order": "ABBA..."}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INJECTABLE = ("add_16M", "sum_16M", "cumsum_16M", "softmax_8192", "layernorm_8192", "gelu_8192")
+SIZES = (0.02, 0.03, 0.05, 0.10)
+
+
+def one_night(night: int, inject: float, rounds: int, pairs: int) -> list[dict[str, object]]:
+    sys.path.insert(0, str(ROOT / "suites" / "torch_ops"))
+    import bench  # suites/torch_ops/bench.py
+
+    from zlops.timing import time_op
+
+    spec = {c: inject for c in INJECTABLE} if inject else {}
+    made = bench.cases("cuda", spec)
+    out: list[dict[str, object]] = []
+    for name, fn in made.items():
+        t = time_op(fn, op=name, backend="cuda", rounds=rounds)
+        out.append({"kind": "night", "night": night, "case": name, "inject": spec.get(name, 0.0), "timer": t.timer,
+                    "samples": list(t.samples), "median": t.median_ms})
+    if inject:
+        base = bench.cases("cuda", {})
+        rng = random.Random(night)
+        for name in INJECTABLE:
+            a_s: list[float] = []
+            b_s: list[float] = []
+            order = ""
+            for _ in range(pairs):
+                pair = "AB" if rng.random() < 0.5 else "BA"
+                order += pair
+                for side in pair:
+                    fn = base[name] if side == "A" else made[name]
+                    t = time_op(fn, op=name, backend="cuda", rounds=1, warmup=1)
+                    (a_s if side == "A" else b_s).append(t.samples[0])
+            out.append({"kind": "ab", "night": night, "case": name, "inject": inject, "base": a_s, "head": b_s,
+                        "order": order})
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--aa", type=int, default=14)
+    ap.add_argument("--per-size", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--night", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--inject", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.night is not None:  # the child: one night in this fresh process
+        for rec in one_night(args.night, args.inject, args.rounds, args.pairs):
+            print(json.dumps(rec))
+        return 0
+    plan = [0.0] * args.aa + [s for s in SIZES for _ in range(args.per_size)]
+    with open(args.out, "w") as fh:
+        for n, inject in enumerate(plan, start=1):
+            done = subprocess.run([sys.executable, __file__, "--out", "-", "--night", str(n), "--inject", str(inject),
+                                   "--rounds", str(args.rounds), "--pairs", str(args.pairs)],
+                                  capture_output=True, text=True, env=os.environ.copy())
+            if done.returncode != 0:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return done.returncode
+            fh.write(done.stdout)
+            fh.flush()
+            meds = {r["case"]: r["median"] for r in map(json.loads, done.stdout.splitlines()) if r["kind"] == "night"}
+            print(f"night {n:2d} inject {inject:.2f}: add_16M {meds['add_16M']:.4f} ms, "
+                  f"mm_4096 {meds['mm_4096']:.4f} ms ({statistics.fmean(meds.values()):.4f} mean)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
