@@ -156,9 +156,9 @@ def test_backend_alias_is_canonicalised() -> None:
 
 def test_unknown_format_lists_the_known_ones(tmp_path: Path) -> None:
     data = _data()
-    data["suites"]["demo-ops"]["format"] = "google-benchmark"
+    data["suites"]["demo-ops"]["format"] = "nvbench-json"
     msg, path = _error(tmp_path, data)
-    assert f"{path}: suites.demo-ops.format: unknown results format 'google-benchmark'" in msg
+    assert f"{path}: suites.demo-ops.format: unknown results format 'nvbench-json'" in msg
     assert "pytest-benchmark" in msg and "zlops-json" in msg
 
 

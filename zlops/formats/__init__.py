@@ -20,6 +20,12 @@ Parser = Callable[..., list[CaseResult]]
 _MODULES: dict[str, str] = {
     "zlops-json": "zlops.formats.zlops_json",
     "pytest-benchmark": "zlops.formats.pytest_benchmark",
+    "simpler-strace": "zlops.formats.simpler_strace",
+    "simpler-rounds-table": "zlops.formats.simpler_rounds_table",
+    "simpler-benchmark-rounds": "zlops.formats.simpler_benchmark_rounds",
+    "flaggems-record": "zlops.formats.flaggems_record",
+    "collectives": "zlops.formats.collectives",
+    "google-benchmark": "zlops.formats.google_benchmark",
 }
 
 
