@@ -242,7 +242,7 @@ def time_op(fn: Callable[[], Any], *, op: str, backend: str, timer: str | None =
         else:
             try:
                 graph = _capture(fn, dev, calls_per_graph)
-            except Exception as exc:  # noqa: BLE001 - classified just below, re-raised unless refused
+            except Exception as exc:
                 kind = classify_capture_error(spec.name, exc)
                 if kind == "poisoned" or not _context_alive(dev):
                     raise CapturePoisoned(f"BENCHMARK_CAPTURE_POISONED op={op}: capture left the {spec.name} "

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 
 from zlops.timing import time_op
 
@@ -44,7 +44,7 @@ def cases(dev: str, inject: dict[str, float]) -> dict[str, Callable[[], object]]
     made: dict[str, Callable[[], object]] = {}
 
     def grow(name: str, n: int) -> int:
-        return int(round(n * (1.0 + inject.get(name, 0.0))))
+        return round(n * (1.0 + inject.get(name, 0.0)))
 
     a4096 = torch.randn(4096, 4096, device=dev, dtype=bf16)
     made["mm_4096"] = lambda: a4096 @ a4096
