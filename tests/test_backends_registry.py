@@ -86,9 +86,11 @@ def test_importing_the_registry_imports_no_backend_module() -> None:
     assert json.loads(out) == []
 
 
-def test_identity_names_backend_and_caliber() -> None:
+def test_identity_names_backend_and_caliber(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no npu-smi: the device part is unknown, not an error
     ident = get_backend("ascend").identity([0])
-    assert ident == {"backend": "ascend", "graph_capture_supported": False, "timer": "direct"}
+    assert ident == {"backend": "ascend", "graph_capture_supported": False, "timer": "direct",
+                     "device_model": None, "driver": None, "toolkit": None}
     cpu = get_backend("cpu").identity([0])
     assert cpu["backend"] == "cpu" and cpu["device_model"] and cpu["timer"] == "direct"
 
@@ -114,8 +116,19 @@ def test_cpu_sampler_writes_telemetry_rows(tmp_path: Path) -> None:
 
 
 def test_backend_without_sampler_records_why(tmp_path: Path) -> None:
-    sampler = get_backend("cuda").telemetry_sampler([0], tmp_path)
+    from zlops.backends.base import DeviceBackend
+
+    sampler = DeviceBackend(get_spec("cuda")).telemetry_sampler([0], tmp_path)
     sampler.start()
     sampler.stop()
     assert "no telemetry sampler for backend cuda" in (tmp_path / ERR_NAME).read_text()
+    assert not (tmp_path / CSV_NAME).exists()
+
+
+def test_backend_whose_tool_is_missing_records_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    sampler = get_backend("cuda").telemetry_sampler([0], tmp_path)
+    sampler.start()
+    sampler.stop()
+    assert "nvidia-smi not found on PATH" in (tmp_path / ERR_NAME).read_text()
     assert not (tmp_path / CSV_NAME).exists()

@@ -147,6 +147,7 @@ def test_missing_program_is_failed_not_raised(tmp_path: Path) -> None:
 def test_cuda_pins_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no nvidia-smi, even on a GPU host
     spec = _spec(tmp_path, backend="cuda", device=2)
     out = _run(spec, tmp_path)
     assert out.status is ShardStatus.OK and out.backend == "cuda"
@@ -155,7 +156,7 @@ def test_cuda_pins_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert env["VIRTUAL_ENV"] == sys.prefix
     m = _manifest(spec)
     assert m["env_added"] == {"SUITE_VAR": "from-suite", "CUDA_VISIBLE_DEVICES": "2"}
-    assert "no telemetry sampler for backend cuda" in (spec.artifact_dir / "telemetry.err").read_text()
+    assert "nvidia-smi not found on PATH" in (spec.artifact_dir / "telemetry.err").read_text()
 
 
 def test_cpu_pins_nothing_and_drops_a_stale_visibility_variable(tmp_path: Path,

@@ -13,9 +13,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zlops import __version__
 from zlops.errors import ConfigError, ZlopsError
+
+if TYPE_CHECKING:
+    from zlops.backends.base import DeviceBackend
 
 log = logging.getLogger("zlops.cli")
 
@@ -151,6 +155,93 @@ def cmd_airflow_pools(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _backend(args: argparse.Namespace) -> DeviceBackend:
+    from zlops.backends import get_backend
+
+    if not (args.backend or os.environ.get("ZL_BACKEND")):
+        raise ConfigError("no backend named: pass --backend NAME or set ZL_BACKEND")
+    return get_backend(args.backend)
+
+
+def _device_list(text: str) -> list[int]:
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated device indices like 0,1, got {text!r}") from None
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from zlops import devices
+    from zlops.errors import DeviceBusy
+
+    backend = _backend(args)
+    infos = sorted(backend.enumerate(), key=lambda i: i.index)
+    try:
+        picked, why = devices.resolve_devices(backend, None), ""
+    except DeviceBusy as exc:
+        picked, why = [], str(exc)
+    idle = {i.index: devices.is_idle(i) if backend.reports_idleness else None for i in infos}
+    if args.json:
+        print(json.dumps({"backend": backend.name, "auto_devices": picked, "auto_error": why or None, "devices": [
+            {"index": i.index, "model": i.model, "healthy": i.healthy, "health": i.extra.get("health"),
+             "memory_used_mib": i.memory_used_mib, "memory_total_mib": i.memory_total_mib,
+             "processes": i.processes, "idle": idle[i.index], "driver": i.driver, "toolkit": i.toolkit}
+            for i in infos]}, indent=1))
+        return EXIT_OK
+
+    def cell(v: float | None) -> str:
+        return "?" if v is None else f"{v:.0f}"
+
+    rows = [("index", "model", "health", "memory used/total MiB", "processes", "idle")]
+    rows += [(str(i.index), i.model, str(i.extra.get("health") or ("OK" if i.healthy else "unhealthy")),
+              f"{cell(i.memory_used_mib)} / {cell(i.memory_total_mib)}",
+              "?" if i.processes is None else str(i.processes),
+              {True: "yes", False: "no", None: "-"}[idle[i.index]]) for i in infos]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    print(f"auto-picked: {','.join(map(str, picked))}" if picked else f"auto-picked: none ({why})")
+    return EXIT_OK
+
+
+def cmd_telemetry(args: argparse.Namespace) -> int:
+    import tempfile
+    import time
+
+    from zlops.telemetry import CSV_NAME, ERR_NAME, read_csv, summarize
+
+    backend = _backend(args)
+    wanted = list(args.devices or [])
+    if not wanted and backend.spec.visibility_env is None:  # nothing pins it: sample what it lists
+        wanted = [i.index for i in backend.enumerate()]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".zlops-telemetry-", dir=out.parent) as tmp:
+        sampler = backend.telemetry_sampler(wanted, Path(tmp), interval_s=args.interval_ms / 1000)
+        sampler.start()
+        try:
+            time.sleep(args.duration_s)
+        except KeyboardInterrupt:  # Ctrl-C ends sampling early and keeps what was sampled
+            pass
+        finally:
+            sampler.stop()
+        if (Path(tmp) / CSV_NAME).exists():
+            os.replace(Path(tmp) / CSV_NAME, out)
+        err_path = Path(tmp) / ERR_NAME
+        err = err_path.read_text(encoding="utf-8").strip() if err_path.exists() else ""
+    rows = read_csv(out) if out.exists() else []
+    if err:
+        print(f"zlops: telemetry: {err}", file=sys.stderr)
+    if not rows:
+        print(f"zlops: no telemetry sampled from {backend.name}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"{len(rows)} samples from {backend.name} -> {out}")
+    for index in sorted({int(r["index"]) for r in rows}):
+        summary = summarize([r for r in rows if int(r["index"]) == index])
+        print(f"device {index}: " + ", ".join(f"{k}={v:.4g}" for k, v in summary.items()))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zlops", description="Nightly performance regressions for accelerator kernels.")
     p.add_argument("--version", action="version", version=f"zlops {__version__}")
@@ -206,6 +297,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--config")
     sp.add_argument("--dry-run", action="store_true", help="print the pools instead of creating them")
     sp.set_defaults(func=cmd_airflow_pools)
+
+    dv = sub.add_parser("devices", help="list a backend's devices, which are idle, and the auto-picked range")
+    dv.add_argument("--backend", help="cuda, musa, ascend, rocm, cpu or an alias (default: $ZL_BACKEND)")
+    dv.add_argument("--json", action="store_true")
+    dv.set_defaults(func=cmd_devices)
+
+    tm = sub.add_parser("telemetry", help="sample device telemetry into a CSV and print its summary")
+    tm.add_argument("--backend", help="cuda, musa, ascend, rocm, cpu or an alias (default: $ZL_BACKEND)")
+    tm.add_argument("--devices", type=_device_list,
+                    help="comma-separated indices (default: the backend's visibility variable, else every device)")
+    tm.add_argument("--interval-ms", type=int, default=1000, help="sampling interval (default 1000)")
+    tm.add_argument("--duration-s", type=float, default=10.0, help="how long to sample (default 10; Ctrl-C ends early)")
+    tm.add_argument("--out", default="telemetry.csv", help="CSV to write (default ./telemetry.csv)")
+    tm.set_defaults(func=cmd_telemetry)
 
     pa = sub.add_parser("parse", help="parse a results file and print the normalized rows")
     pa.add_argument("--format", required=True)

@@ -1,4 +1,5 @@
-"""The one subprocess gateway: every external program zlops runs goes through :func:`run`.
+"""The one subprocess gateway: every external program zlops runs goes through :func:`run` (wait for
+it) or :func:`spawn` (start it and stop it later, e.g. a streaming telemetry sampler).
 
 - argv lists only, never a shell string (untrusted text can never become shell syntax);
 - the child gets its own process group, and a timeout (or an interrupt) kills the whole group,
@@ -22,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from zlops.errors import ProcessError
 
@@ -213,3 +215,84 @@ def run(
         raise ProcessError(msg, argv=args, returncode=result.returncode, stdout_tail=_tail(stdout),
                            stderr_tail=_tail(stderr), timed_out=timed_out)
     return result
+
+
+class Spawned:
+    """A program started by :func:`spawn` and still owned by zlops: it runs in its own process
+    group until :meth:`stop` kills that group."""
+
+    def __init__(self, argv: Sequence[str], popen: subprocess.Popen[bytes], files: Sequence[IO[bytes]]) -> None:
+        self.argv = tuple(argv)
+        self._popen = popen
+        self._files = list(files)
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """None while the program runs; its exit status once it ended (negative: killed by that signal)."""
+        return self._popen.poll()
+
+    def stop(self, grace_s: float = 2.0) -> int | None:
+        """SIGTERM the process group, SIGKILL it after ``grace_s``; returns the exit status.
+
+        Safe to call twice and after the program already exited (its group is still reaped).
+        """
+        if self._popen.poll() is None:
+            _kill_group(self._popen, grace_s=grace_s)
+        else:
+            try:
+                os.killpg(self._popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for fh in self._files:
+            fh.close()
+        self._files.clear()
+        return self._popen.poll()
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    stdout_path: Path | None = None,
+    stderr_path: Path | None = None,
+    what: str | None = None,
+) -> Spawned:
+    """Start ``argv`` without waiting for it (a streaming sampler, a monitor).
+
+    The same discipline as :func:`run`: argv list only, the environment from :func:`build_env`
+    unless given, a new process group. stdout goes to ``stdout_path`` (truncated) or nowhere;
+    stderr to ``stderr_path``, else along with stdout. The caller must :meth:`Spawned.stop` it.
+    A program that cannot start raises :class:`ProcessError`.
+    """
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        raise TypeError("spawn: argv must be a list of arguments, never a shell string")
+    args = [os.fspath(a) for a in argv]
+    if not args:
+        raise ValueError("spawn: empty argv")
+    label = what or args[0]
+    files: list[IO[bytes]] = []
+    out: IO[bytes] | int = subprocess.DEVNULL
+    if stdout_path is not None:
+        stdout_path.parent.mkdir(parents=True, exist_ok=True)
+        out = stdout_path.open("wb")
+        files.append(out)
+    err: IO[bytes] | int = subprocess.STDOUT if stdout_path is not None else subprocess.DEVNULL
+    if stderr_path is not None:
+        stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        err = stderr_path.open("wb")
+        files.append(err)
+    log.debug("spawn %s (cwd=%s)", args, cwd)
+    try:
+        popen = subprocess.Popen(args, cwd=cwd, env=dict(env) if env is not None else build_env(), stdout=out,
+                                 stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        for fh in files:
+            fh.close()
+        kind = "program not found" if isinstance(exc, FileNotFoundError) else "cannot start"
+        raise ProcessError(f"{label}: {kind}: {args[0]}", argv=args, returncode=None, stderr_tail=str(exc)) from None
+    return Spawned(args, popen, files)

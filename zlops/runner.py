@@ -17,10 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zlops import __version__, proc
+from zlops import __version__, devices, proc
 from zlops.backends import get_backend
+from zlops.backends.base import DeviceBackend
 from zlops.config import SuiteConfig
-from zlops.errors import DeviceBusy, ProcessError
+from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.locks import device_lock
 from zlops.model import ShardOutcome, ShardStatus
 
@@ -97,9 +98,32 @@ def outcome_from_manifest(data: dict[str, Any], artifact_dir: Path) -> ShardOutc
     )
 
 
+def _require_idle(backend: DeviceBackend, device: int, wait_s: float, poll_s: float) -> None:
+    """Raise :class:`DeviceBusy` when ``device`` is still busy (memory in use or a process: with
+    zlops' own lock held, any process there is foreign) after ``wait_s``. A tool that cannot
+    tell (missing, failing) does not block the shard: the benchmark itself will show the problem."""
+    if not backend.reports_idleness:
+        return
+    try:
+        if devices.wait_until_idle(backend, device, timeout_s=wait_s, poll_s=poll_s):
+            return
+        state = devices.describe(devices.find_device(backend, device))
+    except ZlopsError as exc:
+        log.warning("cannot tell whether %s device %d is idle (%s); running anyway", backend.name, device, exc)
+        return
+    raise DeviceBusy(f"{backend.name} device {device} is used by a foreign process ({state}) "
+                     f"after waiting {round(wait_s, 1):g} s")
+
+
 def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
-              telemetry_interval_s: float = 1.0) -> ShardOutcome:
-    """Run one shard to completion and describe how it ended. Never raises for a benchmark failure."""
+              telemetry_interval_s: float = 1.0, require_idle: bool = False,
+              idle_poll_s: float = 5.0) -> ShardOutcome:
+    """Run one shard to completion and describe how it ended. Never raises for a benchmark failure.
+
+    With ``require_idle`` the device must also be idle by its backend's tool (zlops.devices) once
+    zlops' lock is held; a foreign process is waited for within what is left of ``device_wait_s``,
+    then the shard is SKIPPED with the device's state as the reason.
+    """
     spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     backend = get_backend(spec.backend)
     argv = render_command(spec)
@@ -124,6 +148,8 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
     error: str | None = None
     try:
         with device_lock(locks_dir, backend.name, spec.device, wait_s=device_wait_s, owner=spec.run_key) as waited:
+            if require_idle:
+                _require_idle(backend, spec.device, max(0.0, device_wait_s - waited), idle_poll_s)
             manifest.update(status="running", lock_wait_s=round(waited, 3), started_at=_now().isoformat())
             _write_manifest(spec, manifest)
             sampler = backend.telemetry_sampler([spec.device], spec.artifact_dir, interval_s=telemetry_interval_s)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zlops.errors import ZlopsError
 from zlops.telemetry import TelemetrySampler
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ class DeviceInfo:
 class DeviceBackend:
     """Base backend: pinning comes from the spec's visibility variable; subclasses add the rest."""
 
+    #: Whether "idle" means something here (device memory and processes are reported per device).
+    #: False for the base and cpu backends, whose memory is never zero; see zlops.devices.
+    reports_idleness: bool = False
+
     def __init__(self, spec: BackendSpec) -> None:
         self.spec = spec
 
@@ -56,9 +61,24 @@ class DeviceBackend:
         return TelemetrySampler(out_dir, reason=f"no telemetry sampler for backend {self.name} in this zlops version")
 
     def identity(self, devices: Sequence[int]) -> dict[str, Any]:
-        """The backend's part of a run's identity (its caliber)."""
-        return {
+        """The backend's part of a run's identity (its caliber): backend, device model, driver and
+        toolkit versions of ``devices`` (None where the tool is missing or does not say), and the
+        spec's graph-capture support and default timer."""
+        ident: dict[str, Any] = {
             "backend": self.name,
             "graph_capture_supported": self.spec.supports_graph_capture,
             "timer": self.spec.default_timer,
+            "device_model": None, "driver": None, "toolkit": None,
         }
+        try:
+            infos = self.enumerate()
+        except (ZlopsError, OSError) as exc:
+            log.info("identity of %s without device details: %s", self.name, exc)
+            return ident
+        wanted = {int(d) for d in devices}
+        chosen = [i for i in infos if i.index in wanted] or infos
+        for key, values in (("device_model", [i.model for i in chosen]), ("driver", [i.driver for i in chosen]),
+                            ("toolkit", [i.toolkit for i in chosen])):
+            distinct = sorted({v for v in values if v})
+            ident[key] = " + ".join(distinct) if distinct else None
+        return ident

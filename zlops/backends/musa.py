@@ -1,10 +1,33 @@
-"""The musa backend. Pinning comes from the spec's visibility variable; enumeration and telemetry are
-added with the device-backends work (issue 3)."""
+"""The musa backend (Moore Threads): the ``mthreads-gmi`` table for enumeration, ``mthreads-gmi --json``
+polled for telemetry, ``MUSA_VISIBLE_DEVICES`` for pinning.
+
+mthreads-gmi has no CSV query mode, so telemetry parses ``--json`` and strips the units glued to
+each value. No Moore Threads hardware was available to this project and no real ``--json``
+output was found: the JSON parser follows the campaign notes (seeds/003) and is tested on a
+synthetic document; the table parser is tested on a real 1.14.0 capture.
+"""
 
 from __future__ import annotations
 
-from zlops.backends.base import DeviceBackend
+from collections.abc import Sequence
+from pathlib import Path
+
+from zlops.backends.base import DeviceBackend, DeviceInfo
+from zlops.backends.parsers.mthreads_gmi import parse_mthreads_gmi, parse_mthreads_gmi_json
+from zlops.backends.tools import polling_sampler, requested_devices, run_tool
+from zlops.telemetry import TelemetrySampler
+
+GMI = "mthreads-gmi"
 
 
 class Backend(DeviceBackend):
-    pass
+    reports_idleness = True
+
+    def enumerate(self) -> list[DeviceInfo]:
+        """Devices of the default ``mthreads-gmi`` table (memory ``used(total)`` and its process table)."""
+        return parse_mthreads_gmi(run_tool([GMI]).stdout)
+
+    def telemetry_sampler(self, devices: Sequence[int], out_dir: Path, *, interval_s: float = 1.0) -> TelemetrySampler:
+        """Polls ``mthreads-gmi --json``: the same columns as cuda (clocks, temperature, power, utilization, memory)."""
+        wanted = requested_devices(self.spec.visibility_env, devices)
+        return polling_sampler(out_dir, [GMI, "--json"], parse_mthreads_gmi_json, wanted, interval_s=interval_s)
