@@ -48,12 +48,29 @@ class PoolConfig(_Strict):
     """A device pool: a backend and the device indices zlops may use on this host."""
 
     backend: str = Field(description="device backend: cpu, cuda, musa, ascend, rocm (or an alias)")
-    devices: list[int] = Field(min_length=1, description="device indices; one benchmark process each")
+    devices: list[int] | Literal["auto"] = Field(
+        default="auto", description="device indices, one benchmark process each; 'auto' picks the longest "
+                                    "consecutive run of idle devices (at most 4) when a run starts")
     host: str | None = Field(default=None, description="host (Celery queue) the pool lives on")
+    require_idle: bool | None = Field(
+        default=None, description="wait for (then skip) a device a foreign process is using; default: on for "
+                                  "accelerators, off for cpu")
+
+    @property
+    def explicit_devices(self) -> list[int] | None:
+        return None if self.devices == "auto" else list(self.devices)
+
+    @property
+    def idle_required(self) -> bool:
+        return self.require_idle if self.require_idle is not None else self.backend != "cpu"
 
     @field_validator("devices")
     @classmethod
-    def _unique_nonneg(cls, v: list[int]) -> list[int]:
+    def _unique_nonneg(cls, v: list[int] | str) -> list[int] | str:
+        if isinstance(v, str):
+            return v
+        if not v:
+            raise ValueError("name at least one device index, or use 'auto'")
         if any(d < 0 for d in v):
             raise ValueError("device indices must be >= 0")
         if len(set(v)) != len(v):

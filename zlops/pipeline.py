@@ -76,6 +76,8 @@ class RunContext:
     suite_name: str
     run_key: str
     sha: str
+    #: devices chosen for pools configured ``devices: auto`` (resolved once, at fetch, kept in the run)
+    auto_devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def suite(self) -> SuiteConfig:
@@ -96,9 +98,31 @@ class RunContext:
     def shard_dir(self, pool: str, device: int) -> Path:
         return self.run_dir / pool / str(device)
 
+    def pool_devices(self, pool: str) -> list[int]:
+        explicit = self.config.pools[pool].explicit_devices
+        if explicit is not None:
+            return explicit
+        chosen = dict(self.auto_devices)
+        if pool not in chosen:
+            raise ZlopsError(f"pool {pool} uses devices: auto but this run chose none for it")
+        return list(chosen[pool])
+
     def planned_shards(self) -> list[tuple[str, str, int]]:
         """(pool, backend, device) for every device of every pool the suite runs on."""
-        return [(p, self.config.pools[p].backend, d) for p in self.suite.pools for d in self.config.pools[p].devices]
+        return [(p, self.config.pools[p].backend, d) for p in self.suite.pools for d in self.pool_devices(p)]
+
+
+def resolve_auto_devices(config: Config, suite_name: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Pick the devices of every ``devices: auto`` pool of a suite (longest idle run, at most 4)."""
+    from zlops.backends import get_backend
+    from zlops.devices import resolve_devices
+
+    out = []
+    for name in config.suite(suite_name).pools:
+        pool = config.pools[name]
+        if pool.explicit_devices is None:
+            out.append((name, tuple(resolve_devices(get_backend(pool.backend), None))))
+    return tuple(out)
 
 
 # --- fetch --------------------------------------------------------------------------------------
@@ -129,12 +153,17 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
         if existing is not None and existing.sha != chosen:
             raise ZlopsError(f"run {run_key} already measured commit {existing.sha[:12]}; "
                              f"use a new run id to measure {chosen[:12]}")
+        if existing is not None and "auto_devices" in existing.meta:
+            auto = tuple((p, tuple(d)) for p, d in existing.meta["auto_devices"])
+        else:
+            auto = resolve_auto_devices(config, suite_name)
         store.upsert_run(RunRecord(
             run_key=run_key, kind="nightly", suite=suite_name, sha=chosen, branch=suite.branch,
             status=RunStatus.RUNNING, started_at=datetime.now(timezone.utc),
             meta={"zlops_version": __version__, "host": socket.gethostname(), "branch_head": head,
-                  "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0]}))
-    return RunContext(config, suite_name, run_key, chosen)
+                  "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0],
+                  "auto_devices": [[p, list(d)] for p, d in auto]}))
+    return RunContext(config, suite_name, run_key, chosen, auto)
 
 
 # --- prepare (worktree + environment) -------------------------------------------------------------
@@ -205,14 +234,15 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
     another device crashes later)."""
     progress = progress or LogProgress()
     pool_cfg = ctx.config.pools[pool]
-    if device not in pool_cfg.devices:
-        raise ZlopsError(f"device {device} is not in pool {pool} (devices: {pool_cfg.devices})")
+    if device not in ctx.pool_devices(pool):
+        raise ZlopsError(f"device {device} is not in pool {pool} (devices: {ctx.pool_devices(pool)})")
     prepared = prepare(ctx, progress=progress)
     spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
                      backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
                      artifact_dir=ctx.shard_dir(pool, device))
     with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12], device=f"{pool}/{device}"):
-        outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
+        outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
+                            require_idle=pool_cfg.idle_required)
         outcome = ingest_shard(ctx, outcome)
     if outcome.status is not ShardStatus.OK:
         progress.note(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
@@ -287,7 +317,8 @@ def context_for(config: Config, suite_name: str, run_key: str) -> RunContext:
     run = open_store(config).get_run(run_key)
     if run is None:
         raise ZlopsError(f"unknown run {run_key!r}: run the fetch step first")
-    return RunContext(config, suite_name, run_key, run.sha)
+    auto = tuple((p, tuple(d)) for p, d in run.meta.get("auto_devices", []))
+    return RunContext(config, suite_name, run_key, run.sha, auto)
 
 
 def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> list[ShardOutcome]:

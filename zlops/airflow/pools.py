@@ -14,7 +14,7 @@ def planned_pools(config: Config) -> dict[str, str]:
     """Pool name -> description for every device of every configured pool."""
     out = {}
     for name, pool in sorted(config.pools.items()):
-        for device in pool.devices:
+        for device in pool.explicit_devices or ():  # 'auto' pools get no Airflow pools (CLI only)
             where = f" on {pool.host}" if pool.host else ""
             out[device_pool_name(name, device)] = f"zlops: {pool.backend} device {device} of pool {name}{where}"
     return out

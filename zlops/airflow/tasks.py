@@ -161,7 +161,10 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
     devices = []
     for pool_name in config.suite(suite).pools:
         pool = config.pools[pool_name]
-        for device in pool.devices:
+        if pool.explicit_devices is None:
+            raise ValueError(f"pool {pool_name} uses devices: auto, which the CLI resolves per run; a DAG needs "
+                             "the pool's devices listed (one Airflow pool with one slot per device)")
+        for device in pool.explicit_devices:
             extra: dict[str, Any] = {"task_id": f"run_{pool_name}_{device}"}
             if device_pools:
                 extra["pool"] = device_pool_name(pool_name, device)
