@@ -4,14 +4,20 @@
 oriented so that positive is worse; above ``regression_pct`` is a regression (highlighted), above
 ``potential_pct`` a potential regression (flagged for review), below ``-potential_pct`` an
 improvement, anything else within noise. It knows nothing of noise; the noise-aware judge
-(issue 5) registers beside it and is picked by the config's ``judge`` key.
+``noise`` (issue 5, :func:`noise_judge`, built on :mod:`zlops.stats`) registers beside it and is
+picked by the config's ``judge`` key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zlops.model import Judgement, Thresholds, Verdict, median_of
+
+if TYPE_CHECKING:  # zlops.stats imports scipy (~0.5 s): only noise_judge pays for it, when it runs
+    from zlops.stats import Policy
 
 Judge = Callable[[Sequence[float], Sequence[float], bool, Thresholds], Judgement]
 
@@ -39,7 +45,41 @@ def simple_judge(base: Sequence[float], head: Sequence[float], lower_is_better: 
     return Judgement(verdict=verdict, change_pct=change, worse_pct=worse, threshold_pct=used)
 
 
-JUDGES: dict[str, Judge] = {"simple": simple_judge}
+#: zlops.stats.State values -> report verdicts (the same words; MISSING and FAILED are decided by the caller).
+STATE_VERDICTS: dict[str, Verdict] = {v.value: v for v in (
+    Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.REGRESSION, Verdict.SEVERE, Verdict.INVALID,
+    Verdict.UNMEASURABLE, Verdict.MISSING, Verdict.FAILED)}
+
+
+def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,
+                history: Sequence[float] | None = None, telemetry: Mapping[str, Any] | None = None,
+                policy: Policy | None = None) -> Judgement:
+    """Noise-aware judge (issue 5): :func:`zlops.stats.judge_night` then :func:`zlops.stats.decide`.
+
+    Same call as :func:`simple_judge`, plus ``history`` (the series' accepted nightly medians, oldest
+    first, normally ending with the baseline night), ``telemetry`` (tonight's shard summary from
+    :func:`zlops.telemetry.summarize`) and ``policy`` (k, min_nights, ... ; its potential_pct and
+    regression_pct are replaced by ``thresholds``). Tonight is compared with the median of the
+    history (the baseline's median without history) against max(potential_pct, k x noise).
+
+    Verdicts: IMPROVED, UNCHANGED, INVALID, UNMEASURABLE; SUSPECT when tonight is beyond the
+    threshold but unconfirmed (the caller may run an A/B: :func:`zlops.stats.confirm_ab`, then
+    :func:`zlops.stats.decide` with ``ab=``); REGRESSION / SEVERE only when confirmed here by two
+    consecutive nights: last night, re-judged from ``history[:-1]``, was beyond its threshold too
+    (and, being unresolved, is held out of tonight's reference: :func:`zlops.stats.judge_tonight`).
+    """
+    from zlops import stats
+
+    pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
+                              regression_pct=thresholds.regression_pct)
+    night, previous = stats.judge_tonight(history if history is not None else [], head, base,
+                                          lower_is_better=lower_is_better, policy=pol, telemetry=telemetry)
+    decision = stats.decide(night, previous=previous, policy=pol)
+    return Judgement(verdict=STATE_VERDICTS[decision.state.value], change_pct=decision.change_pct,
+                     worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason)
+
+
+JUDGES: dict[str, Judge] = {"simple": simple_judge, "noise": noise_judge}
 
 
 def get_judge(name: str) -> Judge:

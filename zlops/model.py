@@ -91,7 +91,13 @@ class ShardOutcome:
 
 
 class Verdict(str, Enum):
-    """The judgement of one series against its baseline (issue 2's classes; issue 5 refines)."""
+    """The judgement of one series against its baseline (issue 2's classes; issue 5 refines).
+
+    The simple judge uses IMPROVED/UNCHANGED/POTENTIAL/REGRESSION. The noise-aware judge
+    (``zlops.stats``, issue 5) uses REGRESSION for a *confirmed* change worse than potential_pct and
+    SEVERE beyond regression_pct, SUSPECT for one not yet confirmed (nobody is alerted), and reports
+    INVALID and UNMEASURABLE series as coverage gaps.
+    """
 
     IMPROVED = "improved"            # better by more than potential_pct
     UNCHANGED = "unchanged"          # within +-potential_pct
@@ -99,10 +105,20 @@ class Verdict(str, Enum):
     REGRESSION = "regression"        # worse by more than regression_pct: highlighted
     NEW = "new"                      # no baseline yet for this series
     MISSING = "missing"              # the baseline has it, tonight produced nothing
+    SUSPECT = "suspect"              # noise judge: beyond its threshold tonight, awaiting confirmation
+    SEVERE = "severe"                # noise judge: confirmed, worse by more than regression_pct
+    INVALID = "invalid"              # noise judge: throttling, heat or too few samples; not judged
+    UNMEASURABLE = "unmeasurable"    # noise judge: its noise hides the target change; coverage gap
+    FAILED = "failed"                # the series' benchmark failed tonight
 
     @property
     def flagged(self) -> bool:
-        return self in (Verdict.POTENTIAL, Verdict.REGRESSION)
+        return self in (Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE)
+
+    @property
+    def awaiting_confirmation(self) -> bool:
+        """A suspect: re-measure (A/B) or wait for the next night before alerting anyone."""
+        return self is Verdict.SUSPECT
 
 
 @dataclass(frozen=True)

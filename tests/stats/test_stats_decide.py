@@ -1,0 +1,250 @@
+"""Nightly screening, A/B and consecutive-night confirmation, and the final decision."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zlops.stats import (
+    Policy,
+    State,
+    confirm_ab,
+    confirm_consecutive,
+    decide,
+    interleaved_order,
+    judge_night,
+    judge_tonight,
+    select_for_ab,
+    telemetry_problem,
+)
+
+
+def _history(sigma_pct: float = 0.3, n: int = 12, level: float = 100.0, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return (level * (1 + sigma_pct / 100 * rng.standard_normal(n))).tolist()
+
+
+def _samples(level: float, n: int = 20, sigma_pct: float = 0.5, seed: int = 1) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return (level * (1 + sigma_pct / 100 * rng.standard_normal(n))).tolist()
+
+
+# --- judge_night -------------------------------------------------------------------------------------------
+
+
+def test_quiet_series_unchanged_suspect_and_improved() -> None:
+    hist = _history()
+    ref = float(np.median(hist))
+    assert judge_night(hist, _samples(ref)).state is State.UNCHANGED
+    bad = judge_night(hist, _samples(ref * 1.10))
+    assert bad.state is State.SUSPECT
+    assert bad.worse_pct == pytest.approx(10.0, abs=0.5) and bad.threshold_pct == 2.0
+    assert bad.reference == pytest.approx(ref) and bad.noise is not None and bad.noise.enough_history
+    assert judge_night(hist, _samples(ref * 0.9)).state is State.IMPROVED
+
+
+def test_higher_is_better_flips_the_direction() -> None:
+    hist = _history()
+    ref = float(np.median(hist))
+    res = judge_night(hist, _samples(ref * 0.9), lower_is_better=False)
+    assert res.state is State.SUSPECT and res.change_pct is not None and res.change_pct < 0 < res.worse_pct
+
+
+def test_threshold_grows_with_noise_and_a_noisy_series_is_unmeasurable() -> None:
+    mid = _history(sigma_pct=1.2, n=20, seed=2)
+    res = judge_night(mid, _samples(float(np.median(mid)) * 1.03))
+    assert res.threshold_pct is not None and res.threshold_pct > 3.0
+    assert res.state is State.UNCHANGED           # a 3% change is within this series' noise
+    loud = _history(sigma_pct=4.0, n=20, seed=3)
+    res = judge_night(loud, _samples(float(np.median(loud)) * 1.3))
+    assert res.state is State.UNMEASURABLE and "hides" in res.reason
+    assert res.worse_pct == pytest.approx(30.0, abs=2.0)   # still reported, never flagged
+
+
+def test_one_odd_night_in_the_history_does_not_make_tonight_look_slow() -> None:
+    hist = _history()
+    hist_with_fast_night = [*hist[:-1], hist[-1] * 0.95]    # last night ran 5% fast by chance
+    tonight = _samples(float(np.median(hist)))
+    assert judge_night(hist_with_fast_night, tonight).state is State.UNCHANGED
+
+
+def test_too_few_samples_and_no_reference_are_invalid() -> None:
+    pol = Policy(min_samples=5)
+    assert judge_night(_history(), [1.0, 1.0], policy=pol).state is State.INVALID
+    res = judge_night([], [100.0] * 5, [100.0] * 2, policy=pol)
+    assert res.state is State.INVALID and "no reference" in res.reason
+
+
+def test_without_history_the_baseline_is_the_reference_and_the_model_provisional() -> None:
+    res = judge_night([], _samples(103.0), _samples(100.0, seed=9))
+    assert res.state is State.SUSPECT and "provisional" in res.reason
+    assert res.noise is not None and not res.noise.enough_history
+
+
+@pytest.mark.parametrize(("telemetry", "expect"), [
+    ({"below_90pct_peak_share": 0.35, "sm_clock_median_mhz": 1500, "sm_clock_peak_mhz": 1980}, "throttling"),
+    ({"below_90pct_peak_share": 0.0, "temp_max_c": 91.0}, "heat"),
+])
+def test_throttling_or_heat_make_the_night_invalid(telemetry: dict[str, float], expect: str) -> None:
+    pol = Policy(temp_limit_c=85.0)
+    hist = _history()
+    res = judge_night(hist, _samples(float(np.median(hist)) * 1.1), policy=pol, telemetry=telemetry)
+    assert res.state is State.INVALID and expect in res.reason
+    assert res.worse_pct is not None   # the figures are kept for the report
+
+
+def test_missing_telemetry_is_no_evidence() -> None:
+    assert telemetry_problem(None, max_throttle_share=0.2, temp_limit_c=80) is None
+    assert telemetry_problem({"samples": 0, "error": "nvidia-smi: not found"}, max_throttle_share=0.2,
+                             temp_limit_c=80) is None
+    assert telemetry_problem({"below_90pct_peak_share": 0.1, "temp_max_c": 70}, max_throttle_share=0.2,
+                             temp_limit_c=80) is None
+
+
+def test_judge_night_never_modifies_its_inputs() -> None:
+    hist, head, base = _history(), _samples(101.0), _samples(100.0)
+    tel = {"below_90pct_peak_share": 0.0}
+    saved = (list(hist), list(head), list(base), dict(tel))
+    judge_night(hist, head, base, telemetry=tel)
+    assert (hist, head, base, tel) == saved
+
+
+def test_policy_validation_names_the_field() -> None:
+    with pytest.raises(ValueError, match="regression_pct"):
+        Policy(potential_pct=5.0, regression_pct=2.0)
+    with pytest.raises(ValueError, match="window"):
+        Policy(min_nights=10, window=5)
+    with pytest.raises(ValueError, match="noise_quantile"):
+        Policy(noise_quantile=1.5)
+
+
+# --- confirmation ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("factor", "state"), [(1.035, State.REGRESSION), (1.08, State.SEVERE),
+                                               (0.95, State.IMPROVED), (1.0, State.UNCHANGED)])
+def test_confirm_ab_states(factor: float, state: State) -> None:
+    base = _samples(100.0, n=8, sigma_pct=0.5, seed=11)
+    head = _samples(100.0 * factor, n=8, sigma_pct=0.5, seed=12)
+    conf = confirm_ab(base, head, threshold_pct=2.0, severe_pct=5.0, seed=0)
+    assert conf.state is state
+    assert conf.confirmed == (state is not State.UNCHANGED)
+
+
+def test_confirm_ab_needs_significance_and_effect() -> None:
+    base = _samples(100.0, n=8, sigma_pct=0.1, seed=1)
+    tiny = confirm_ab(base, _samples(101.0, n=8, sigma_pct=0.1, seed=2))   # significant, but 1% < 2%
+    assert tiny.state is State.UNCHANGED and tiny.p_value is not None and tiny.p_value < 0.002
+    noisy = confirm_ab(_samples(100.0, n=8, sigma_pct=5, seed=3), _samples(103.0, n=8, sigma_pct=5, seed=4))
+    assert noisy.state is State.UNCHANGED                                    # 3% but not significant
+
+
+def test_confirm_ab_refuses_samples_too_small_to_reach_alpha() -> None:
+    conf = confirm_ab([1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0], alpha=0.01)
+    assert conf.state is State.INVALID and "cannot reach" in conf.reason
+
+
+def test_confirm_ab_is_deterministic_and_pure() -> None:
+    base, head = _samples(100.0, n=8, seed=5), _samples(103.0, n=8, seed=6)
+    saved = (list(base), list(head))
+    assert confirm_ab(base, head, seed=3) == confirm_ab(base, head, seed=3)
+    assert (base, head) == saved
+
+
+def test_confirm_ab_with_ks_uses_the_smaller_p() -> None:
+    base, head = _samples(100.0, n=10, seed=7), _samples(103.0, n=10, seed=8)
+    conf = confirm_ab(base, head, use_ks=True)
+    assert conf.p_value == min(conf.p_mwu or 1.0, conf.p_ks or 1.0)
+
+
+def test_confirm_consecutive_is_hud_style() -> None:
+    assert confirm_consecutive([0.1, 2.5, 3.0], 2.0)
+    assert not confirm_consecutive([2.5, 3.0, 1.0], 2.0)       # the violations must be trailing
+    assert not confirm_consecutive([3.0], 2.0)
+    assert not confirm_consecutive([2.5, None, 3.0], 2.0)
+    assert confirm_consecutive([2.5, 2.6, 3.0], 2.0, nights=3)
+
+
+def test_interleaved_order_pairs_are_balanced_random_and_seeded() -> None:
+    order = interleaved_order(50, seed=1)
+    pairs = [tuple(order[i:i + 2]) for i in range(0, 100, 2)]
+    assert all(sorted(p) == ["A", "B"] for p in pairs)
+    assert {("A", "B"), ("B", "A")} == set(pairs)
+    assert order == interleaved_order(50, seed=1) and order != interleaved_order(50, seed=2)
+    with pytest.raises(ValueError):
+        interleaved_order(0, seed=1)
+
+
+# --- decide ------------------------------------------------------------------------------------------------
+
+
+def test_two_consecutive_suspect_nights_confirm_a_regression() -> None:
+    hist = _history(n=12)
+    ref = float(np.median(hist))
+    night1 = judge_night(hist, [ref * 1.03])
+    night2 = judge_night([*hist, ref * 1.03], [ref * 1.035])
+    assert decide(night1).state is State.SUSPECT
+    d = decide(night2, previous=night1)
+    assert d.state is State.REGRESSION and d.confirmed_by == "consecutive"
+    severe = decide(judge_night([*hist, ref * 1.07], [ref * 1.08]), previous=judge_night(hist, [ref * 1.07]))
+    assert severe.state is State.SEVERE
+
+
+def test_a_provisional_night_cannot_be_confirmed_by_consecutive_nights() -> None:
+    hist = _history(n=4)
+    ref = float(np.median(hist))
+    night1, night2 = judge_night(hist, [ref * 1.1]), judge_night([*hist, ref * 1.1], [ref * 1.1])
+    assert decide(night2, previous=night1).state is State.SUSPECT
+
+
+def test_ab_confirms_or_clears_a_suspect() -> None:
+    hist = _history()
+    night = judge_night(hist, [float(np.median(hist)) * 1.04])
+    base = _samples(100.0, n=8, seed=21)
+    yes = decide(night, ab=confirm_ab(base, _samples(104.0, n=8, seed=22)))
+    assert yes.state is State.REGRESSION and yes.confirmed_by == "ab"
+    no = decide(night, ab=confirm_ab(base, _samples(100.0, n=8, seed=23)))
+    assert no.state is State.UNCHANGED and "not confirmed" in no.reason
+    invalid_ab = confirm_ab([1.0, 1.0], [2.0, 2.0])
+    assert decide(night, ab=invalid_ab).state is State.SUSPECT     # an impossible A/B decides nothing
+
+
+def test_only_suspects_are_ever_confirmed() -> None:
+    hist = _history()
+    ref = float(np.median(hist))
+    unchanged = judge_night(hist, [ref])
+    assert decide(unchanged, previous=judge_night(hist, [ref * 1.1])).state is State.UNCHANGED
+    improved = judge_night(hist, [ref * 0.9])
+    assert decide(improved).state is State.IMPROVED
+
+
+def test_select_for_ab_spends_the_budget_on_the_largest_excess() -> None:
+    hist = _history()
+    ref = float(np.median(hist))
+    nights = {"a": judge_night(hist, [ref * 1.03]), "b": judge_night(hist, [ref * 1.09]),
+              "c": judge_night(hist, [ref]), "d": judge_night(hist, [ref * 1.05])}
+    assert select_for_ab(nights, budget=2) == ["b", "d"]
+    assert select_for_ab(nights, budget=10) == ["b", "d", "a"]     # "c" is no suspect
+    assert select_for_ab(nights, budget=0) == []
+
+
+def test_select_for_ab_serves_calibrated_series_before_provisional_ones() -> None:
+    hist = _history()
+    ref = float(np.median(hist))
+    nights = {"new": judge_night(hist[:3], [ref * 1.2]), "old": judge_night(hist, [ref * 1.03])}
+    assert select_for_ab(nights, budget=1) == ["old"]
+
+
+def test_judge_tonight_holds_an_unresolved_suspect_out_of_the_history() -> None:
+    hist = _history(n=7)
+    ref = float(np.median(hist))
+    night, previous = judge_tonight([*hist, ref * 1.10], [ref * 1.10])
+    assert previous is not None and previous.state is State.SUSPECT
+    assert night.noise is not None and night.noise.n_nights == 7        # the suspect night is held out
+    assert decide(night, previous=previous).state is State.SEVERE
+    # taken into the history instead, the 10% night would inflate the noise model
+    taken = judge_night([*hist, ref * 1.10], [ref * 1.10]).noise
+    assert taken is not None and taken.sigma_pct > night.noise.sigma_pct
+    calm, prev_calm = judge_tonight([*hist, ref], [ref])
+    assert prev_calm is not None and calm.noise is not None and calm.noise.n_nights == 8
+    assert judge_tonight([100.0], [100.0])[1] is None
