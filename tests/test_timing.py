@@ -173,3 +173,48 @@ def test_error_wording_is_per_backend() -> None:
     assert classify_capture_error("cuda", err) == "kernel"
     assert classify_capture_error("mthreads", RuntimeError("MUSAGeneratorImpl::current_seed is not callable")) == \
         "refused"
+
+
+def _with_state(stub: StubDevice, *, repairable: bool) -> tuple[DeviceInterface, list[str]]:
+    """A stub whose failed capture breaks 'RNG' until one complete capture runs (as torch does)."""
+    calls: list[str] = []
+    base = stub.interface()
+    broken = {"rng": False}
+    original = stub.kernel
+
+    def kernel() -> None:
+        if stub.clock.capturing and stub.capture_error:
+            broken["rng"] = True
+        original()
+
+    stub.kernel = kernel  # type: ignore[method-assign]
+
+    def repair() -> None:
+        calls.append("repair")
+        if repairable:
+            broken["rng"] = False
+
+    def health() -> None:
+        calls.append("health")
+        if broken["rng"]:
+            raise RuntimeError("Offset increment outside graph capture encountered unexpectedly.")
+
+    import dataclasses
+
+    return dataclasses.replace(base, repair=repair, health_check=health), calls
+
+
+def test_a_refused_capture_is_repaired_before_direct_timing() -> None:
+    stub = StubDevice(capture_error="CUDA error: operation failed due to a previous error during capture")
+    dev, calls = _with_state(stub, repairable=True)
+    t = time_op(stub.kernel, op="nonzero_1M", backend="cuda", interface=dev)
+    assert t.timer == "direct" and "previous error during capture" in (t.fallback or "")
+    assert calls == ["repair", "health"]
+
+
+def test_an_unrepairable_context_after_a_refused_capture_is_poisoned() -> None:
+    stub = StubDevice(capture_error="CUDA error: operation failed due to a previous error during capture")
+    dev, calls = _with_state(stub, repairable=False)
+    with pytest.raises(CapturePoisoned, match="nonzero_1M"):
+        time_op(stub.kernel, op="nonzero_1M", backend="cuda", interface=dev)
+    assert calls == ["repair", "health"]

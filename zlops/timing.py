@@ -67,20 +67,45 @@ class DeviceInterface:
     current_stream: Callable[[], Any] | None
     graph_class: type | None                  # CUDAGraph / MUSAGraph / NPUGraph
     graph_context: Callable[..., Any] | None  # torch.cuda.graph-like context manager (graph, stream=...)
+    #: after a refused capture: re-balances runtime state the failed capture left behind
+    repair: Callable[[], None] | None = None
+    #: raises when the context cannot run work any more (allocation, RNG, sync)
+    health_check: Callable[[], None] | None = None
 
     @property
     def can_capture(self) -> bool:
         return self.graph_class is not None and self.graph_context is not None
 
 
-def _torch_interface(name: str, module: Any, graph_attr: str) -> DeviceInterface:
+def _torch_interface(name: str, module: Any, graph_attr: str, device: str) -> DeviceInterface:
+    import torch
+
     def event() -> Any:
         return module.Event(enable_timing=True)
+
+    graph_class = getattr(module, graph_attr, None)
+    graph_context = getattr(module, "graph", None)
+
+    def repair() -> None:
+        # Seen on an H200 (torch 2.11): after a refused capture (torch.nonzero) the default generator
+        # stays registered to the dead capture and every later torch.rand* raises "Offset increment
+        # outside graph capture encountered unexpectedly". Restoring the generator state or deleting
+        # the graph does not help; one complete trivial capture does (benchmarks/h200/capture_repair.py).
+        if graph_class is None or graph_context is None:
+            return
+        x = torch.zeros(1, device=device)
+        with graph_context(graph_class()):
+            x.add_(1)
+        module.synchronize()
+
+    def health_check() -> None:
+        torch.rand(8, device=device).sum().item()
+        module.synchronize()
 
     return DeviceInterface(
         name=name, synchronize=module.synchronize, event=event, stream=module.Stream,
         stream_context=module.stream, current_stream=module.current_stream,
-        graph_class=getattr(module, graph_attr, None), graph_context=getattr(module, "graph", None))
+        graph_class=graph_class, graph_context=graph_context, repair=repair, health_check=health_check)
 
 
 def device_interface(backend: str) -> DeviceInterface:
@@ -91,14 +116,14 @@ def device_interface(backend: str) -> DeviceInterface:
     import torch  # the harness's own torch; only imported when a device backend is used
 
     if spec.name in ("cuda", "rocm"):
-        return _torch_interface(spec.name, torch.cuda, "CUDAGraph")
+        return _torch_interface(spec.name, torch.cuda, "CUDAGraph", "cuda")
     if spec.name == "musa":
         import torch_musa  # noqa: F401  (registers torch.musa)
 
-        return _torch_interface("musa", torch.musa, "MUSAGraph")
+        return _torch_interface("musa", torch.musa, "MUSAGraph", "musa")
     import torch_npu  # noqa: F401  (registers torch.npu)
 
-    return _torch_interface("ascend", torch.npu, "NPUGraph")
+    return _torch_interface("ascend", torch.npu, "NPUGraph", "npu")
 
 
 def classify_capture_error(backend: str, exc: BaseException) -> str:
@@ -211,8 +236,13 @@ def time_graph(graph: Any, dev: DeviceInterface, *, rounds: int, replays: int, c
 
 
 def _context_alive(dev: DeviceInterface) -> bool:
+    """After a failed capture: repair what the runtime left behind, then prove the context still works."""
     try:
         dev.synchronize()
+        if dev.repair is not None:
+            dev.repair()
+        if dev.health_check is not None:
+            dev.health_check()
     except Exception:  # noqa: BLE001 - any failure here means the context is gone
         return False
     return True

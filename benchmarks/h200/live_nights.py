@@ -30,7 +30,7 @@ SIZES = (0.02, 0.03, 0.05, 0.10)
 REFUSED = ("nonzero_1M",)
 
 
-def one_night(night: int, inject: float, rounds: int, pairs: int) -> list[dict[str, object]]:
+def one_night(night: int, inject: float, rounds: int, pairs: int, ab_aa: bool = False) -> list[dict[str, object]]:
     sys.path.insert(0, str(ROOT / "suites" / "torch_ops"))
     import bench  # suites/torch_ops/bench.py
 
@@ -39,7 +39,8 @@ def one_night(night: int, inject: float, rounds: int, pairs: int) -> list[dict[s
     spec = {c: inject for c in INJECTABLE} if inject else {}
     # both variants are built before anything is timed: a refused capture (nonzero) can leave torch's
     # RNG unusable for later allocations (benchmarks/h200/capture_repair.py)
-    base = bench.cases("cuda", {}) if inject else {}
+    do_ab = bool(inject) or ab_aa
+    base = bench.cases("cuda", {}) if do_ab else {}
     made = bench.cases("cuda", spec)
     out: list[dict[str, object]] = []
 
@@ -51,7 +52,7 @@ def one_night(night: int, inject: float, rounds: int, pairs: int) -> list[dict[s
 
     # cases whose capture is refused go last: the refusal can leave torch's RNG state unusable
     measure([n for n in made if n not in REFUSED])
-    if inject:
+    if do_ab:
         rng = random.Random(night)
         for name in INJECTABLE:
             a_s: list[float] = []
@@ -77,20 +78,22 @@ def main() -> int:
     ap.add_argument("--per-size", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--ab-aa", action="store_true", help="also run the A/B on A/A nights (A against A)")
     ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="injected slowdowns, e.g. 0.02,0.05")
     ap.add_argument("--night", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--inject", type=float, default=0.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.night is not None:  # the child: one night in this fresh process
-        for rec in one_night(args.night, args.inject, args.rounds, args.pairs):
+        for rec in one_night(args.night, args.inject, args.rounds, args.pairs, args.ab_aa):
             print(json.dumps(rec))
         return 0
     sizes = [float(s) for s in args.sizes.split(",") if s]
     plan = [0.0] * args.aa + [s for s in sizes for _ in range(args.per_size)]
     with open(args.out, "w") as fh:
         for n, inject in enumerate(plan, start=1):
-            done = subprocess.run([sys.executable, __file__, "--out", "-", "--night", str(n), "--inject", str(inject),
-                                   "--rounds", str(args.rounds), "--pairs", str(args.pairs)],
+            child = [sys.executable, __file__, "--out", "-", "--night", str(n), "--inject", str(inject),
+                     "--rounds", str(args.rounds), "--pairs", str(args.pairs)] + (["--ab-aa"] if args.ab_aa else [])
+            done = subprocess.run(child,
                                   capture_output=True, text=True, env=os.environ.copy())
             if done.returncode != 0:
                 print(done.stderr[-3000:], file=sys.stderr)
