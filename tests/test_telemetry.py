@@ -112,11 +112,27 @@ def test_summarize_known_series() -> None:
         {"sm_clock_mhz": 950.0, "temp_c": 65.0, "power_w": 400.0, "util_pct": 90.0},
     ]
     s = summarize(rows)
+    # the row without utilization is not a busy sample: clock figures come from the other three
     assert s == {
-        "samples": 4, "sm_clock_median_mhz": 975.0, "sm_clock_min_mhz": 850.0, "sm_clock_peak_mhz": 1000.0,
-        "below_90pct_peak_share": 0.25, "temp_max_c": 70.0, "power_mean_w": 400.0,
+        "samples": 4, "busy_samples": 3, "sm_clock_median_mhz": 1000.0, "sm_clock_min_mhz": 950.0,
+        "sm_clock_peak_mhz": 1000.0, "below_90pct_peak_share": 0.0, "temp_max_c": 70.0, "power_mean_w": 400.0,
         "util_mean_pct": pytest.approx(80.0),
     }
+    no_util = summarize([{k: v for k, v in r.items() if k != "util_pct"} for r in rows])
+    assert no_util["sm_clock_median_mhz"] == 975.0 and no_util["below_90pct_peak_share"] == 0.25
+
+
+def test_idle_clock_parking_is_not_throttling() -> None:
+    """Real shape, from an H200 nightly shard (docs/evidence/h200.md): 5 idle seconds of torch import
+    at the 345 MHz idle clock, then the benchmark at 1950-1980 MHz."""
+    idle = [{"sm_clock_mhz": 345.0, "util_pct": 0.0, "temp_c": 36.0, "power_w": 79.4}] * 5
+    busy = [{"sm_clock_mhz": c, "util_pct": u, "temp_c": 48.0, "power_w": 520.0}
+            for c, u in ((1950.0, 99.0), (1980.0, 74.0), (1980.0, 100.0))]
+    s = summarize([*idle, *busy, {"sm_clock_mhz": 1980.0, "util_pct": 0.0, "temp_c": 40.0, "power_w": 236.0}])
+    assert s["busy_samples"] == 3 and s["below_90pct_peak_share"] == 0.0
+    assert s["sm_clock_min_mhz"] == 1950.0 and s["sm_clock_median_mhz"] == 1980.0
+    throttled = summarize([*busy, {"sm_clock_mhz": 1500.0, "util_pct": 100.0}])
+    assert throttled["below_90pct_peak_share"] == 0.25
 
 
 def test_summarize_without_values() -> None:

@@ -112,6 +112,8 @@ class SuiteConfig(_Strict):
         description="globs (relative to the repo root) whose content keys the environment cache",
     )
     results_name: str = Field(default="results.json", pattern=r"^[A-Za-z0-9_.-]{1,100}$")
+    pins: list[str] = Field(default_factory=list, description="files in the repo whose content pins a revision "
+                            "(e.g. pto_isa.pin); recorded in every run's identity")
 
     @field_validator("install")
     @classmethod

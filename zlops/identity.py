@@ -77,7 +77,7 @@ def read_pins(worktree: Path, pins: Sequence[str]) -> dict[str, str]:
 
 
 def build_identity(*, backend_identity: Mapping[str, Any], rounds: int, pins: Mapping[str, str],
-                   harness: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   harness: Mapping[str, Any] | None = None, direct_repeat: int = 1) -> dict[str, Any]:
     """A shard's identity: the backend's part, zlops's part and what the harness declared.
 
     The harness (e.g. the zlops pytest plugin, or any harness writing ``{artifacts}/run_identity.json``)
@@ -92,7 +92,7 @@ def build_identity(*, backend_identity: Mapping[str, Any], rounds: int, pins: Ma
         "toolkit": backend_identity.get("toolkit"),
         "graph_capture_supported": backend_identity.get("graph_capture_supported"),
         "timer": backend_identity.get("timer"),
-        "direct_repeat": int(os.environ.get("ZL_DIRECT_REPEAT", "1") or 1),
+        "direct_repeat": direct_repeat,
         "rounds": rounds,
         "bench_level": None,
         "shape_mode": None,

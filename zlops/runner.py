@@ -22,6 +22,7 @@ from zlops.backends import get_backend
 from zlops.backends.base import DeviceBackend
 from zlops.config import SuiteConfig
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
+from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
 from zlops.locks import device_lock
 from zlops.model import ShardOutcome, ShardStatus
 
@@ -30,6 +31,10 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 RUN_LOG = "run.log"
 MANIFEST_VERSION = 1
+#: the artifact bundle of a shard: run.log, manifest.json, the results file, run_identity.json,
+#: telemetry.csv (or telemetry.err) and timing.json; `zlops bundle verify DIR` checks one
+BUNDLE_VERSION = 1
+TIMING_FILE = "timing.json"
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,30 @@ def _require_idle(backend: DeviceBackend, device: int, wait_s: float, poll_s: fl
                      f"after waiting {round(wait_s, 1):g} s")
 
 
+def _shard_identity(spec: ShardSpec, backend: Any) -> dict[str, Any]:
+    """Backend + zlops + pinned revisions + whatever the harness wrote to ``{artifacts}/run_identity.json``."""
+    harness = read_identity(spec.artifact_dir / IDENTITY_FILE)
+    try:
+        pins = read_pins(spec.worktree, spec.suite.pins)
+    except (OSError, ValueError) as exc:
+        pins = {"<error>": str(exc)}
+    return build_identity(backend_identity=backend.identity([spec.device]), rounds=spec.suite.rounds, pins=pins,
+                          harness=harness, direct_repeat=_direct_repeat(spec.suite.env))
+
+
+def _direct_repeat(env: dict[str, str]) -> int:
+    try:
+        return max(1, int(env.get("ZL_DIRECT_REPEAT", "1") or 1))
+    except ValueError:
+        return 1
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
               telemetry_interval_s: float = 1.0, require_idle: bool = False,
               idle_poll_s: float = 5.0) -> ShardOutcome:
@@ -129,12 +158,14 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
     argv = render_command(spec)
     added_env = {**spec.suite.env, **backend.pin_env([spec.device])}
     env = proc.build_env(added_env, venv=spec.venv)
-    # a re-run of the same shard must not read last attempt's results or log
+    # a re-run of the same shard must not read last attempt's results, log or identity
     for stale in (spec.results_file, spec.artifact_dir / RUN_LOG, spec.artifact_dir / "telemetry.csv",
-                  spec.artifact_dir / "telemetry.err"):
+                  spec.artifact_dir / "telemetry.err", spec.artifact_dir / IDENTITY_FILE,
+                  spec.artifact_dir / TIMING_FILE):
         stale.unlink(missing_ok=True)
     manifest: dict[str, Any] = {
-        "manifest_version": MANIFEST_VERSION, "zlops_version": __version__, "run_key": spec.run_key,
+        "manifest_version": MANIFEST_VERSION, "bundle_version": BUNDLE_VERSION, "zlops_version": __version__,
+        "run_key": spec.run_key,
         "suite": spec.suite_name, "commit": spec.sha, "pool": spec.pool, "backend": spec.backend,
         "device": spec.device, "host": socket.gethostname(), "argv": argv, "cwd": str(spec.worktree),
         "venv": str(spec.venv), "env_added": added_env, "timeout_s": spec.suite.timeout_s,
@@ -176,8 +207,15 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
             status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK
+    identity = _shard_identity(spec, backend)
     manifest.update(status=status.value, ended_at=(ended or _now()).isoformat(), exit_code=exit_code, error=error,
-                    started_at=started.isoformat() if started else None)
+                    started_at=started.isoformat() if started else None, identity=identity)
+    write_identity(spec.artifact_dir / IDENTITY_FILE, identity)
+    _write_json(spec.artifact_dir / TIMING_FILE, {
+        "timing_version": 1, "status": status.value, "started_at": manifest["started_at"],
+        "ended_at": manifest["ended_at"], "lock_wait_s": manifest.get("lock_wait_s"),
+        "duration_s": (ended - started).total_seconds() if started and ended else None,
+        "exit_code": exit_code, "timeout_s": spec.suite.timeout_s})
     _write_manifest(spec, manifest)
     if status is not ShardStatus.OK:
         log.warning("shard %s/%s %s: %s", spec.pool, spec.device, status.value, error)

@@ -129,17 +129,30 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return rows
 
 
+#: a sample counts as "busy" when the device reports at least this utilization
+BUSY_UTIL_PCT = 5.0
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per-shard telemetry summary stored with the results and shown next to any delta.
 
     median and min SM clock, max temperature, mean power, and the share of samples whose SM clock
-    is below 90% of the shard's own peak clock (a throttling hint).
+    is below 90% of the shard's own peak clock (a throttling hint). Clock figures use the *busy*
+    samples only (utilization >= 5%) where the device reports utilization: an idle GPU parks its
+    clock (345 MHz on an H200 against 1980 MHz under load, measured), and a benchmark's process
+    start, imports and host-side work are idle time that is not throttling.
     """
-    def col(name: str) -> list[float]:
-        return [float(r[name]) for r in rows if r.get(name) is not None]
+    busy = [r for r in rows if r.get("util_pct") is not None and float(r["util_pct"]) >= BUSY_UTIL_PCT]
+    reports_util = any(r.get("util_pct") is not None for r in rows)
+    clock_rows = busy if reports_util else list(rows)
 
-    clocks, temps, power, util = col("sm_clock_mhz"), col("temp_c"), col("power_w"), col("util_pct")
+    def col(name: str, among: Sequence[Mapping[str, Any]] = rows) -> list[float]:
+        return [float(r[name]) for r in among if r.get(name) is not None]
+
+    clocks, temps, power, util = col("sm_clock_mhz", clock_rows), col("temp_c"), col("power_w"), col("util_pct")
     out: dict[str, Any] = {"samples": len(rows)}
+    if reports_util:
+        out["busy_samples"] = len(busy)
     if clocks:
         peak = max(clocks)
         out.update(sm_clock_median_mhz=statistics.median(clocks), sm_clock_min_mhz=min(clocks),
