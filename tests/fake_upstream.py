@@ -29,6 +29,10 @@ if mode == "malformed":
     open(a.out, "w").write('{"schema_version": 1,\n "cases": [\n  {"name": "x", "metric": "time", "unit": "ms", "samples": ["fast"]}\n ]}\n')
     sys.exit(0)
 t = json.load(open("timings.json"))
+once = os.environ.get("FAKE_SLOW_ONCE")  # a one-off slow run that does not reproduce (machine noise)
+if once and os.path.exists(once):
+    os.unlink(once)
+    t = {k: v * 1.10 for k, v in t.items()}
 cases = [{"name": k, "metric": "time", "unit": "ms", "samples": [v * (1 + 0.001 * (i % 3 - 1)) for i in range(a.rounds)]}
          for k, v in sorted(t.items())]
 json.dump({"schema_version": 1, "harness": {"name": "fake", "version": fakeops.VERSION}, "cases": cases}, open(a.out, "w"))

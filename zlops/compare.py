@@ -9,11 +9,14 @@ is reported MISSING, so a benchmark that silently stopped producing data is seen
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from zlops import metrics
-from zlops.judge import Judge
+from zlops.identity import CaliberReport
+from zlops.judge import JUDGES, Judge
 from zlops.model import (
     BaselinePoint,
     CaseResult,
@@ -57,10 +60,44 @@ def pick_baselines(candidates: Sequence[tuple[str, str, str, BaselinePoint, date
     return chosen, {pool: rk for pool, (_, rk) in newest_run.items()}
 
 
+@dataclass(frozen=True)
+class JudgeInputs:
+    """What a noise-aware judge needs beyond the two sides (the simple judge ignores it all)."""
+
+    history: Mapping[SeriesKey, Sequence[float]] = field(default_factory=dict)  # accepted medians, oldest first
+    telemetry: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)    # per pool, tonight
+    policy: Any = None
+    #: (pool, baseline run key) -> caliber check of tonight's identity against that baseline's
+    caliber: Mapping[tuple[str, str], CaliberReport] = field(default_factory=dict)
+    allow_caliber_mismatch: bool = False
+
+
+def _judge(judge: Judge, base: BaselinePoint, res: CaseResult, key: SeriesKey, thresholds: Thresholds,
+           extra: JudgeInputs) -> Judgement:
+    report = extra.caliber.get((key[0], base.run_key))
+    caliber_note = "; ".join(report.lines()) if report is not None and (report.refused or report.warnings) else ""
+    if report is not None and report.refused and not extra.allow_caliber_mismatch:
+        return Judgement(Verdict.INCOMPARABLE, None, None, None, caliber_note)
+    if judge is JUDGES.get("noise"):
+        judgement = judge(base.samples, res.samples, res.lower_is_better, thresholds,  # type: ignore[call-arg]
+                          history=list(extra.history.get(key, ())), telemetry=extra.telemetry.get(key[0]),
+                          policy=extra.policy)
+    else:
+        judgement = judge(base.samples, res.samples, res.lower_is_better, thresholds)
+    if caliber_note:
+        judgement = replace(judgement, note="; ".join(n for n in (judgement.note, caliber_note) if n))
+    return judgement
+
+
 def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey, CaseResult],
                       baselines: dict[SeriesKey, BaselinePoint], newest_baseline_run: dict[str, str],
-                      judge: Judge, thresholds: Thresholds) -> list[Comparison]:
-    """Judge every series of tonight, plus the expected series tonight did not produce."""
+                      judge: Judge, thresholds: Thresholds, inputs: JudgeInputs | None = None) -> list[Comparison]:
+    """Judge every series of tonight, plus the expected series tonight did not produce.
+
+    A series whose baseline was measured on another caliber (``inputs.caliber``) is INCOMPARABLE,
+    its ``!!! [caliber]`` lines in the note, unless mismatches are explicitly allowed.
+    """
+    extra = inputs or JudgeInputs()
     rows: list[Comparison] = []
     for key in sorted(head):
         pool, case, metric = key
@@ -72,7 +109,7 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
             if base.unit != res.unit:
                 base = BaselinePoint(base.run_key, base.sha, res.unit,
                                      tuple(metrics.convert(v, base.unit, res.unit) for v in base.samples))
-            judgement = judge(base.samples, res.samples, res.lower_is_better, thresholds)
+            judgement = _judge(judge, base, res, key, thresholds, extra)
         rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, base, res.samples,
                                judgement))
     for key in sorted(baselines):

@@ -7,6 +7,7 @@ Secrets (the Slack token) never live here: they come from the environment or an 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import string
@@ -181,6 +182,41 @@ class ThresholdsConfig(_Strict):
         return Thresholds(self.potential_pct, self.regression_pct)
 
 
+class NoiseConfig(_Strict):
+    """Knobs of the noise-aware judge (``judge: noise``); see docs/statistics.md for the defaults."""
+
+    k: float = Field(default=3.0, gt=0, description="noise sigmas a change must exceed")
+    min_nights: int = Field(default=6, ge=2, description="accepted nights before between-night noise is trusted")
+    window: int = Field(default=30, ge=3, description="nights the noise model and the reference use")
+    alpha: float = Field(default=0.002, gt=0, lt=1, description="A/B rank-test significance")
+    ab_pairs: int = Field(default=8, ge=0, description="interleaved A/B pairs per confirmation (0: no A/B)")
+    ab_budget: int = Field(default=10, ge=0, description="A/B confirmations per night")
+    max_throttle_share: float = Field(default=0.2, ge=0, le=1, description="busy telemetry samples below 90% of "
+                                      "peak clock that make a shard invalid")
+    temp_limit_c: float | None = Field(default=None, description="a shard hotter than this is invalid")
+
+    @model_validator(mode="after")
+    def _ab_can_decide(self) -> NoiseConfig:
+        # smallest two-sided exact Mann-Whitney p of n vs n runs (zlops.stats.min_mwu_pvalue; kept free
+        # of scipy here because DAG files load the config at parse time)
+        def min_p(n: int) -> float:
+            return min(1.0, 2.0 / math.comb(2 * n, n))
+
+        if self.ab_pairs and min_p(self.ab_pairs) > self.alpha:
+            need = next(n for n in range(2, 200) if min_p(n) <= self.alpha)
+            raise ValueError(f"ab_pairs {self.ab_pairs} cannot reach alpha {self.alpha:g}; use at least {need} "
+                             "(or 0 to confirm by consecutive nights only)")
+        return self
+
+    def policy(self, thresholds: Thresholds) -> Any:
+        from zlops.stats import Policy
+
+        return Policy(potential_pct=thresholds.potential_pct, regression_pct=thresholds.regression_pct, k=self.k,
+                      min_nights=self.min_nights, window=self.window, alpha=self.alpha,
+                      ab_pairs=max(self.ab_pairs, 1), ab_budget=self.ab_budget,
+                      max_throttle_share=self.max_throttle_share, temp_limit_c=self.temp_limit_c)
+
+
 class Config(_Strict):
     """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
@@ -190,7 +226,10 @@ class Config(_Strict):
     suites: dict[str, SuiteConfig]
     thresholds: ThresholdsConfig = Field(default_factory=ThresholdsConfig)
     slack: SlackConfig | None = None
-    judge: Literal["simple"] = "simple"
+    judge: Literal["simple", "noise"] = "simple"
+    noise: NoiseConfig = Field(default_factory=lambda: NoiseConfig())
+    allow_caliber_mismatch: bool = Field(default=False, description="publish deltas across calibers (still "
+                                         "printed as !!! [caliber])")
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
     device_wait_s: float = Field(default=600, ge=0,
                                  description="how long a shard waits for a device another benchmark holds")

@@ -110,6 +110,7 @@ class Verdict(str, Enum):
     INVALID = "invalid"              # noise judge: throttling, heat or too few samples; not judged
     UNMEASURABLE = "unmeasurable"    # noise judge: its noise hides the target change; coverage gap
     FAILED = "failed"                # the series' benchmark failed tonight
+    INCOMPARABLE = "incomparable"    # the caliber differs from the baseline's: no delta is published
 
     @property
     def flagged(self) -> bool:
@@ -207,13 +208,21 @@ class CompareSummary:
 
     @property
     def judged(self) -> int:
-        """Cases that had both a baseline and a value tonight."""
-        return sum(1 for c in self.comparisons if c.verdict not in (Verdict.NEW, Verdict.MISSING))
+        """Cases compared with a baseline on the same caliber and judged (not gaps, not missing)."""
+        return sum(1 for c in self.comparisons if c.verdict not in NOT_JUDGED)
+
+    @property
+    def regressed(self) -> int:
+        return self.count(Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE)
 
     def overall_line(self) -> str:
         improved = self.count(Verdict.IMPROVED)
-        regressed = self.count(Verdict.POTENTIAL, Verdict.REGRESSION)
-        return f"Overall: {improved} of {self.judged} cases improved, {regressed} regressed"
+        return f"Overall: {improved} of {self.judged} cases improved, {self.regressed} regressed"
+
+
+#: verdicts that are not a judgement of the code: no baseline, no data, a coverage gap, another caliber
+NOT_JUDGED = frozenset({Verdict.NEW, Verdict.MISSING, Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.FAILED,
+                        Verdict.INCOMPARABLE})
 
 
 def median_of(values: Sequence[float]) -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zlops import pipeline
+from zlops.confirm import confirm
 from zlops.config import Config
 from zlops.errors import ZlopsError
 from zlops.model import CompareSummary, ShardOutcome, ShardStatus, Verdict
@@ -77,7 +78,8 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
         md_path.write_text(md, encoding="utf-8")
         channel = ctx.config.slack.channel if ctx.config.slack else "#perf-nightly"
         payload = slack_summary_payload(summary, run=run, shards=shards, channel=channel, report_path=str(md_path),
-                                        thresholds=(thresholds.potential_pct, thresholds.regression_pct))
+                                        thresholds=(thresholds.potential_pct, thresholds.regression_pct),
+                                        judge=ctx.config.judge)
         note_id = store.queue_notification(ctx.run_key, "summary", channel, payload)
         result = post_summary(payload, slack_client, fallback_dir=ctx.run_dir)
         store.mark_notification(note_id, "sent" if result.status == "sent" else
@@ -126,6 +128,7 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
             pipeline.run_all_devices(ctx, progress=progress)
         pipeline.ingest(ctx)
         summary = pipeline.compare(ctx, progress=progress)
+        summary = confirm(ctx, summary, progress=progress)
         out = report(ctx, slack_client=slack_client, progress=progress)
         accepted = pipeline.promote(ctx)
     finally:

@@ -71,6 +71,7 @@ def slack_summary_payload(
     channel: str,
     report_path: str | None = None,
     thresholds: tuple[float, float] = (2.0, 5.0),
+    judge: str = "simple",
 ) -> dict[str, Any]:
     """Build the ``chat.postMessage`` arguments summarising one run (pure).
 
@@ -96,13 +97,16 @@ def slack_summary_payload(
         ),
         _section(
             f"*{summary.overall_line()}*\n"
-            f":red_circle: {counts[Verdict.REGRESSION]} regressions (>{regression_pct:g}%) · "
+            + (f":rotating_light: {counts[Verdict.SEVERE]} severe · " if counts[Verdict.SEVERE] else "")
+            + f":red_circle: {counts[Verdict.REGRESSION]} regressions (>{regression_pct:g}%) · "
             f":large_orange_circle: {counts[Verdict.POTENTIAL]} potential (>{potential_pct:g}%) · "
             f":large_green_circle: {counts[Verdict.IMPROVED]} improved · "
             f"{counts[Verdict.UNCHANGED]} unchanged · {counts[Verdict.NEW]} new · "
             f"{counts[Verdict.MISSING]} missing"
+            + (f" · {counts[Verdict.SUSPECT]} suspect (unconfirmed)" if counts[Verdict.SUSPECT] else "")
         ),
     ]
+    severe = [c for c in flagged if c.verdict is Verdict.SEVERE]
     regressions = [c for c in flagged if c.verdict is Verdict.REGRESSION]
     potential = [c for c in flagged if c.verdict is Verdict.POTENTIAL]
     improved = sorted(
@@ -111,8 +115,13 @@ def slack_summary_payload(
                        c.pool, c.case, c.metric),
     )
     missing = [c for c in cells.sorted_comparisons(summary.comparisons) if c.verdict is Verdict.MISSING]
+    gaps = [c for c in cells.sorted_comparisons(summary.comparisons)
+            if c.verdict in (Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.INCOMPARABLE)]
     lists = [
-        (f":red_circle: *Regressions* (worse by more than {regression_pct:g}%)",
+        (f":rotating_light: *Severe regressions* (confirmed, worse by more than {regression_pct:g}%)",
+         [_change_line(c) for c in severe]),
+        (f":red_circle: *Regressions* (worse by more than "
+         f"{potential_pct if judge == 'noise' else regression_pct:g}%{', confirmed' if judge == 'noise' else ''})",
          [_change_line(c) for c in regressions]),
         (f":large_orange_circle: *Potential regressions* (worse by more than {potential_pct:g}%)",
          [_change_line(c) for c in potential]),
@@ -120,6 +129,8 @@ def slack_summary_payload(
         (":x: *Failed shards*", [_shard_line(s) for s in sorted(bad, key=lambda s: (s.pool, s.device))]),
         (":grey_question: *Missing tonight* (in the baseline, no value tonight)",
          [f"• `{_esc(c.case)}` ({_esc(c.pool)}, {_esc(c.metric)})" for c in missing]),
+        (":warning: *Not judged* (caliber change, throttling, or noise hides the target change)",
+         [f"• `{_esc(c.case)}` ({_esc(c.pool)}): {c.verdict.value} — {_esc(c.judgement.note[:200])}" for c in gaps]),
     ]
     blocks += [_list_section(title, lines) for title, lines in lists if lines]
     if report_path:

@@ -287,11 +287,53 @@ def compare(ctx: RunContext, *, progress: Progress | None = None) -> CompareSumm
         candidates = store.baseline_candidates(ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key)
         baselines, newest = cmp.pick_baselines(candidates)
         head = cmp.pool_results(store.results(ctx.run_key))
+        inputs = judge_inputs(ctx, store, head, baselines, set(shas))
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
                                      newest_baseline_run=newest, judge=get_judge(ctx.config.judge),
-                                     thresholds=ctx.config.thresholds_value())
+                                     thresholds=ctx.config.thresholds_value(), inputs=inputs)
         store.save_comparisons(ctx.run_key, rows)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
+
+
+def _pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
+    """Per pool, the identity/telemetry extras of the run's ok shards."""
+    ok = {(o.pool, o.device) for o in store.shards(run_key) if o.status is ShardStatus.OK}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (pool, device), extra in sorted(store.shard_extras(run_key).items()):
+        if (pool, device) in ok:
+            out.setdefault(pool, []).append(extra)
+    return out
+
+
+def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseResult],
+                 baselines: dict[cmp.SeriesKey, Any], ancestors: set[str]) -> cmp.JudgeInputs:
+    """Caliber checks per (pool, baseline run); for the noise judge also history and telemetry."""
+    from zlops.identity import check_caliber
+
+    tonight = _pool_extras(store, ctx.run_key)
+    caliber = {}
+    for pool, base_run in {(k[0], b.run_key) for k, b in baselines.items() if k in head}:
+        base_extras = _pool_extras(store, base_run).get(pool, [])
+        base_sha = next((b.sha for k, b in baselines.items() if b.run_key == base_run), "")[:7]
+        caliber[(pool, base_run)] = check_caliber(
+            base_extras[0].get("identity") if base_extras else None,
+            tonight[pool][0].get("identity") if tonight.get(pool) else None,
+            allow_mismatch=ctx.config.allow_caliber_mismatch, base_label=f"baseline {base_sha}",
+            head_label="tonight")
+    if ctx.config.judge != "noise":
+        return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=ctx.config.allow_caliber_mismatch)
+    policy = ctx.config.noise.policy(ctx.config.thresholds_value())
+    history = {}
+    for key in head:
+        points = store.series_history(ctx.suite_name, *key, limit=policy.window)
+        history[key] = [p.median for p in points if p.run_key != ctx.run_key and p.sha in ancestors]
+    telemetry = {}
+    for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
+        summaries = [e.get("telemetry") or {} for e in extras]
+        telemetry[pool] = max(summaries, key=lambda t: (t.get("below_90pct_peak_share") or 0.0,
+                                                        t.get("temp_max_c") or 0.0))
+    return cmp.JudgeInputs(history=history, telemetry=telemetry, policy=policy, caliber=caliber,
+                           allow_caliber_mismatch=ctx.config.allow_caliber_mismatch)
 
 
 def promote(ctx: RunContext) -> bool:

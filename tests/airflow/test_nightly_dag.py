@@ -59,11 +59,13 @@ def test_dags_import_without_errors_and_parse_fast(zlops_config: tuple[Path, Ups
 def test_nightly_dag_shape(zlops_config: tuple[Path, Upstream]) -> None:
     dag = dagbag().get_dag("zlops_nightly_fake")
     ids = set(dag.task_ids)
-    assert {"fetch", "env", "run_local_0", "run_local_1", "ingest", "compare", "report", "promote_baseline",
-            "cleanup", "watcher"} == ids
+    assert {"fetch", "env", "run_local_0", "run_local_1", "ingest", "compare", "confirm_local", "report",
+            "promote_baseline", "cleanup", "watcher"} == ids
+    assert dag.get_task("confirm_local").pool == "zlops-local-0"
+    assert dag.get_task("report").upstream_task_ids == {"confirm_local"}
     assert dag.get_task("run_local_0").pool == "zlops-local-0"
     assert dag.get_task("run_local_1").pool == "zlops-local-1"
-    assert {t.pool for t in dag.tasks if not t.task_id.startswith("run_")} == {"default_pool"}
+    assert {t.pool for t in dag.tasks if not t.task_id.startswith(("run_", "confirm_"))} == {"default_pool"}
     assert dag.get_task("env").upstream_task_ids == {"fetch"}
     assert dag.get_task("ingest").upstream_task_ids == {"run_local_0", "run_local_1"}
     assert dag.get_task("ingest").trigger_rule == "all_done"
@@ -107,7 +109,7 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
     assert second.state == "failed"
     states = {ti.task_id: ti.state for ti in second.get_task_instances()}
     assert states["run_local_1"] == "failed"
-    assert all(states[t] == "success" for t in ("run_local_0", "ingest", "compare", "report",
+    assert all(states[t] == "success" for t in ("run_local_0", "ingest", "compare", "confirm_local", "report",
                                                 "promote_baseline", "cleanup"))
     store = pipeline.open_store(config)
     run = store.get_run(pipeline.make_run_key("nightly", "fake", second.run_id))

@@ -96,6 +96,19 @@ def compare(suite: str) -> dict[str, Any]:
     return summary_dict(do_compare(_ctx(suite)))
 
 
+@task
+def confirm(suite: str, pool: str) -> dict[str, Any]:
+    """Same-device A/B of the pool's suspects (noise judge); runs in the pool's first device's pool."""
+    from zlops.confirm import confirm as do_confirm
+    from zlops.model import CompareSummary
+    from zlops.pipeline import open_store
+
+    ctx = _ctx(suite)
+    rows = tuple(open_store(ctx.config).comparisons(ctx.run_key))
+    out = do_confirm(ctx, CompareSummary(ctx.run_key, suite, ctx.sha, rows), pools=[pool])
+    return {"pool": pool, **{v.value: out.count(v) for v in {c.verdict for c in out.comparisons}}}
+
+
 def _slack_client(config: Config) -> Any:
     """The Slack provider's hook client on the configured connection, else a bot token from the env."""
     if config.slack is None:
@@ -173,11 +186,25 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
             devices.append(run_device.override(**extra)(suite, pool_name, device))
     i = ingest.override(task_id="ingest")(suite)
     c = compare.override(task_id="compare")(suite)
+    confirms = []
+    for pool_name in config.suite(suite).pools:  # one after another: each rewrites the run's comparisons
+        pool = config.pools[pool_name]
+        extra = {"task_id": f"confirm_{pool_name}"}
+        if device_pools:
+            extra["pool"] = device_pool_name(pool_name, (pool.explicit_devices or [0])[0])
+        if pool.host:
+            extra["queue"] = pool.host
+        confirms.append(confirm.override(**extra)(suite, pool_name))
     r = report.override(task_id="report")(suite)
     p = promote.override(task_id="promote_baseline")(suite)
     cl = cleanup.override(task_id="cleanup")(suite)
     w = watcher.override(task_id="watcher")()
-    f >> env >> devices >> i >> c >> r >> p >> cl
-    tasks = [f, env, *devices, i, c, r, p, cl]
+    f >> env >> devices >> i >> c
+    chain_from = c
+    for step in confirms:
+        chain_from >> step
+        chain_from = step
+    chain_from >> r >> p >> cl
+    tasks = [f, env, *devices, i, c, *confirms, r, p, cl]
     tasks >> w  # type: ignore[operator]
     return [*tasks, w]

@@ -26,6 +26,12 @@ MARKERS: dict[Verdict, str] = {
     Verdict.UNCHANGED: "",
     Verdict.NEW: "new",
     Verdict.MISSING: "MISSING",
+    Verdict.SEVERE: "!!! SEVERE",
+    Verdict.SUSPECT: "? suspect",
+    Verdict.INVALID: "invalid",
+    Verdict.UNMEASURABLE: "unmeasurable",
+    Verdict.FAILED: "FAILED",
+    Verdict.INCOMPARABLE: "!!! [caliber]",
 }
 
 SHORT_SHA = 7
@@ -137,7 +143,7 @@ def flagged_order(comparisons: Iterable[Comparison]) -> list[Comparison]:
     return sorted(
         flagged,
         key=lambda c: (
-            0 if c.verdict is Verdict.REGRESSION else 1,
+            {Verdict.SEVERE: 0, Verdict.REGRESSION: 1}.get(c.verdict, 2),
             -(c.judgement.worse_pct if c.judgement.worse_pct is not None else 0.0),
             c.pool, c.case, c.metric,
         ),

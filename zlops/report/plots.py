@@ -33,6 +33,12 @@ VERDICT_COLOURS: dict[Verdict, str] = {
     Verdict.UNCHANGED: "#1f3f7a",
     Verdict.NEW: "#1f3f7a",
     Verdict.MISSING: "#1f3f7a",
+    Verdict.SEVERE: "#8b0000",
+    Verdict.SUSPECT: "#bcbd22",
+    Verdict.INVALID: "#7f7f7f",
+    Verdict.UNMEASURABLE: "#7f7f7f",
+    Verdict.FAILED: "#7f7f7f",
+    Verdict.INCOMPARABLE: "#9467bd",
 }
 
 

@@ -44,12 +44,27 @@ def compare_table(
         lines += ["", f"### {pool}", ""]
         lines += _render_rows([COLUMNS, *pool_rows(comparisons)])
 
+    caliber = caliber_lines(summary.comparisons)
+    if caliber:
+        lines += ["", *caliber]
     flagged = cells.flagged_order(summary.comparisons)
     if flagged:
         lines += ["", "Flagged:"]
         lines += [f"  {_flag_line(c)}" for c in flagged]
     lines += ["", summary.overall_line()]
     return "\n".join(lines) + "\n"
+
+
+def caliber_lines(comparisons: Sequence[Comparison]) -> list[str]:
+    """The ``!!! [caliber]`` findings of the comparisons' notes, once per pool (first, before any delta)."""
+    out: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for c in cells.sorted_comparisons(comparisons):
+        for part in (c.judgement.note or "").split("; "):
+            if ("[caliber]" in part) and (c.pool, part) not in seen:
+                seen.add((c.pool, part))
+                out.append(f"{part} (pool {c.pool})")
+    return out
 
 
 def pool_rows(comparisons: Sequence[Comparison]) -> list[tuple[str, ...]]:

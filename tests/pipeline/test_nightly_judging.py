@@ -1,0 +1,121 @@
+"""The nightly's judgement: caliber refusal before any delta, and the noise-aware judge over nights."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from fake_upstream import Upstream
+
+from zlops.config import Config, parse_config
+from zlops.model import Verdict
+from zlops.nightly import run_nightly
+
+pytestmark = pytest.mark.slow
+
+BASE = {"alpha": 1.0, "beta": 2.0}
+
+
+def _with(config: Config, **changes: object) -> Config:
+    data = config.model_dump()
+    for path, value in changes.items():
+        node = data
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    return parse_config(data)
+
+
+def test_a_caliber_change_refuses_the_comparison_and_says_which_axis(
+        upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({"alpha": 1.5, "beta": 2.0})
+    config = make_config()
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    more_rounds = _with(config, suites__fake__rounds=7)
+    n2 = run_nightly(more_rounds, "fake", sha=c2, run_label="n2")
+    verdicts = {c.case: c for c in n2.summary.comparisons}
+    assert {c.verdict for c in verdicts.values()} == {Verdict.INCOMPARABLE}
+    assert "!!! [caliber] rounds: 5 != 7" in verdicts["alpha"].judgement.note
+    assert "!!! [caliber] rounds: 5 != 7 (pool local)" in n2.report.table
+    assert n2.summary.overall_line() == "Overall: 0 of 0 cases improved, 0 regressed"
+    # released explicitly: judged, and still says what it found
+    allowed = _with(more_rounds, allow_caliber_mismatch=True)
+    n3 = run_nightly(allowed, "fake", sha=c2, run_label="n3")
+    # n2 (rounds 7, accepted) is now the baseline of the same caliber: no mismatch at all
+    assert {c.verdict for c in n3.summary.comparisons} == {Verdict.UNCHANGED}
+
+
+def test_allow_caliber_mismatch_judges_and_still_prints(upstream: Upstream,
+                                                        make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({"alpha": 1.5, "beta": 2.0})
+    config = make_config()
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    allowed = _with(config, suites__fake__rounds=7, allow_caliber_mismatch=True)
+    n2 = run_nightly(allowed, "fake", sha=c2, run_label="n2")
+    alpha = {c.case: c for c in n2.summary.comparisons}["alpha"]
+    assert alpha.verdict is Verdict.REGRESSION
+    assert "rounds: 5 != 7" in alpha.judgement.note and "allowed by --allow-caliber-mismatch" in alpha.judgement.note
+
+
+def test_noise_judge_confirms_a_step_on_the_second_night(tmp_path: Path, upstream: Upstream,
+                                                         make_config: Callable[..., Config]) -> None:
+    """Without A/B: seven quiet nights calibrate the noise; a 10% step is a suspect the first night
+    (nobody alerted) and confirmed severe the second; an unchanged series stays unchanged throughout."""
+    config = _with(make_config(), judge="noise", noise__ab_pairs=0)
+    shas = [upstream.commit({"alpha": 1.0 * (1 + 0.002 * (i % 2)), "beta": 2.0}, f"quiet {i}") for i in range(7)]
+    step1 = upstream.commit({"alpha": 1.10, "beta": 2.0}, "alpha 10% slower")
+    step2 = upstream.commit({"alpha": 1.10, "beta": 2.001}, "unrelated")
+    for i, sha in enumerate(shas):
+        quiet = run_nightly(config, "fake", sha=sha, run_label=f"q{i}")
+        assert all(c.verdict in (Verdict.NEW, Verdict.UNCHANGED) for c in quiet.summary.comparisons)
+    first = {c.case: c for c in run_nightly(config, "fake", sha=step1, run_label="s1").summary.comparisons}
+    assert first["alpha"].verdict is Verdict.SUSPECT and first["beta"].verdict is Verdict.UNCHANGED
+    second = {c.case: c for c in run_nightly(config, "fake", sha=step2, run_label="s2").summary.comparisons}
+    assert second["alpha"].verdict is Verdict.SEVERE
+    assert "two consecutive nights" in second["alpha"].judgement.note
+    assert second["beta"].verdict is Verdict.UNCHANGED
+
+
+def _quiet_nights(upstream: Upstream, config: Config, n: int = 7) -> None:
+    for i in range(n):
+        sha = upstream.commit({"alpha": 1.0 * (1 + 0.002 * (i % 2)), "beta": 2.0}, f"quiet {i}")
+        run_nightly(config, "fake", sha=sha, run_label=f"q{i}")
+
+
+def test_ab_confirms_a_real_step_the_same_night(tmp_path: Path, upstream: Upstream,
+                                                make_config: Callable[..., Config]) -> None:
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7)
+    _quiet_nights(upstream, config)
+    step = upstream.commit({"alpha": 1.10, "beta": 2.0}, "alpha 10% slower")
+    night = run_nightly(config, "fake", sha=step, run_label="step")
+    alpha = {c.case: c for c in night.summary.comparisons}["alpha"]
+    assert alpha.verdict is Verdict.SEVERE, alpha.judgement.note
+    assert "confirmed by A/B" in alpha.judgement.note and "A/B 7+7 runs" in alpha.judgement.note
+    ab_runs = sorted(p.name for p in (night.report.markdown.parent / "ab" / "local").iterdir())
+    assert len(ab_runs) == 14 and sum(n.endswith("A") for n in ab_runs) == 7
+    assert not any((config.worktrees_dir / "fake").iterdir())  # both A/B worktrees removed
+
+
+def test_ab_clears_a_slow_night_that_does_not_reproduce(tmp_path: Path, upstream: Upstream,
+                                                        make_config: Callable[..., Config]) -> None:
+    flag = tmp_path / "slow-once"
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, suites__fake__env={"FAKE_SLOW_ONCE": str(flag)})
+    _quiet_nights(upstream, config)
+    same = upstream.commit({"alpha": 1.0, "beta": 2.0005}, "nothing that matters")
+    flag.write_text("x")  # the nightly run is 10% slow by accident; the A/B reruns are not
+    night = run_nightly(config, "fake", sha=same, run_label="noisy")
+    assert not flag.exists()
+    verdicts = {c.case: c for c in night.summary.comparisons}
+    assert verdicts["alpha"].verdict is Verdict.UNCHANGED, verdicts["alpha"].judgement.note
+    assert "not confirmed by A/B" in verdicts["alpha"].judgement.note
+
+
+def test_too_few_ab_pairs_for_alpha_is_a_config_error(make_config: Callable[..., Config]) -> None:
+    from zlops.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="noise: ab_pairs 4 cannot reach alpha 0.002; use at least 7"):
+        _with(make_config(), judge="noise", noise__ab_pairs=4)
