@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from zlops import pipeline
-from zlops.confirm import confirm
 from zlops.config import Config
+from zlops.confirm import confirm
 from zlops.errors import ZlopsError
 from zlops.model import CompareSummary, ShardOutcome, ShardStatus, Verdict
 from zlops.notify import NotifyResult, post_summary, slack_summary_payload

@@ -117,12 +117,12 @@ def slack_summary_payload(
     missing = [c for c in cells.sorted_comparisons(summary.comparisons) if c.verdict is Verdict.MISSING]
     gaps = [c for c in cells.sorted_comparisons(summary.comparisons)
             if c.verdict in (Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.INCOMPARABLE)]
+    regression_title = (f":red_circle: *Regressions* (confirmed, worse by more than {potential_pct:g}%)"
+                        if judge == "noise" else f":red_circle: *Regressions* (worse by more than {regression_pct:g}%)")
     lists = [
         (f":rotating_light: *Severe regressions* (confirmed, worse by more than {regression_pct:g}%)",
          [_change_line(c) for c in severe]),
-        (f":red_circle: *Regressions* (worse by more than "
-         f"{potential_pct if judge == 'noise' else regression_pct:g}%{', confirmed' if judge == 'noise' else ''})",
-         [_change_line(c) for c in regressions]),
+        (regression_title, [_change_line(c) for c in regressions]),
         (f":large_orange_circle: *Potential regressions* (worse by more than {potential_pct:g}%)",
          [_change_line(c) for c in potential]),
         (":large_green_circle: *Improvements*", [_change_line(c) for c in improved]),

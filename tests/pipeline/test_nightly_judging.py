@@ -117,5 +117,5 @@ def test_ab_clears_a_slow_night_that_does_not_reproduce(tmp_path: Path, upstream
 def test_too_few_ab_pairs_for_alpha_is_a_config_error(make_config: Callable[..., Config]) -> None:
     from zlops.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="noise: ab_pairs 4 cannot reach alpha 0.002; use at least 7"):
+    with pytest.raises(ConfigError, match=r"noise: ab_pairs 4 cannot reach alpha 0\.002; use at least 7"):
         _with(make_config(), judge="noise", noise__ab_pairs=4)
