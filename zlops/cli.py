@@ -1,7 +1,7 @@
 """The ``zlops`` command line: the same library code paths the DAGs call.
 
 Exit codes: 0 done; 1 a step failed (the message says which and why); 2 bad usage or config;
-3 ``--fail-on`` matched a verdict; 4 reserved for caliber mismatches.
+3 ``--fail-on`` matched a verdict; 4 a comparison refused for a caliber mismatch (``!!! [caliber]``).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
-from zlops.errors import ConfigError, ZlopsError
+from zlops.errors import CaliberMismatch, ConfigError, ZlopsError
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
 
 log = logging.getLogger("zlops.cli")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED, EXIT_CALIBER = 0, 1, 2, 3, 4
 
 
 def _setup_logging(verbose: int, interactive: bool) -> None:
@@ -242,6 +242,53 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bundle_verify(args: argparse.Namespace) -> int:
+    from zlops.bundle import BundleReport, find_bundles, verify_bundle
+
+    reports: list[BundleReport] = []
+    for d in args.dirs:
+        try:
+            bundles = find_bundles(Path(d))
+        except ZlopsError as exc:
+            reports.append(BundleReport(Path(d), (str(exc),)))
+            continue
+        reports += [verify_bundle(b) for b in bundles]
+    if args.json:
+        print(json.dumps({"ok": all(r.ok for r in reports), "bundles": [r.to_json() for r in reports]}, indent=1))
+    else:
+        for r in reports:
+            print("\n".join(r.lines()))
+        bad = sum(not r.ok for r in reports)
+        print(f"{len(reports) - bad} of {len(reports)} bundles ok" + (f", {bad} with problems" if bad else ""))
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_ERROR
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from zlops.ab import AbRefused, caliber_json, compare_bundles, render_ab
+
+    allow_no_ir = args.allow_no_ir_diff or os.environ.get("SWITCH_ALLOW_NO_IR_DIFF") == "1"
+    try:
+        report = compare_bundles([Path(args.a_dir)], [Path(args.b_dir)],
+                                 allow_caliber_mismatch=args.allow_caliber_mismatch, allow_no_ir_diff=allow_no_ir,
+                                 fingerprint_globs=tuple(args.fingerprint or ()), metric=args.metric)
+    except AbRefused as exc:
+        if args.json:
+            print(json.dumps({"refused": True, "caliber": caliber_json(exc.caliber)}, indent=1, default=str))
+        else:
+            print("\n".join(exc.caliber.lines()))
+        print("zlops: A/B refused: the two sides were measured on different calibers (see !!! [caliber] above); "
+              "--allow-caliber-mismatch compares anyway", file=sys.stderr)
+        return EXIT_CALIBER
+    if args.json:
+        print(json.dumps(report.to_json(), indent=1, default=str))
+    else:
+        print(render_ab(report), end="")
+    if not report.pairs and not report.no_ir_diff:
+        print("zlops: no case succeeded on both sides with a positive value: nothing was compared", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zlops", description="Nightly performance regressions for accelerator kernels.")
     p.add_argument("--version", action="version", version=f"zlops {__version__}")
@@ -317,6 +364,27 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("file")
     pa.add_argument("--json", action="store_true")
     pa.set_defaults(func=cmd_parse)
+
+    bu = sub.add_parser("bundle", help="shard artifact bundles")
+    busub = bu.add_subparsers(dest="bundle_command", required=True)
+    bv = busub.add_parser("verify", help="check shard bundles (a bundle dir, or a run dir of <pool>/<device>/ bundles)")
+    bv.add_argument("dirs", nargs="+", metavar="DIR")
+    bv.add_argument("--json", action="store_true")
+    bv.set_defaults(func=cmd_bundle_verify)
+
+    ab = sub.add_parser("ab", help="A/B two runs' bundles: caliber check first, then case by case")
+    ab.add_argument("a_dir", metavar="A_DIR", help="base side: a shard bundle or a run dir of <pool>/<device>/ bundles")
+    ab.add_argument("b_dir", metavar="B_DIR", help="head side, likewise")
+    ab.add_argument("--allow-caliber-mismatch", action="store_true",
+                    help="compare although the calibers differ (what differs is still printed)")
+    ab.add_argument("--allow-no-ir-diff", action="store_true",
+                    help="measure cases whose fingerprinted artifacts are byte-identical on both sides "
+                         "(also SWITCH_ALLOW_NO_IR_DIFF=1)")
+    ab.add_argument("--fingerprint", action="append", metavar="GLOB",
+                    help="build artifacts to fingerprint, relative to each bundle, e.g. '**/*.ttgir' (repeatable)")
+    ab.add_argument("--metric", help="only this metric's rows (e.g. latency)")
+    ab.add_argument("--json", action="store_true")
+    ab.set_defaults(func=cmd_ab)
     return p
 
 
@@ -328,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.verbose, interactive)
     try:
         return int(args.func(args))
+    except CaliberMismatch as exc:
+        print(f"{exc}\nzlops: refused: the runs were measured on different calibers", file=sys.stderr)
+        return EXIT_CALIBER
     except ConfigError as exc:
         print(f"zlops: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE

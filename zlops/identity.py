@@ -124,6 +124,17 @@ def read_identity(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def differing_axes(a: Mapping[str, Any], b: Mapping[str, Any],
+                   axes: Sequence[str] = CALIBER_AXES) -> tuple[tuple[str, Any, Any], ...]:
+    """``(axis, a's value, b's value)`` for each of ``axes`` on which two identities differ."""
+    return tuple((axis, a.get(axis), b.get(axis)) for axis in axes if a.get(axis) != b.get(axis))
+
+
+def missing_axes(identity: Mapping[str, Any], axes: Sequence[str] = CALIBER_AXES) -> tuple[str, ...]:
+    """The caliber axes an identity does not record at all (a value of None is recorded)."""
+    return tuple(axis for axis in axes if axis not in identity)
+
+
 def check_caliber(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None, *,
                   allow_mismatch: bool = False, base_label: str = "base", head_label: str = "head") -> CaliberReport:
     """Compare two identities axis by axis; see the module docstring for the rules."""
@@ -131,8 +142,7 @@ def check_caliber(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None
     if missing:
         return CaliberReport((), True, (), (), allow_mismatch, missing)
     assert base is not None and head is not None
-    mismatches = tuple((axis, base.get(axis), head.get(axis)) for axis in CALIBER_AXES
-                       if base.get(axis) != head.get(axis))
+    mismatches = differing_axes(base, head)
     reasons: list[str] = []
     warnings: list[str] = []
     if base.get("autotune_mode") == "record" and head.get("autotune_mode") == "record":

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zlops.errors import ParseError
+from zlops.formats._report import ParseReport
 from zlops.model import CaseResult
 
 Parser = Callable[..., list[CaseResult]]
@@ -46,12 +47,27 @@ def parse_text(fmt: str, text: str, *, source: str = "<text>") -> list[CaseResul
     return get_parser(fmt)(text, source=source)
 
 
-def parse_results(fmt: str, path: Path) -> list[CaseResult]:
-    """Parse a results file; a missing, unreadable or malformed file raises ParseError naming it."""
+def _read(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ParseError("results file was not written by the benchmark", path=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ParseError(f"cannot read results file: {exc}", path=str(path)) from None
-    return parse_text(fmt, text, source=str(path))
+
+
+def parse_results(fmt: str, path: Path) -> list[CaseResult]:
+    """Parse a results file; a missing, unreadable or malformed file raises ParseError naming it."""
+    return parse_text(fmt, _read(path), source=str(path))
+
+
+def parse_results_with_report(fmt: str, path: Path) -> ParseReport:
+    """Like :func:`parse_results`, plus what the adapter left out (its ``parse_with_report``, where it
+    has one; an adapter without one drops nothing it does not raise for)."""
+    text = _read(path)
+    get_parser(fmt)  # an unknown format raises here, listing the known ones
+    with_report = getattr(importlib.import_module(_MODULES[fmt]), "parse_with_report", None)
+    if with_report is None:
+        return ParseReport(tuple(parse_text(fmt, text, source=str(path))))
+    report: ParseReport = with_report(text, source=str(path))
+    return report
