@@ -71,9 +71,10 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
                        if h.run_key != ctx.run_key]
             out = ctx.run_dir / "plots" / _plot_name(c.pool, c.case, c.metric)
             plots[(c.pool, c.case, c.metric)] = trend_plot(history, c, out, band_pct=thresholds.potential_pct)
+        telemetry = {k: v["telemetry"] for k, v in store.shard_extras(ctx.run_key).items() if v.get("telemetry")}
         md = markdown_report(summary, run=run, shards=shards, plots=plots,
                              thresholds=(thresholds.potential_pct, thresholds.regression_pct),
-                             artifacts_root=ctx.run_dir)
+                             artifacts_root=ctx.run_dir, telemetry=telemetry)
         md_path = ctx.run_dir / "report.md"
         md_path.write_text(md, encoding="utf-8")
         channel = ctx.config.slack.channel if ctx.config.slack else "#perf-nightly"

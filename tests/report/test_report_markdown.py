@@ -77,3 +77,19 @@ def test_nothing_flagged(run: RunRecord) -> None:
     assert "Nothing flagged." in text
     assert "No comparisons." in text
     assert "0 of 0 shards ok." in text
+
+
+def test_telemetry_is_shown_per_shard_and_next_to_flagged_deltas(summary: CompareSummary, run: RunRecord,
+                                                                  shards: list[ShardOutcome]) -> None:
+    telemetry = {("npu", 0): {"samples": 9, "busy_samples": 4, "sm_clock_median_mhz": 1980.0,
+                              "sm_clock_min_mhz": 1950.0, "below_90pct_peak_share": 0.0, "temp_max_c": 49.0,
+                              "power_mean_w": 219.2}}
+    text = markdown_report(summary, run=run, shards=shards, telemetry=telemetry)
+    line = ("SM clock 1980 MHz median, 1950 min, 0% of busy samples below 90% of peak, 49 °C max, 219 W mean "
+            "(9 samples)")
+    assert "## Telemetry" in text and f"| npu | 0 | {line} |" in text
+    flagged = text.split("## Flagged", 1)[1]
+    npu_entry = flagged.split("### !! REGRESSION: npu / matmul_bf16", 1)[1].split("###", 1)[0]
+    assert f"Telemetry tonight: device 0: {line}" in npu_entry
+    cuda_entry = flagged.split("### ! potential: cuda", 1)[1].split("###", 1)[0]
+    assert "Telemetry tonight" not in cuda_entry  # no telemetry was recorded for that pool

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
+from typing import Any
 from urllib.parse import quote
 
 from zlops.model import (
@@ -35,6 +36,7 @@ def markdown_report(
     plots: Mapping[PlotKey, Path] | None = None,
     thresholds: tuple[float, float] = (2.0, 5.0),
     artifacts_root: Path | None = None,
+    telemetry: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
 ) -> str:
     """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
 
@@ -57,8 +59,9 @@ def markdown_report(
         "",
     ]
     out += _shard_section(shards, artifacts_root)
+    out += _telemetry_section(telemetry or {})
     out += _compare_section(summary)
-    out += _flagged_section(summary, plots, artifacts_root)
+    out += _flagged_section(summary, plots, artifacts_root, telemetry or {})
     out += [
         "## Notes",
         "",
@@ -73,6 +76,30 @@ def markdown_report(
         "",
     ]
     return "\n".join(out)
+
+
+def telemetry_line(t: Mapping[str, Any]) -> str:
+    """One shard's telemetry summary in a phrase: what a delta's reader needs to rule heat out."""
+    if not t or not t.get("samples"):
+        return f"no telemetry ({_first_line(t.get('error')) or 'sampler unavailable'})" if t else "no telemetry"
+    parts = []
+    if t.get("sm_clock_median_mhz") is not None:
+        parts.append(f"SM clock {t['sm_clock_median_mhz']:.0f} MHz median, {t['sm_clock_min_mhz']:.0f} min")
+        parts.append(f"{100 * t.get('below_90pct_peak_share', 0.0):.0f}% of busy samples below 90% of peak")
+    if t.get("temp_max_c") is not None:
+        parts.append(f"{t['temp_max_c']:.0f} °C max")
+    if t.get("power_mean_w") is not None:
+        parts.append(f"{t['power_mean_w']:.0f} W mean")
+    return ", ".join(parts) + f" ({t['samples']} samples)"
+
+
+def _telemetry_section(telemetry: Mapping[tuple[str, int], Mapping[str, Any]]) -> list[str]:
+    if not telemetry:
+        return []
+    out = ["## Telemetry", "", "| Pool | Device | During the benchmark |", "|---|---:|---|"]
+    for (pool, device), t in sorted(telemetry.items()):
+        out.append(f"| {_cell(pool)} | {device} | {_cell(telemetry_line(t))} |")
+    return [*out, ""]
 
 
 def _shard_section(shards: Sequence[ShardOutcome], root: Path | None) -> list[str]:
@@ -119,7 +146,8 @@ def _compare_section(summary: CompareSummary) -> list[str]:
 
 
 def _flagged_section(
-    summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path | None
+    summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path | None,
+    telemetry: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
 ) -> list[str]:
     flagged = cells.flagged_order(summary.comparisons)
     missing = [c for c in cells.sorted_comparisons(summary.comparisons) if c.verdict is Verdict.MISSING]
@@ -128,6 +156,10 @@ def _flagged_section(
         out += ["Nothing flagged.", ""]
     for c in flagged:
         out += _flagged_entry(c, plots.get((c.pool, c.case, c.metric)), root)
+        pool_t = [(d, t) for (p, d), t in sorted((telemetry or {}).items()) if p == c.pool]
+        if pool_t:  # next to the delta: could heat or clocks explain it?
+            out[-1:-1] = ["Telemetry tonight: " + "; ".join(f"device {d}: {telemetry_line(t)}" for d, t in pool_t),
+                          ""]
     if missing:
         out += ["### Missing tonight", ""]
         out += [f"- {_cell(cells.series_name(c))}: in the baseline, no value tonight" for c in missing]
