@@ -29,6 +29,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED, EXIT_CALIBER = 0, 1, 2, 3, 4
 def _setup_logging(verbose: int, interactive: bool) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 or not interactive else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if verbose < 2:  # schema migrations narrate every plugin at INFO; only their warnings matter here
+        logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def _config(args: argparse.Namespace):
@@ -55,6 +57,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from zlops.progress import make_progress
 
     config = _config(args)
+    if args.allow_caliber_mismatch:
+        config = config.model_copy(update={"allow_caliber_mismatch": True})
     suites = [args.suite] if args.suite else sorted(config.suites)
     if args.sha and len(suites) > 1:
         raise ConfigError("--sha needs --suite: a commit belongs to one suite's upstream")
@@ -72,7 +76,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             for p in result.report.plots:
                 progress.note(f"plot:   {p}")
             progress.note(f"slack:  {result.report.slack.status} ({result.report.slack.path})")
-            bad = {"regression": (Verdict.REGRESSION,), "potential": (Verdict.REGRESSION, Verdict.POTENTIAL)}
+            bad = {"regression": (Verdict.REGRESSION, Verdict.SEVERE),
+                   "potential": (Verdict.REGRESSION, Verdict.SEVERE, Verdict.POTENTIAL)}
             flagged += result.summary.count(*bad.get(args.fail_on, ()))
             if not result.ok:
                 progress.note(f"suite {name}: no shard produced results")
@@ -289,6 +294,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from zlops.rescore import rescore
+
+    result = rescore(_config(args), args.run_key)
+    print("\n".join(result.lines()))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zlops", description="Nightly performance regressions for accelerator kernels.")
     p.add_argument("--version", action="version", version=f"zlops {__version__}")
@@ -313,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows")
     n.add_argument("--fail-on", choices=("never", "potential", "regression"), default="never",
                    help="exit 3 when a case is flagged at this level")
+    n.add_argument("--allow-caliber-mismatch", action="store_true",
+                   help="judge series whose baseline was measured on another caliber (still printed as !!! [caliber])")
     n.set_defaults(func=cmd_nightly)
 
     c = sub.add_parser("config", help="configuration tools")
@@ -332,6 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--suite")
     r.add_argument("--limit", type=int, default=20)
     r.set_defaults(func=cmd_runs)
+
+    rs = sub.add_parser("rescore", help="re-judge a stored run from its artifacts with today's parsers and "
+                                        "criteria (the previous verdicts stay in the archive)")
+    rs.add_argument("run_key")
+    rs.add_argument("--config")
+    rs.set_defaults(func=cmd_rescore)
 
     rep = sub.add_parser("report", help="re-render the report of a stored run")
     rep.add_argument("run_key")

@@ -156,7 +156,8 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
     spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     backend = get_backend(spec.backend)
     argv = render_command(spec)
-    added_env = {**spec.suite.env, **backend.pin_env([spec.device])}
+    # ZL_BACKEND tells a harness (and the zlops pytest plugin) which device runtime it is on
+    added_env = {**spec.suite.env, "ZL_BACKEND": backend.name, **backend.pin_env([spec.device])}
     env = proc.build_env(added_env, venv=spec.venv)
     # a re-run of the same shard must not read last attempt's results, log or identity
     for stale in (spec.results_file, spec.artifact_dir / RUN_LOG, spec.artifact_dir / "telemetry.csv",

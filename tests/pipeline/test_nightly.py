@@ -119,7 +119,7 @@ def test_each_device_is_pinned_through_the_backend(upstream: Upstream, make_conf
         log = (s.artifact_dir / "run.log").read_text()
         assert f"fake bench on device {s.device} visible {s.device} " in log
         manifest = json.loads((s.artifact_dir / "manifest.json").read_text())
-        assert manifest["env_added"] == {"CUDA_VISIBLE_DEVICES": str(s.device)}
+        assert manifest["env_added"] == {"ZL_BACKEND": "cuda", "CUDA_VISIBLE_DEVICES": str(s.device)}
         assert manifest["commit"] == c1 and manifest["exit_code"] == 0 and manifest["status"] == "ok"
 
 

@@ -38,7 +38,7 @@ def test_nightly_on_a_fake_pool_pins_and_samples_every_device(
     for shard in n2.shards:
         assert shard.status is ShardStatus.OK and shard.backend == backend
         manifest = json.loads((shard.artifact_dir / "manifest.json").read_text())
-        assert manifest["env_added"] == {var: str(shard.device)}
+        assert manifest["env_added"] == {"ZL_BACKEND": backend, var: str(shard.device)}
         assert manifest["identity"]["device_model"] == model and manifest["identity"]["driver"] == driver
         rows = read_csv(shard.artifact_dir / CSV_NAME)
         assert rows and {int(r["index"]) for r in rows} == {shard.device}

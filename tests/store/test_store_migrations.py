@@ -21,6 +21,8 @@ from zlops.store.models import Base
 TABLES = {"runs", "shards", "results", "comparisons", "notifications"}
 
 
+HEAD = "0002"  # the latest migration; bump with every new sql/versions file
+
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"compare_type": True})
@@ -31,19 +33,19 @@ def test_migrations_folder_is_found() -> None:
     folder = sql_dir()
     assert (folder / "env.py").is_file()
     assert (folder / "versions" / "0001_initial.py").is_file()
-    assert head_revision() == "0001"
+    assert head_revision() == HEAD
 
 
 def test_open_migrates_to_head_and_upgrade_is_idempotent(db_url: str) -> None:
     store = Store.open(db_url)
     try:
-        assert store.current_revision() == "0001"
+        assert store.current_revision() == HEAD
         assert TABLES <= set(inspect(store.engine).get_table_names())
         store.upgrade()
         store.upgrade()
-        assert store.current_revision() == "0001"
+        assert store.current_revision() == HEAD
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [("0001",)]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [(HEAD,)]
     finally:
         store.dispose()
 
@@ -54,7 +56,7 @@ def test_open_without_migrate_leaves_database_alone(db_url: str) -> None:
         assert store.current_revision() is None
         assert not TABLES & set(inspect(store.engine).get_table_names())
         store.upgrade()
-        assert store.current_revision() == "0001"
+        assert store.current_revision() == HEAD
     finally:
         store.dispose()
 
@@ -71,7 +73,7 @@ def test_concurrent_upgrades_serialise(db_url: str) -> None:
         with ThreadPoolExecutor(len(stores)) as pool:
             for future in [pool.submit(upgrade, s) for s in stores]:
                 future.result(timeout=60)  # re-raises a worker's exception here
-        assert [s.current_revision() for s in stores] == ["0001", "0001"]
+        assert [s.current_revision() for s in stores] == [HEAD, HEAD]
     finally:
         for s in stores:
             s.dispose()
@@ -98,7 +100,7 @@ def test_downgrade_to_base_and_back(store: Store) -> None:
         command.downgrade(config, "base")
     assert not TABLES & set(inspect(store.engine).get_table_names())
     store.upgrade()
-    assert store.current_revision() == "0001"
+    assert store.current_revision() == HEAD
     assert _diffs(store, Base.metadata) == []
 
 
@@ -137,3 +139,21 @@ def test_postgres_server_reachable() -> None:
     except psycopg.OperationalError as exc:
         pytest.fail(f"PostgreSQL is not reachable at postgres@127.0.0.1:5432 ({exc}); start it, "
                     "or set ZLOPS_SKIP_POSTGRES=1 to skip the postgres tests", pytrace=False)
+
+
+def test_upgrade_from_0001_keeps_the_data(store: Store) -> None:
+    """A store created by the first release (0001) upgrades in place to the archive table (0002)."""
+    from alembic import command as alembic_command
+
+    from zlops.model import RunRecord
+
+    config = alembic_config()
+    with store.engine.connect() as conn, conn.begin():
+        config.attributes["connection"] = conn
+        alembic_command.downgrade(config, "0001")
+    assert "comparison_archive" not in inspect(store.engine).get_table_names()
+    store.upsert_run(RunRecord("nightly:s:1", "nightly", "s", "a" * 40, "main"))
+    store.upgrade()
+    assert store.current_revision() == HEAD
+    assert store.get_run("nightly:s:1") is not None
+    assert store.archived_comparisons("nightly:s:1") == []

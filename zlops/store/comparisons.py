@@ -7,15 +7,16 @@ of the compare step) leaves exactly the latest table. The caller owns the transa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zlops.errors import StoreError
 from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
-from zlops.store.models import ComparisonRow
+from zlops.store.models import ComparisonArchive, ComparisonRow
 from zlops.store.runs import require_run
 
 
@@ -73,3 +74,37 @@ def comparisons(session: Session, run_key: str) -> list[Comparison]:
                                 worse_pct=r.worse_pct, threshold_pct=r.threshold_pct,
                                 note=r.note)))
     return out
+
+
+def _from_row(suite: str, r: dict[str, Any]) -> Comparison:
+    base = None
+    if r.get("base_run_key") is not None:
+        base = BaselinePoint(run_key=r["base_run_key"], sha=r.get("base_sha") or "", unit=r["unit"],
+                             samples=tuple(r.get("base_samples") or ()))
+    return Comparison(
+        suite=suite, pool=r["pool"], case=r["case"], metric=r["metric"], unit=r["unit"],
+        lower_is_better=r["lower_is_better"], base=base,
+        head_samples=None if r.get("head_samples") is None else tuple(r["head_samples"]),
+        judgement=Judgement(verdict=Verdict(r["verdict"]), change_pct=r.get("change_pct"),
+                            worse_pct=r.get("worse_pct"), threshold_pct=r.get("threshold_pct"), note=r.get("note", "")))
+
+
+def archive_comparisons(session: Session, run_key: str, *, reason: str, when: datetime) -> int:
+    """Keep the run's current compare table in the archive (before a rescore replaces it); its revision."""
+    run = require_run(session, run_key)
+    current = [_row(run.id, c) for c in comparisons(session, run_key)]
+    for r in current:
+        r.pop("run_id")
+    last = session.scalar(select(func.max(ComparisonArchive.revision)).where(ComparisonArchive.run_id == run.id))
+    revision = (last or 0) + 1
+    session.execute(insert(ComparisonArchive), [{"run_id": run.id, "revision": revision, "archived_at": when,
+                                                 "reason": reason, "rows": current}])
+    return revision
+
+
+def archived_comparisons(session: Session, run_key: str) -> list[tuple[int, datetime, str, list[Comparison]]]:
+    """Every archived compare table of the run, oldest first: (revision, archived_at, reason, rows)."""
+    run = require_run(session, run_key)
+    rows = session.scalars(select(ComparisonArchive).where(ComparisonArchive.run_id == run.id)
+                           .order_by(ComparisonArchive.revision))
+    return [(a.revision, a.archived_at, a.reason, [_from_row(run.suite, r) for r in a.rows]) for a in rows]

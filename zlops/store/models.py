@@ -167,6 +167,20 @@ class ComparisonRow(Base):
     note: Mapped[str] = mapped_column(Text)
 
 
+class ComparisonArchive(Base):
+    """A compare table that a rescore replaced, kept beside the current one (its rows as JSON)."""
+
+    __tablename__ = "comparison_archive"
+    __table_args__ = (UniqueConstraint("run_id", "revision"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    revision: Mapped[int] = mapped_column(Integer)
+    archived_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    reason: Mapped[str] = mapped_column(Text)
+    rows: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+
+
 class Notification(Base):
     """The outbox: a message is stored before it is sent, so a failed post never loses it."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
@@ -155,6 +155,13 @@ class Store:
 
     def comparisons(self, run_key: str) -> list[Comparison]:
         return self._query(_comparisons.comparisons, run_key)
+
+    def archive_comparisons(self, run_key: str, *, reason: str) -> int:
+        """Keep the current compare table beside the next one (rescore); returns the archive revision."""
+        return self._write(_comparisons.archive_comparisons, run_key, reason=reason, when=datetime.now(timezone.utc))
+
+    def archived_comparisons(self, run_key: str) -> list[tuple[int, datetime, str, list[Comparison]]]:
+        return self._query(_comparisons.archived_comparisons, run_key)
 
     def queue_notification(self, run_key: str, kind: str, channel: str,
                            payload: Mapping[str, Any]) -> int:
