@@ -20,6 +20,7 @@ injected nights of the same size (both sessions). Prints markdown tables.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 from collections import defaultdict
@@ -121,7 +122,7 @@ def detection(nights: dict[str, dict[int, dict]], ab: dict[tuple[str, int], dict
                     v = ab_verdict(history, r["samples"], last["samples"], ab[(case, n)])
                     out["zlops, A/B (first night)"][size][0] += int(v in ALARM)
                     out["zlops, A/B (first night)"][size][1] += 1
-            for a, b in zip(ns, ns[1:]):  # a change is confirmed on its second night at the latest
+            for a, b in itertools.pairwise(ns):  # a change is confirmed on its second night at the latest
                 first = judge(history, series[a]["samples"], last["samples"])
                 second = judge([*history, series[a]["median"]], series[b]["samples"], series[a]["samples"])
                 hit = first in ALARM or second in ALARM

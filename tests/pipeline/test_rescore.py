@@ -65,7 +65,7 @@ def test_a_fixed_parser_turns_a_failed_shard_into_data(upstream: Upstream, make_
     assert {c.case: c.verdict for c in result.summary.comparisons}["x"] is Verdict.NEW
 
 
-def test_rescore_cli(upstream: Upstream, make_config: Callable[..., Config], tmp_path, capsys) -> None:  # noqa: ANN001
+def test_rescore_cli(upstream: Upstream, make_config: Callable[..., Config], tmp_path, capsys) -> None:
     import yaml
 
     from zlops.cli import main
