@@ -70,6 +70,8 @@ class JudgeInputs:
     #: (pool, baseline run key) -> caliber check of tonight's identity against that baseline's
     caliber: Mapping[tuple[str, str], CaliberReport] = field(default_factory=dict)
     allow_caliber_mismatch: bool = False
+    #: pool -> why some of its shards produced nothing tonight (a missing series there is FAILED)
+    failed_pools: Mapping[str, str] = field(default_factory=dict)
 
 
 def _judge(judge: Judge, base: BaselinePoint, res: CaseResult, key: SeriesKey, thresholds: Thresholds,
@@ -118,9 +120,10 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         if key in head or pool not in pools or base.run_key != newest_baseline_run.get(pool):
             continue
         lower = metrics.lower_is_better(base.unit) if metrics.has_direction(base.unit) else True
-        rows.append(Comparison(suite, pool, case, metric, base.unit, lower, base, None,
-                               Judgement(Verdict.MISSING, None, None, None,
-                                         "in the baseline but not produced tonight")))
+        failure = extra.failed_pools.get(pool)
+        judgement = (Judgement(Verdict.FAILED, None, None, None, failure) if failure else
+                     Judgement(Verdict.MISSING, None, None, None, "in the baseline but not produced tonight"))
+        rows.append(Comparison(suite, pool, case, metric, base.unit, lower, base, None, judgement))
     return rows
 
 

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import socket
+import statistics
 import sys
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -35,6 +36,7 @@ from zlops.model import (
     RunStatus,
     ShardOutcome,
     ShardStatus,
+    Verdict,
 )
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
@@ -291,8 +293,52 @@ def compare(ctx: RunContext, *, progress: Progress | None = None) -> CompareSumm
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
                                      newest_baseline_run=newest, judge=get_judge(ctx.config.judge),
                                      thresholds=ctx.config.thresholds_value(), inputs=inputs)
+        rows = annotate_change_points(ctx, store, rows, set(shas))
         store.save_comparisons(ctx.run_key, rows)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
+
+
+CHANGE_POINT_VERDICTS = frozenset({Verdict.SUSPECT, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE})
+
+
+def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ancestors: set[str]) -> list[Any]:
+    """Name the first bad night of a flagged series (E-divisive over its history, zlops.stats).
+
+    A step names tonight; a slow creep, where no single night moved by more than the threshold,
+    names the night its level first crossed it, which is where a bisection should start.
+    """
+    from dataclasses import replace as _replace
+
+    out = []
+    for c in rows:
+        if c.verdict not in CHANGE_POINT_VERDICTS or not c.head_samples:
+            out.append(c)
+            continue
+        points = [p for p in store.series_history(ctx.suite_name, c.pool, c.case, c.metric, limit=60)
+                  if p.run_key != ctx.run_key and p.sha in ancestors]
+        if len(points) < 5:
+            out.append(c)
+            continue
+        from zlops.stats import change_points, first_bad_night
+
+        values = [p.median for p in points] + [statistics.median(c.head_samples)]
+        threshold = c.judgement.threshold_pct or ctx.config.thresholds.potential_pct
+        idx = first_bad_night(values, threshold, lower_is_better=c.lower_is_better, min_size=2)
+        if idx is not None and idx < len(points):
+            note = (f"change point: the series first settled beyond {threshold:g}% at {points[idx].sha[:7]} "
+                    f"({len(points) - idx} night(s) before tonight); start bisecting there")
+        else:
+            # a creep caught early: no earlier segment is beyond the threshold yet, but the level
+            # started moving at the last change point (a hint for bisection, hence the looser p)
+            cps = [i for i in change_points(values, min_size=2, max_pvalue=0.01) if i < len(points)]
+            if not cps:
+                out.append(c)
+                continue
+            note = (f"change point: the level began moving at {points[cps[-1]].sha[:7]} "
+                    f"({len(points) - cps[-1]} night(s) before tonight): a slow creep; start bisecting there")
+        joined = "; ".join(n for n in (c.judgement.note, note) if n)
+        out.append(_replace(c, judgement=_replace(c.judgement, note=joined)))
+    return out
 
 
 def _pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
@@ -305,12 +351,35 @@ def _pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+#: verdicts after which a series has a new level: its reference restarts at that night
+LEVEL_CHANGES = frozenset({Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED})
+
+
+def since_last_change(store: Store, points: list[Any], key: cmp.SeriesKey) -> list[Any]:
+    """The history from the last night that changed the series' level on (that night included).
+
+    Without this, a confirmed step would be reported again every night until the window's median
+    moved past it; the series' reference (and noise) must restart at the change (Otava segments).
+    """
+    verdicts = store.series_verdicts([p.run_key for p in points], *key)
+    for i in range(len(points) - 1, -1, -1):
+        if verdicts.get(points[i].run_key) in LEVEL_CHANGES:
+            return points[i:]
+    return points
+
+
 def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseResult],
                  baselines: dict[cmp.SeriesKey, Any], ancestors: set[str]) -> cmp.JudgeInputs:
     """Caliber checks per (pool, baseline run); for the noise judge also history and telemetry."""
     from zlops.identity import check_caliber
 
     tonight = _pool_extras(store, ctx.run_key)
+    failed_pools: dict[str, str] = {}
+    for o in store.shards(ctx.run_key):
+        if o.status is not ShardStatus.OK:
+            line = (o.error or "").splitlines()[0] if o.error else ""
+            failed_pools[o.pool] = "; ".join(filter(None, (failed_pools.get(o.pool),
+                                                           f"shard {o.pool}/{o.device} {o.status.value}: {line}")))
     caliber = {}
     for pool, base_run in {(k[0], b.run_key) for k, b in baselines.items() if k in head}:
         base_extras = _pool_extras(store, base_run).get(pool, [])
@@ -321,19 +390,21 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
             allow_mismatch=ctx.config.allow_caliber_mismatch, base_label=f"baseline {base_sha}",
             head_label="tonight")
     if ctx.config.judge != "noise":
-        return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=ctx.config.allow_caliber_mismatch)
+        return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=ctx.config.allow_caliber_mismatch,
+                               failed_pools=failed_pools)
     policy = ctx.config.noise.policy(ctx.config.thresholds_value())
     history = {}
     for key in head:
-        points = store.series_history(ctx.suite_name, *key, limit=policy.window)
-        history[key] = [p.median for p in points if p.run_key != ctx.run_key and p.sha in ancestors]
+        points = [p for p in store.series_history(ctx.suite_name, *key, limit=policy.window)
+                  if p.run_key != ctx.run_key and p.sha in ancestors]
+        history[key] = [p.median for p in since_last_change(store, points, key)]
     telemetry = {}
     for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
         summaries = [e.get("telemetry") or {} for e in extras]
         telemetry[pool] = max(summaries, key=lambda t: (t.get("below_90pct_peak_share") or 0.0,
                                                         t.get("temp_max_c") or 0.0))
     return cmp.JudgeInputs(history=history, telemetry=telemetry, policy=policy, caliber=caliber,
-                           allow_caliber_mismatch=ctx.config.allow_caliber_mismatch)
+                           allow_caliber_mismatch=ctx.config.allow_caliber_mismatch, failed_pools=failed_pools)
 
 
 def promote(ctx: RunContext) -> bool:
@@ -378,7 +449,5 @@ def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> lis
 
 
 def summary_dict(summary: CompareSummary) -> dict[str, Any]:
-    from zlops.model import Verdict
-
     return {"run_key": summary.run_key, "sha": summary.sha, "judged": summary.judged,
             **{v.value: summary.count(v) for v in Verdict}, "overall": summary.overall_line()}

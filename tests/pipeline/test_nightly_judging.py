@@ -119,3 +119,47 @@ def test_too_few_ab_pairs_for_alpha_is_a_config_error(make_config: Callable[...,
 
     with pytest.raises(ConfigError, match=r"noise: ab_pairs 4 cannot reach alpha 0\.002; use at least 7"):
         _with(make_config(), judge="noise", noise__ab_pairs=4)
+
+
+def test_a_confirmed_step_is_not_announced_again_the_next_nights(tmp_path: Path, upstream: Upstream,
+                                                                 make_config: Callable[..., Config]) -> None:
+    """After the step is confirmed, the series' reference restarts at the new level."""
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7)
+    _quiet_nights(upstream, config)
+    step = upstream.commit({"alpha": 1.10, "beta": 2.0}, "alpha 10% slower")
+    assert {c.case: c.verdict for c in run_nightly(config, "fake", sha=step, run_label="s").summary.comparisons}[
+        "alpha"] is Verdict.SEVERE
+    for i in range(3):
+        sha = upstream.commit({"alpha": 1.10, "beta": 2.0 + 0.0001 * (i + 1)}, f"later {i}")
+        later = {c.case: c for c in run_nightly(config, "fake", sha=sha, run_label=f"l{i}").summary.comparisons}
+        assert later["alpha"].verdict is Verdict.UNCHANGED, (i, later["alpha"].judgement.note)
+
+
+def test_a_crashed_pool_reports_its_series_failed_not_missing(upstream: Upstream,
+                                                              make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit(BASE | {"beta": 2.01}, behaviour={"0": "crash"})
+    config = make_config()
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
+    rows = {c.case: c for c in n2.summary.comparisons}
+    assert {c.verdict for c in rows.values()} == {Verdict.FAILED}
+    assert "shard local/0 failed: benchmark exited with code 3" in rows["alpha"].judgement.note
+
+
+def test_a_slow_creep_names_its_first_bad_night(upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    """+0.7% a night never trips a night-over-night rule; the window reference and the change-point
+    view catch it and name the night the level first crossed the threshold."""
+    config = _with(make_config(), judge="noise", noise__ab_pairs=0)
+    shas = [upstream.commit({"alpha": 1.0 * (1 + 0.001 * (i % 2)), "beta": 2.0}, f"quiet {i}") for i in range(8)]
+    shas += [upstream.commit({"alpha": 1.0 * (1.007 ** (i + 1)), "beta": 2.0}, f"creep {i}") for i in range(8)]
+    notes = []
+    for i, sha in enumerate(shas):
+        night = run_nightly(config, "fake", sha=sha, run_label=f"n{i}")
+        alpha = {c.case: c for c in night.summary.comparisons}["alpha"]
+        notes.append((alpha.verdict, alpha.judgement.note))
+    flagged = [(i, n) for i, (v, n) in enumerate(notes) if v in (Verdict.SUSPECT, Verdict.REGRESSION, Verdict.SEVERE)]
+    assert flagged, notes
+    named = [n.split("began moving at ")[1][:7] for _, n in flagged if "began moving at" in n]
+    assert named and all(sha in (shas[8][:7], shas[9][:7]) for sha in named), (named, shas[8][:7])
+    assert all(v is Verdict.UNCHANGED for v, _ in notes[1:8])  # the quiet nights stay quiet

@@ -108,3 +108,17 @@ def archived_comparisons(session: Session, run_key: str) -> list[tuple[int, date
     rows = session.scalars(select(ComparisonArchive).where(ComparisonArchive.run_id == run.id)
                            .order_by(ComparisonArchive.revision))
     return [(a.revision, a.archived_at, a.reason, [_from_row(run.suite, r) for r in a.rows]) for a in rows]
+
+
+def series_verdicts(session: Session, run_keys: Sequence[str], pool: str, case: str,
+                    metric: str) -> dict[str, Verdict]:
+    """The verdict each of ``run_keys`` gave one series (runs without a row for it are absent)."""
+    from zlops.store.models import Run
+
+    if not run_keys:
+        return {}
+    rows = session.execute(
+        select(Run.run_key, ComparisonRow.verdict).join(ComparisonRow, ComparisonRow.run_id == Run.id)
+        .where(Run.run_key.in_(list(run_keys)), ComparisonRow.pool == pool, ComparisonRow.case == case,
+               ComparisonRow.metric == metric))
+    return {rk: Verdict(v) for rk, v in rows}

@@ -24,6 +24,7 @@ from zlops.model import (
     RunRecord,
     RunStatus,
     ShardOutcome,
+    Verdict,
 )
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
@@ -155,6 +156,10 @@ class Store:
 
     def comparisons(self, run_key: str) -> list[Comparison]:
         return self._query(_comparisons.comparisons, run_key)
+
+    def series_verdicts(self, run_keys: Sequence[str], pool: str, case: str, metric: str) -> dict[str, Verdict]:
+        """What each run judged one series (to restart a series' reference after a confirmed change)."""
+        return self._query(_comparisons.series_verdicts, run_keys, pool, case, metric)
 
     def archive_comparisons(self, run_key: str, *, reason: str) -> int:
         """Keep the current compare table beside the next one (rescore); returns the archive revision."""
