@@ -74,7 +74,7 @@ def test_defaults_live_under_the_expanded_home(tmp_path: Path, monkeypatch: pyte
     assert cfg.database_url == f"sqlite:///{home / 'zlops.db'}"
     assert (cfg.mirrors_dir, cfg.worktrees_dir, cfg.envs_dir, cfg.artifacts_dir, cfg.locks_dir) == (
         home / "mirrors", home / "worktrees", home / "envs", home / "artifacts", home / "locks")
-    assert (cfg.env_cache_size, cfg.device_wait_s, cfg.judge) == (8, 600, "simple")
+    assert (cfg.env_cache_size, cfg.device_wait_s, cfg.judge) == (8, 600, "noise")
 
 
 def test_home_and_database_expand_tilde_and_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

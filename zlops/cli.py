@@ -45,7 +45,8 @@ def _config(args: argparse.Namespace):
 def cmd_demo(args: argparse.Namespace) -> int:
     from zlops.demo import render_summary, run_demo
 
-    result = run_demo(Path(args.home), rounds=args.rounds, workers=args.workers, interactive=args.interactive)
+    result = run_demo(Path(args.home), rounds=args.rounds, workers=args.workers, interactive=args.interactive,
+                      judge=args.judge)
     print(render_summary(result))
     return EXIT_OK if result.ok else EXIT_ERROR
 
@@ -65,7 +66,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     slack = config.slack
     client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
     progress = make_progress(args.interactive)
-    flagged = 0
+    flagged = incomparable = 0
     try:
         for name in suites:
             config.suite(name)
@@ -79,11 +80,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             bad = {"regression": (Verdict.REGRESSION, Verdict.SEVERE),
                    "potential": (Verdict.REGRESSION, Verdict.SEVERE, Verdict.POTENTIAL)}
             flagged += result.summary.count(*bad.get(args.fail_on, ()))
+            incomparable += result.summary.count(Verdict.INCOMPARABLE)
             if not result.ok:
                 progress.note(f"suite {name}: no shard produced results")
                 return EXIT_ERROR
     finally:
         progress.close()
+    if incomparable:  # the report printed the !!! [caliber] lines; no delta was published for them
+        return EXIT_CALIBER
     return EXIT_FLAGGED if flagged else EXIT_OK
 
 
@@ -317,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--home", default="zlops-demo", help="demo home (default: ./zlops-demo)")
     d.add_argument("--rounds", type=int, default=5, help="samples per benchmark worker process")
     d.add_argument("--workers", type=int, default=5, help="fresh benchmark processes per night")
+    d.add_argument("--judge", choices=("simple", "noise"), default="simple",
+                   help="simple: the seed's 2%%/5%% rule (default, ~25 s); noise: the production judge with "
+                        "same-device A/B confirmation (a few minutes)")
     d.set_defaults(func=cmd_demo)
 
     n = sub.add_parser("nightly", help="run the nightly for one or every suite of a config")

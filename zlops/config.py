@@ -226,7 +226,9 @@ class Config(_Strict):
     suites: dict[str, SuiteConfig]
     thresholds: ThresholdsConfig = Field(default_factory=ThresholdsConfig)
     slack: SlackConfig | None = None
-    judge: Literal["simple", "noise"] = "simple"
+    judge: Literal["simple", "noise"] = Field(
+        default="noise", description="noise: per-series noise model + same-device A/B confirmation (zlops.stats); "
+                                     "simple: the seed's fixed 2%/5% rule on the change of medians")
     noise: NoiseConfig = Field(default_factory=lambda: NoiseConfig())
     allow_caliber_mismatch: bool = Field(default=False, description="publish deltas across calibers (still "
                                          "printed as !!! [caliber])")

@@ -163,3 +163,27 @@ def test_a_slow_creep_names_its_first_bad_night(upstream: Upstream, make_config:
     named = [n.split("began moving at ")[1][:7] for _, n in flagged if "began moving at" in n]
     assert named and all(sha in (shas[8][:7], shas[9][:7]) for sha in named), (named, shas[8][:7])
     assert all(v is Verdict.UNCHANGED for v, _ in notes[1:8])  # the quiet nights stay quiet
+
+
+def test_nightly_cli_exits_4_on_a_caliber_break(tmp_path: Path, upstream: Upstream,
+                                                make_config: Callable[..., Config], caplog) -> None:
+    import logging
+
+    import yaml
+
+    caplog.set_level(logging.INFO, logger="zlops.progress")
+
+    from zlops.cli import main
+
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({"alpha": 1.5, "beta": 2.0})
+    config = make_config()
+    path = tmp_path / "zlops.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    assert main(["--plain", "nightly", "--config", str(path), "--sha", c1, "--run-id", "n1"]) == 0
+    more = _with(config, suites__fake__rounds=7)
+    path.write_text(yaml.safe_dump(more.model_dump(mode="json")))
+    assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n2"]) == 4
+    assert "!!! [caliber] rounds: 5 != 7" in caplog.text
+    assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n3",
+                 "--allow-caliber-mismatch", "--fail-on", "regression"]) == 0  # n2 is now a same-caliber baseline
