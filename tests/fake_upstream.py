@@ -16,6 +16,7 @@ BENCH = r'''
 import argparse, json, os, sys, time
 ap = argparse.ArgumentParser()
 ap.add_argument("--out"); ap.add_argument("--device"); ap.add_argument("--rounds", type=int)
+ap.add_argument("--variant", default="default")
 a = ap.parse_args()
 import fakeops  # proves the worktree's own package is installed in the venv
 beh = json.load(open("behaviour.json")) if os.path.exists("behaviour.json") else {}
@@ -29,6 +30,8 @@ if mode == "malformed":
     open(a.out, "w").write('{"schema_version": 1,\n "cases": [\n  {"name": "x", "metric": "time", "unit": "ms", "samples": ["fast"]}\n ]}\n')
     sys.exit(0)
 t = json.load(open("timings.json"))
+if a.variant != "default":  # a second runtime: the same cases, 3x the time
+    t = {k: v * 3 for k, v in t.items()}
 once = os.environ.get("FAKE_SLOW_ONCE")  # a one-off slow run that does not reproduce (machine noise)
 if once and os.path.exists(once):
     os.unlink(once)

@@ -298,6 +298,37 @@ def cmd_ab(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated device indices, got {text!r}") from None
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from zlops.model import Verdict
+    from zlops.notify import client_from_env
+    from zlops.prcompare import report, run_compare
+
+    config = _config(args)
+    conf: dict[str, object] = {"suite": args.suite, "ref": args.ref, "pairs": args.pairs}
+    for key in ("devices", "rounds", "pool"):
+        if getattr(args, key) is not None:
+            conf[key] = getattr(args, key)
+    if args.variants:
+        conf["variants"] = [v for v in args.variants.split(",") if v]
+    slack = config.slack
+    client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
+    outcome = run_compare(config, conf, allow_caliber_mismatch=args.allow_caliber_mismatch)
+    out = report(config, outcome, slack_client=client)
+    print(out.text, end="")
+    print(f"report: {out.markdown}\nslack:  {out.slack.status} ({out.slack.path})")
+    rows = [c for rows in outcome.comparisons.values() for c in rows]
+    if any(c.verdict is Verdict.INCOMPARABLE for c in rows):
+        return EXIT_CALIBER
+    return EXIT_ERROR if outcome.errors and not rows and not any(outcome.head_results.values()) else EXIT_OK
+
+
 def cmd_rescore(args: argparse.Namespace) -> int:
     from zlops.rescore import rescore
 
@@ -354,6 +385,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--suite")
     r.add_argument("--limit", type=int, default=20)
     r.set_defaults(func=cmd_runs)
+
+    cp = sub.add_parser("compare", help="compare a PR branch (or pull/N/head, or a SHA) with its merge-base on main")
+    cp.add_argument("--config")
+    cp.add_argument("--suite", required=True)
+    cp.add_argument("--ref", required=True, help="branch name, pull/N/head or commit SHA")
+    cp.add_argument("--devices", type=_int_list, help="device indices (default: idle devices are picked)")
+    cp.add_argument("--pool", help="the suite's pool to run on (default: its first)")
+    cp.add_argument("--rounds", type=int)
+    cp.add_argument("--pairs", type=int, default=1, help="interleaved base/head pairs on one device")
+    cp.add_argument("--variants", help="comma-separated variants (runtimes) of the suite")
+    cp.add_argument("--allow-caliber-mismatch", action="store_true")
+    cp.set_defaults(func=cmd_compare)
 
     rs = sub.add_parser("rescore", help="re-judge a stored run from its artifacts with today's parsers and "
                                         "criteria (the previous verdicts stay in the archive)")

@@ -35,6 +35,7 @@ COMMAND_PLACEHOLDERS = {
     "rounds": "the suite's rounds",
     "worktree": "absolute path of the commit's git worktree",
     "artifacts": "absolute path of the shard's artifact folder",
+    "variant": "the variant (runtime) this shard measures; 'default' for suites that declare none",
 }
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -115,6 +116,20 @@ class SuiteConfig(_Strict):
     results_name: str = Field(default="results.json", pattern=r"^[A-Za-z0-9_.-]{1,100}$")
     pins: list[str] = Field(default_factory=list, description="files in the repo whose content pins a revision "
                             "(e.g. pto_isa.pin); recorded in every run's identity")
+    variants: list[str] = Field(default_factory=list, description="variants (runtimes) a PR compare runs one after "
+                                "another, passed as {variant}; empty: one variant, 'default'")
+    headline_metric: str | None = Field(default=None, description="the metric a PR compare's overall line counts "
+                                        "(e.g. effective); default: each case's first metric")
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"variant {name!r} must match {NAME_PATTERN}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"variants must be unique, got {v}")
+        return v
 
     @field_validator("install")
     @classmethod

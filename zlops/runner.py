@@ -51,6 +51,7 @@ class ShardSpec:
     worktree: Path
     venv: Path
     artifact_dir: Path
+    variant: str = "default"
 
     @property
     def results_file(self) -> Path:
@@ -66,6 +67,7 @@ def render_command(spec: ShardSpec) -> list[str]:
         "rounds": str(spec.suite.rounds),
         "worktree": str(spec.worktree),
         "artifacts": str(spec.artifact_dir),
+        "variant": spec.variant,
     }
     return [arg.format_map(values) for arg in spec.suite.command]
 

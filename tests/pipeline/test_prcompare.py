@@ -1,0 +1,160 @@
+"""PR-branch comparison: refs validated before git, single vs compare mode, the seed's device plan,
+the seed's report format, caliber first, through the library and the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from fake_upstream import Upstream, git
+
+from zlops import pipeline, proc
+from zlops.cli import main
+from zlops.config import Config, parse_config
+from zlops.errors import ConfigError
+from zlops.model import Verdict
+from zlops.prcompare import report, run_compare, validate_ref
+
+BASE = {"alpha": 1.0, "beta": 2.0}
+BAD_REFS = ["--upload-pack=x", "a;rm -rf /", "../x", "main..dev", "@{-1}", "", "feat\x01ure", "x.lock", "a//b",
+            "-rf", "ok/branch ", "\n"]
+
+
+@pytest.mark.parametrize("ref", BAD_REFS)
+def test_unsafe_refs_are_refused_before_any_git_command(ref: str, make_config: Callable[..., Config],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    real = proc.run
+
+    def spy(argv, **kw):
+        calls.append(argv)
+        return real(argv, **kw)
+
+    monkeypatch.setattr(proc, "run", spy)
+    with pytest.raises(ConfigError, match="ref"):
+        run_compare(make_config(), {"suite": "fake", "ref": ref})
+    assert [c for c in calls if c and c[0] == "git" and "check-ref-format" not in c] == []
+
+
+@pytest.mark.parametrize("ref", ["feature/JIRA-1_fix.v2", "release/3.3", "pull/42/head", "deadbeef1234", "main"])
+def test_good_refs_pass(ref: str) -> None:
+    assert validate_ref(ref) == ref
+
+
+def test_unknown_conf_keys_are_refused(make_config: Callable[..., Config]) -> None:
+    with pytest.raises(ConfigError, match=r"unknown parameter.*.repo."):
+        run_compare(make_config(), {"suite": "fake", "ref": "main", "repo": "https://evil.example/x.git"})
+
+
+@pytest.mark.slow
+def test_single_mode_when_the_ref_has_no_commits_beyond_main(upstream: Upstream,
+                                                             make_config: Callable[..., Config]) -> None:
+    upstream.commit(BASE)
+    config = make_config()
+    outcome = run_compare(config, {"suite": "fake", "ref": "main"}, label="single")
+    assert outcome.plan.mode == "single" and outcome.plan.base_sha is None and outcome.comparisons == {}
+    text = report(config, outcome).text
+    assert text.startswith("Benchmark at: ") and "alpha" in text and "time (ms)" in text
+
+
+@pytest.mark.slow
+def test_compare_on_one_device_in_the_seed_format(upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE, "main")
+    upstream.branch("feature/faster-beta", c1)
+    upstream.checkout("feature/faster-beta")
+    head = upstream.commit({"alpha": 1.3, "beta": 1.0}, "alpha slower, beta faster")
+    upstream.checkout("main")
+    upstream.commit({"alpha": 5.0, "beta": 5.0}, "main moved on (not part of the PR)")
+    config = make_config()
+    outcome = run_compare(config, {"suite": "fake", "ref": "feature/faster-beta"}, label="one")
+    plan = outcome.plan
+    assert plan.mode == "compare" and plan.base_sha == c1 and plan.head_sha == head and plan.devices == (0,)
+    rows = {c.case: c for c in outcome.comparisons["default"]}
+    assert rows["alpha"].verdict is Verdict.REGRESSION and rows["beta"].verdict is Verdict.IMPROVED
+    out = report(config, outcome)
+    lines = out.text.splitlines()
+    assert lines[0] == f"Merge-base: {c1[:7]} -> HEAD: {head[:7]} (feature/faster-beta)"
+    assert "Device: baseline=0, current=0" in lines
+    assert any(ln.startswith("alpha") and "+30.00%" in ln and "!! REGRESSION" in ln for ln in lines)
+    assert "Overall: 1 of 2 examples improved, 1 regressed (based on time)" in lines
+    assert "different devices" not in out.text
+    assert out.markdown.exists() and out.slack.status == "written"
+    store = pipeline.open_store(config)
+    kinds = {r.run_key: r for r in store.list_runs(kind="pr")}
+    assert set(kinds) == {plan.head_key, plan.base_key} and all(r.kind == "pr" for r in kinds.values())
+    assert not any((config.worktrees_dir / "fake").iterdir())
+
+
+@pytest.mark.slow
+def test_two_devices_run_base_and_head_in_parallel_and_say_so(upstream: Upstream,
+                                                              make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    git(upstream.path, "update-ref", "refs/pull/7/head", upstream.commit({"alpha": 1.0, "beta": 2.5}, "pr 7"))
+    git(upstream.path, "reset", "-q", "--hard", c1)
+    config = make_config(devices=(0, 1))
+    outcome = run_compare(config, {"suite": "fake", "ref": "pull/7/head"}, label="two")
+    assert outcome.plan.devices == (0, 1) and not outcome.plan.same_device
+    run_dir = pipeline.RunContext(config, "fake", outcome.plan.head_key, outcome.plan.head_sha).run_dir
+    base_dir = pipeline.RunContext(config, "fake", outcome.plan.base_key or "", outcome.plan.base_sha or "").run_dir
+    assert [p.name for p in (run_dir / "default").iterdir()] == ["head-00-dev1"]
+    assert [p.name for p in (base_dir / "default").iterdir()] == ["base-00-dev0"]
+    text = report(config, outcome).text
+    assert "Device: baseline=0, current=1" in text
+    assert "Note: Baseline and current ran on different devices (0 vs 1)." in text
+
+
+@pytest.mark.slow
+def test_variants_run_one_after_another_and_group_the_report(upstream: Upstream, tmp_path: Path) -> None:
+    from fake_upstream import config_data
+
+    c1 = upstream.commit(BASE)
+    upstream.branch("feat", c1)
+    upstream.checkout("feat")
+    upstream.commit({"alpha": 1.0, "beta": 2.2})
+    upstream.checkout("main")
+    data = config_data(tmp_path / "home", upstream.path)
+    data["suites"]["fake"]["variants"] = ["tmr", "hbg"]  # type: ignore[index]
+    data["suites"]["fake"]["command"] += ["--variant", "{variant}"]  # type: ignore[index]
+    config = parse_config(data)
+    outcome = run_compare(config, {"suite": "fake", "ref": "feat", "variants": ["tmr", "hbg"]}, label="var")
+    assert list(outcome.comparisons) == ["tmr", "hbg"]
+    hbg = {c.case: c for c in outcome.comparisons["hbg"]}
+    assert hbg["alpha"].base_value == pytest.approx(3.0, rel=0.01)  # the hbg variant really ran
+    text = report(config, outcome).text
+    assert text.index("### tmr") < text.index("### hbg")
+    assert "Overall: 0 of 4 examples improved, 2 regressed" in text
+
+
+@pytest.mark.slow
+def test_a_pin_change_is_a_caliber_break_and_the_cli_exits_4(upstream: Upstream, tmp_path: Path) -> None:
+    from fake_upstream import config_data
+
+    (upstream.path / "pto_isa.pin").write_text("cd4a3d3f7a1a27fcfe536f617e9bca3008929664\n")
+    c1 = upstream.commit(BASE)
+    upstream.branch("bump-pin", c1)
+    upstream.checkout("bump-pin")
+    (upstream.path / "pto_isa.pin").write_text("09a5bd266000000000000000000000000000000\n")
+    upstream.commit({"alpha": 1.5, "beta": 2.0}, "bump the pin")
+    upstream.checkout("main")
+    data = config_data(tmp_path / "home", upstream.path)
+    data["suites"]["fake"]["pins"] = ["pto_isa.pin"]  # type: ignore[index]
+    path = tmp_path / "zlops.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["--plain", "compare", "--config", str(path), "--suite", "fake", "--ref", "bump-pin"]) == 4
+    assert main(["--plain", "compare", "--config", str(path), "--suite", "fake", "--ref", "bump-pin",
+                 "--allow-caliber-mismatch"]) == 0
+
+
+def test_cli_refuses_a_bad_ref_with_exit_2(make_config: Callable[..., Config], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "zlops.yaml"
+    path.write_text(yaml.safe_dump(make_config().model_dump(mode="json")))
+    with pytest.raises(SystemExit) as exc:  # argparse itself refuses an option-like value
+        main(["--plain", "compare", "--config", str(path), "--suite", "fake", "--ref", "--upload-pack=x"])
+    assert exc.value.code == 2
+    capsys.readouterr()
+    for ref in ("--upload-pack=x", "a;rm -rf /", "main..dev", "@{-1}"):
+        assert main(["--plain", "compare", "--config", str(path), "--suite", "fake", f"--ref={ref}"]) == 2
+        assert "ref: " in capsys.readouterr().err

@@ -1,0 +1,42 @@
+"""Tasks of the PR-compare DAG: validate the trigger's conf, then run the compare; one call each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import get_current_context, task
+
+
+def _conf() -> dict[str, Any]:
+    """The trigger's conf: the raw keys (unknown ones must be refused), with null params dropped."""
+    ctx = get_current_context()
+    params = dict(ctx["params"] or {})  # declared keys, validated by Airflow against the form's schema
+    raw = dict(ctx["dag_run"].conf or {})
+    return {**{k: v for k, v in params.items() if v is not None}, **{k: raw[k] for k in raw if k not in params}}
+
+
+@task
+def validate() -> dict[str, Any]:
+    """Refuse unknown conf keys and unsafe refs before anything touches git (the form validated types)."""
+    from zlops.config import config_from_env
+    from zlops.prcompare import validate_request
+
+    req = validate_request(config_from_env(), _conf())
+    return {"suite": req.suite, "ref": req.ref, "pool": req.pool, "pairs": req.pairs, "variants": list(req.variants)}
+
+
+@task
+def compare(validated: dict[str, Any]) -> dict[str, Any]:
+    """Plan (single or compare mode, devices), run both sides, judge, report (markdown + Slack)."""
+    from zlops.airflow.tasks import _slack_client
+    from zlops.config import config_from_env
+    from zlops.prcompare import report, run_compare
+
+    config = config_from_env()
+    run_id = get_current_context()["dag_run"].run_id
+    outcome = run_compare(config, _conf(), label=run_id.replace("+", "_"))
+    out = report(config, outcome, slack_client=_slack_client(config))
+    rows = [c for rows in outcome.comparisons.values() for c in rows]
+    return {"mode": outcome.plan.mode, "head": outcome.plan.head_sha, "base": outcome.plan.base_sha,
+            "report": str(out.markdown), "slack": out.slack.status,
+            "verdicts": {v.value: sum(c.verdict is v for c in rows) for v in {c.verdict for c in rows}}}

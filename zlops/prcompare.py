@@ -1,0 +1,428 @@
+"""PR-branch comparison: a ref against its merge-base with upstream main, on the same devices.
+
+What engineers ran by hand (the Ascend seed's benchmark workflow), as one call:
+
+- **mode**: ``single`` when the ref has no commits beyond upstream main (benchmark it alone);
+  ``compare`` otherwise: the merge-base with main against the ref's head, each in its own worktree
+  and venv (reusing the environment cache);
+- **device plan**: one device -> per variant, baseline then head on that device (``pairs`` > 1
+  interleaves them ABBA..., randomized per pair); two or more devices -> per variant, baseline on the
+  first and head on the second in parallel, variants one after another. Never two benchmark
+  processes on one device: every run holds the device's host-local lock, also against a nightly;
+- **judgement**: both sides' identities are checked first (caliber); then the project's judge, with
+  the series' nightly history for the noise model; with enough interleaved pairs a suspect is
+  confirmed by the A/B the compare already is;
+- **report** in the seed's compare format (zlops.report.prtable), saved as markdown in the run's
+  artifacts and posted to Slack.
+
+Untrusted input (the trigger's conf or CLI arguments) goes through :func:`validate_request` before
+any git command runs; the repository URL only ever comes from the config.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import re
+import zlib
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from zlops import __version__, gitops, pipeline
+from zlops.compare import JudgeInputs, build_comparisons
+from zlops.config import Config
+from zlops.errors import ConfigError, GitError, ParseError, ZlopsError
+from zlops.formats import parse_results
+from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
+from zlops.judge import get_judge
+from zlops.model import BaselinePoint, CaseResult, Comparison, RunRecord, RunStatus, ShardStatus
+from zlops.progress import LogProgress, Progress
+from zlops.runner import ShardSpec, run_shard
+
+log = logging.getLogger(__name__)
+
+PARAM_KEYS = ("suite", "ref", "devices", "rounds", "variants", "pairs", "pool")
+_PULL_RE = re.compile(r"^pull/[1-9][0-9]{0,8}/head$")
+_SHA_RE = re.compile(r"^[0-9a-f]{7,64}$")
+#: the trigger form's pattern (Airflow validates it first; validate_ref checks again, then git does)
+REF_PATTERN = (r"^(?:pull/[1-9][0-9]{0,8}/head|[0-9a-f]{7,64}|"
+               r"(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.]))$")
+MAX_ROUNDS = 1000
+MAX_PAIRS = 20
+
+
+def validate_ref(ref: object) -> str:
+    """A ref safe to hand to git: a branch name, ``pull/N/head`` or a commit SHA.
+
+    Refused before any git command runs: option-like refs (``--upload-pack=x``), shell syntax,
+    ``..``, ``@{``, path escapes, empty strings and control characters.
+    """
+    if not isinstance(ref, str) or not ref:
+        raise ConfigError("ref: expected a branch name, pull/N/head or a commit SHA, got an empty value")
+    if any(ord(c) < 32 or ord(c) == 127 for c in ref):
+        raise ConfigError(f"ref: control characters are not allowed in {ref!r}")
+    if not re.match(REF_PATTERN, ref):
+        raise ConfigError(f"ref: {ref!r} is not a branch name, pull/N/head or commit SHA (letters, digits and "
+                          ". _ / -; no leading '-', no '..', '@{{', '//', trailing '/' '.' or '.lock')")
+    if not (_PULL_RE.match(ref) or _SHA_RE.match(ref)):
+        try:
+            gitops.validate_branch(ref)
+        except GitError as exc:
+            raise ConfigError(f"ref: {exc}") from None
+    return ref
+
+
+@dataclass(frozen=True)
+class PrRequest:
+    """A validated PR-compare request (from the trigger form or the CLI)."""
+
+    suite: str
+    ref: str
+    pool: str
+    devices: tuple[int, ...] | None = None
+    rounds: int | None = None
+    variants: tuple[str, ...] = ("default",)
+    pairs: int = 1
+
+
+def validate_request(config: Config, conf: Mapping[str, Any]) -> PrRequest:
+    """Check every key of a trigger's conf (unknown keys are refused) and build the request."""
+    unknown = sorted(set(conf) - set(PARAM_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown parameter(s) {', '.join(map(repr, unknown))}; known: {', '.join(PARAM_KEYS)}")
+    suite_name = conf.get("suite")
+    if not isinstance(suite_name, str) or suite_name not in config.suites:
+        raise ConfigError(f"suite: expected one of {', '.join(sorted(config.suites))}, got {suite_name!r}")
+    suite = config.suites[suite_name]
+    ref = validate_ref(conf.get("ref"))
+    pool = conf.get("pool") or suite.pools[0]
+    if pool not in suite.pools:
+        raise ConfigError(f"pool: expected one of {', '.join(suite.pools)}, got {pool!r}")
+    devices = conf.get("devices")
+    if devices is not None:
+        if (not isinstance(devices, list) or not devices or len(devices) > 8
+                or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1024 for d in devices)
+                or len(set(devices)) != len(devices)):
+            raise ConfigError(f"devices: expected 1-8 distinct device indices, got {devices!r}")
+        allowed = config.pools[pool].explicit_devices
+        if allowed is not None and not set(devices) <= set(allowed):
+            raise ConfigError(f"devices: {devices} are not all in pool {pool} (devices {allowed})")
+    rounds = conf.get("rounds")
+    if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)
+                               or not 1 <= rounds <= MAX_ROUNDS):
+        raise ConfigError(f"rounds: expected an integer from 1 to {MAX_ROUNDS}, got {rounds!r}")
+    pairs = conf.get("pairs", 1)
+    if not isinstance(pairs, int) or isinstance(pairs, bool) or not 1 <= pairs <= MAX_PAIRS:
+        raise ConfigError(f"pairs: expected an integer from 1 to {MAX_PAIRS}, got {pairs!r}")
+    declared = suite.variants or ["default"]
+    variants = conf.get("variants") or declared
+    if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants) or not set(variants) <= set(
+            declared):
+        raise ConfigError(f"variants: expected a subset of {declared}, got {variants!r}")
+    return PrRequest(suite_name, ref, pool, tuple(devices) if devices else None, rounds, tuple(variants), pairs)
+
+
+@dataclass(frozen=True)
+class PrPlan:
+    request: PrRequest
+    mode: str                   # "single" | "compare"
+    head_sha: str
+    base_sha: str | None
+    main_sha: str
+    ahead: int
+    devices: tuple[int, ...]
+    head_key: str
+    base_key: str | None
+
+    @property
+    def same_device(self) -> bool:
+        return self.mode == "single" or len(self.devices) == 1
+
+
+def _fetch_ref(mirror: gitops.Mirror, ref: str) -> str:
+    if _SHA_RE.match(ref):
+        if len(ref) in (40, 64):
+            gitops.fetch_commit(mirror, ref)
+        return gitops.resolve(mirror, ref)
+    local = f"refs/zlops/{ref}" if _PULL_RE.match(ref) else f"refs/zlops/pr/{ref}"
+    remote = f"refs/{ref}" if _PULL_RE.match(ref) else f"refs/heads/{ref}"
+    try:
+        mirror.git("fetch", "--no-tags", "--quiet", "origin", f"+{remote}:{local}", timeout=gitops.FETCH_TIMEOUT_S,
+                   what="git fetch")
+    except GitError as exc:
+        raise GitError(f"cannot fetch {ref!r} from {mirror.url}: {exc}") from exc
+    return gitops.resolve(mirror, local)
+
+
+def make_plan(config: Config, req: PrRequest, *, label: str | None = None) -> PrPlan:
+    """Fetch main and the ref, choose the mode and the devices."""
+    from zlops.backends import get_backend
+    from zlops.devices import resolve_devices
+
+    suite = config.suite(req.suite)
+    mirror = gitops.ensure_mirror(suite.repo, config.mirrors_dir / f"{req.suite}.git")
+    main_sha = gitops.fetch_branch(mirror, suite.branch)
+    head = _fetch_ref(mirror, req.ref)
+    ahead = int(mirror.git("rev-list", "--count", head, "--not", main_sha, "--", what="git rev-list").strip())
+    base = None if ahead == 0 else gitops.merge_base(mirror, main_sha, head)
+    pool = config.pools[req.pool]
+    devices = req.devices or tuple(resolve_devices(get_backend(pool.backend), pool.explicit_devices))
+    devices = devices[:1] if ahead == 0 else devices[:2]
+    stamp = label or datetime.now(timezone.utc).strftime("cli-%Y%m%dT%H%M%S.%fZ")
+    key = pipeline.make_run_key("pr", req.suite, stamp)
+    return PrPlan(req, "single" if ahead == 0 else "compare", head, base, main_sha, ahead, tuple(devices),
+                  f"{key}:head", None if base is None else f"{key}:base")
+
+
+@dataclass
+class SideResults:
+    """Per variant and (case, metric): the pooled samples, and each run's median (A/B observations)."""
+
+    samples: dict[str, dict[tuple[str, str], list[float]]] = field(default_factory=lambda: defaultdict(dict))
+    medians: dict[str, dict[tuple[str, str], list[float]]] = field(default_factory=lambda: defaultdict(dict))
+    proto: dict[str, dict[tuple[str, str], CaseResult]] = field(default_factory=lambda: defaultdict(dict))
+    identity: dict[str, Any] | None = None
+    devices: set[int] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, variant: str, results: Sequence[CaseResult]) -> None:
+        for r in results:
+            self.samples[variant].setdefault(r.key, []).extend(r.samples)
+            self.medians[variant].setdefault(r.key, []).append(r.median)
+            self.proto[variant].setdefault(r.key, r)
+
+    def results(self, variant: str) -> list[CaseResult]:
+        return [CaseResult(p.case, p.metric, p.unit, p.lower_is_better, tuple(self.samples[variant][k]), p.params)
+                for k, p in self.proto[variant].items()]
+
+
+@dataclass(frozen=True)
+class PrOutcome:
+    plan: PrPlan
+    comparisons: dict[str, list[Comparison]]          # variant -> rows (empty in single mode)
+    head_results: dict[str, list[CaseResult]]
+    caliber: CaliberReport | None
+    errors: tuple[str, ...]
+
+
+def _one_run(ctx: pipeline.RunContext, prepared: pipeline.Prepared, plan: PrPlan, variant: str, device: int,
+             index: int, side: str, out: SideResults, suite: Any) -> None:
+    config = ctx.config
+    pool = plan.request.pool
+    art = ctx.run_dir / variant / f"{side}-{index:02d}-dev{device}"
+    spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=suite, sha=ctx.sha, pool=pool,
+                     backend=config.pools[pool].backend, device=device, worktree=prepared.worktree,
+                     venv=prepared.venv, artifact_dir=art, variant=variant)
+    outcome = run_shard(spec, locks_dir=config.locks_dir, device_wait_s=config.device_wait_s,
+                        require_idle=config.pools[pool].idle_required)
+    out.devices.add(device)
+    if outcome.status is not ShardStatus.OK or outcome.results_file is None:
+        out.errors.append(f"{side} {variant} on device {device}: {outcome.status.value}: {outcome.error}")
+        return
+    try:
+        results = parse_results(suite.format, outcome.results_file)
+    except ParseError as exc:
+        out.errors.append(f"{side} {variant} on device {device}: malformed results: {exc}")
+        return
+    if not results:
+        out.errors.append(f"{side} {variant} on device {device}: the run measured nothing")
+        return
+    out.add(variant, results)
+    out.identity = out.identity or read_identity(art / IDENTITY_FILE)
+
+
+def _record(store: Any, key: str, plan: PrPlan, sha: str, side: str, status: RunStatus) -> None:
+    req = plan.request
+    store.upsert_run(RunRecord(run_key=key, kind="pr", suite=req.suite, sha=sha, branch=req.ref, status=status,
+                               started_at=datetime.now(timezone.utc),
+                               finished_at=None if status is RunStatus.RUNNING else datetime.now(timezone.utc),
+                               meta={"side": side, "ref": req.ref, "mode": plan.mode, "zlops_version": __version__,
+                                     "devices": list(plan.devices), "pairs": req.pairs,
+                                     "variants": list(req.variants), "ahead": plan.ahead}))
+
+
+def execute(config: Config, plan: PrPlan, *, progress: Progress | None = None) -> tuple[SideResults, SideResults]:
+    """Build both worktree envs and run the device plan; returns (base, head) results."""
+    progress = progress or LogProgress()
+    req = plan.request
+    suite = config.suite(req.suite)
+    if req.rounds is not None:
+        suite = suite.model_copy(update={"rounds": req.rounds})
+    store = pipeline.open_store(config)
+    head_ctx = pipeline.RunContext(config, req.suite, plan.head_key, plan.head_sha)
+    base_ctx = None if plan.base_sha is None else pipeline.RunContext(config, req.suite, plan.base_key or "",
+                                                                        plan.base_sha)
+    _record(store, plan.head_key, plan, plan.head_sha, "head", RunStatus.RUNNING)
+    if base_ctx is not None:
+        _record(store, base_ctx.run_key, plan, base_ctx.sha, "base", RunStatus.RUNNING)
+    base, head = SideResults(), SideResults()
+    try:
+        prepared = {"head": pipeline.prepare(head_ctx, progress=progress)}
+        if base_ctx is not None:
+            prepared["base"] = pipeline.prepare(base_ctx, progress=progress)
+        sides = {"head": (head_ctx, head), "base": (base_ctx, base)}
+        for variant in req.variants:  # variants one after another, on every device
+            with progress.step("pr-bench", suite=req.suite, commit=plan.head_sha[:12], device=",".join(
+                    map(str, plan.devices)), variant=variant):
+                if plan.mode == "single":
+                    order = ["head"] * req.pairs
+                    jobs = [[(s, plan.devices[0], i) for i, s in enumerate(order)]]
+                else:
+                    from zlops.stats import interleaved_order
+
+                    order = [{"A": "base", "B": "head"}[c] for c in
+                             interleaved_order(req.pairs, seed=zlib.crc32(f"{plan.head_key}/{variant}".encode()))]
+                    if plan.same_device:
+                        jobs = [[(s, plan.devices[0], i) for i, s in enumerate(order)]]
+                    else:  # base on the first device, head on the second, in parallel
+                        jobs = [[("base", plan.devices[0], i) for i in range(req.pairs)],
+                                [("head", plan.devices[1], i) for i in range(req.pairs)]]
+
+                def run_queue(queue: list[tuple[str, int, int]], variant: str = variant) -> None:
+                    for side, device, index in queue:  # one device's queue: one process at a time
+                        ctx, out = sides[side]
+                        assert ctx is not None
+                        _one_run(ctx, prepared[side], plan, variant, device, index, side, out, suite)
+
+                with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+                    list(pool.map(run_queue, jobs))
+    finally:
+        pipeline.cleanup(head_ctx)
+        if base_ctx is not None:
+            pipeline.cleanup(base_ctx)
+    for ctx, res in ((head_ctx, head), (base_ctx, base)):
+        if ctx is not None:
+            store.set_run_status(ctx.run_key, RunStatus.DONE if not res.errors else RunStatus.FAILED,
+                                 finished_at=datetime.now(timezone.utc))
+    return base, head
+
+
+def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
+          allow_caliber_mismatch: bool = False) -> PrOutcome:
+    """Caliber first, then the project's judge per variant (with A/B confirmation when pairs allow)."""
+    req = plan.request
+    errors = tuple(base.errors + head.errors)
+    head_results = {v: head.results(v) for v in req.variants}
+    if plan.mode == "single":
+        return PrOutcome(plan, {}, head_results, None, errors)
+    caliber = check_caliber(base.identity, head.identity, allow_mismatch=allow_caliber_mismatch,
+                            base_label=f"merge-base {plan.base_sha[:7] if plan.base_sha else ''}", head_label="HEAD")
+    store = pipeline.open_store(config)
+    judge_fn = get_judge(config.judge)
+    thresholds = config.thresholds_value()
+    policy = config.noise.policy(thresholds) if config.judge == "noise" else None
+    out: dict[str, list[Comparison]] = {}
+    for variant in req.variants:
+        pool = req.pool if variant == "default" else f"{req.pool}.{variant}"
+        heads = {(pool, r.case, r.metric): r for r in head_results[variant]}
+        bases = {(pool, r.case, r.metric): BaselinePoint(plan.base_key or "", plan.base_sha or "", r.unit, r.samples)
+                 for r in base.results(variant)}
+        history: dict[Any, list[float]] = {}
+        if config.judge == "noise":
+            for key in heads:
+                points = store.series_history(req.suite, req.pool, key[1], key[2], limit=policy.window)
+                history[key] = [p.median for p in points]
+        inputs = JudgeInputs(history=history, policy=policy, caliber={(pool, plan.base_key or ""): caliber},
+                             allow_caliber_mismatch=allow_caliber_mismatch)
+        rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},
+                                 judge=judge_fn, thresholds=thresholds, inputs=inputs)
+        if config.judge == "noise" and plan.same_device:
+            rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], policy)
+        out[variant] = rows
+    all_rows = [c for rows in out.values() for c in rows]
+    store.save_comparisons(plan.head_key, all_rows)
+    return PrOutcome(plan, out, head_results, caliber, errors)
+
+
+def _confirm_with_pairs(rows: list[Comparison], base_medians: Mapping[tuple[str, str], list[float]],
+                        head_medians: Mapping[tuple[str, str], list[float]], policy: Any) -> list[Comparison]:
+    """The interleaved same-device runs are an A/B: use them to confirm suspects when they can decide."""
+    from dataclasses import replace
+
+    from zlops import stats
+    from zlops.model import Judgement, Verdict
+
+    out = []
+    for c in rows:
+        a, b = base_medians.get((c.case, c.metric), []), head_medians.get((c.case, c.metric), [])
+        if c.verdict is not Verdict.SUSPECT or stats.min_mwu_pvalue(len(a), len(b)) > policy.alpha:
+            out.append(c)
+            continue
+        conf = stats.confirm_ab(a, b, lower_is_better=c.lower_is_better,
+                                threshold_pct=c.judgement.threshold_pct or policy.potential_pct,
+                                severe_pct=policy.regression_pct, alpha=policy.alpha, seed=0)
+        night = stats.NightResult(stats.State.SUSPECT, c.judgement.change_pct, c.judgement.worse_pct,
+                                  c.judgement.threshold_pct, None, None, None, c.judgement.note)
+        d = stats.decide(night, ab=conf, policy=policy)
+        verdict = {"regression": Verdict.REGRESSION, "severe": Verdict.SEVERE}.get(d.state.value, Verdict.UNCHANGED
+                                                                                    if d.state.value == "unchanged"
+                                                                                    else Verdict.SUSPECT)
+        out.append(replace(c, judgement=Judgement(verdict, d.change_pct, d.worse_pct, d.threshold_pct, d.reason)))
+    return out
+
+
+def run_compare(config: Config, conf: Mapping[str, Any], *, label: str | None = None,
+                allow_caliber_mismatch: bool = False, progress: Progress | None = None) -> PrOutcome:
+    """Validate, plan, run and judge a PR compare (what the DAG's tasks and ``zlops compare`` do)."""
+    req = validate_request(config, conf)
+    plan = make_plan(config, req, label=label)
+    base, head = execute(config, plan, progress=progress)
+    if not any(head.samples.values()):
+        raise ZlopsError("the PR compare measured nothing on HEAD: " + "; ".join(head.errors or ["no results"]))
+    return judge(config, plan, base, head, allow_caliber_mismatch=allow_caliber_mismatch)
+
+
+@dataclass(frozen=True)
+class PrReport:
+    text: str
+    markdown: Any
+    slack: Any
+
+
+def render(config: Config, outcome: PrOutcome) -> str:
+    """The report text of a PR compare (zlops.report.prtable)."""
+    from zlops.report.prtable import compare_report, single_report
+
+    plan, req = outcome.plan, outcome.plan.request
+    suite = config.suite(req.suite)
+    rounds = req.rounds or suite.rounds
+    args = (f"suite {req.suite}, pool {req.pool}, devices {','.join(map(str, plan.devices))}, rounds {rounds}, "
+            f"pairs {req.pairs}, judge {config.judge}")
+    if plan.mode == "single":
+        return single_report(outcome.head_results, head_sha=plan.head_sha, ref=req.ref, args=args,
+                             headline=suite.headline_metric, errors=outcome.errors)
+    devices = (plan.devices[0], plan.devices[0] if plan.same_device else plan.devices[1])
+    caliber = outcome.caliber.lines() if outcome.caliber is not None else []
+    return compare_report(outcome.comparisons, base_sha=plan.base_sha or "", head_sha=plan.head_sha, ref=req.ref,
+                          args=args, devices=devices, headline=suite.headline_metric, caliber_lines=caliber,
+                          errors=outcome.errors)
+
+
+def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None) -> PrReport:
+    """Save the report (text and markdown) in the run's artifacts and post it to Slack (or write the payload)."""
+    from zlops.notify import post_summary
+
+    plan = outcome.plan
+    text = render(config, outcome)
+    run_dir = pipeline.RunContext(config, plan.request.suite, plan.head_key, plan.head_sha).run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "report.txt").write_text(text, encoding="utf-8")
+    title = f"PR compare: {plan.request.suite} {plan.request.ref} ({plan.mode})"
+    md = run_dir / "report.md"
+    md.write_text(f"# {title}\n\n```\n{text}```\n", encoding="utf-8")
+    overall = next((ln for ln in text.splitlines() if ln.startswith("Overall:")), text.splitlines()[0])
+    body = text if len(text) < 2800 else text[:2700] + "\n... (truncated here; the full report is in the artifacts)"
+    channel = config.slack.channel if config.slack else "#perf-nightly"
+    payload = {"channel": channel, "text": f"{title}: {overall}",
+               "blocks": [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
+                          {"type": "section", "text": {"type": "mrkdwn", "text": f"```{body}```"}},
+                          {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Full report: {md}"}]}]}
+    store = pipeline.open_store(config)
+    note = store.queue_notification(plan.head_key, "pr-compare", channel, payload)
+    result = post_summary(payload, slack_client, fallback_dir=run_dir)
+    store.mark_notification(note, "sent" if result.status == "sent" else
+                            "pending" if result.status == "written" else "failed", error=result.error)
+    return PrReport(text, md, result)
