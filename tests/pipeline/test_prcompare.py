@@ -158,3 +158,34 @@ def test_cli_refuses_a_bad_ref_with_exit_2(make_config: Callable[..., Config], t
     for ref in ("--upload-pack=x", "a;rm -rf /", "main..dev", "@{-1}"):
         assert main(["--plain", "compare", "--config", str(path), "--suite", "fake", f"--ref={ref}"]) == 2
         assert "ref: " in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_device_held_by_another_benchmark_is_waited_for(upstream: Upstream, make_config: Callable[..., Config],
+                                                          tmp_path: Path) -> None:
+    """A nightly (another process) holds device 0: the PR compare's runs wait for its lock."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    c1 = upstream.commit(BASE)
+    upstream.branch("feat", c1)
+    upstream.checkout("feat")
+    upstream.commit({"alpha": 1.0, "beta": 2.1})
+    upstream.checkout("main")
+    config = parse_config({**make_config().model_dump(mode="json"), "device_wait_s": 60})
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from zlops.locks import device_lock\n"
+        f"with device_lock(Path({str(config.locks_dir)!r}), 'cpu', 0, wait_s=5, owner='nightly:fake:other'):\n"
+        "    print('held', flush=True); time.sleep(9)\n")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    t0 = time.monotonic()
+    outcome = run_compare(config, {"suite": "fake", "ref": "feat"}, label="wait")
+    holder.wait(timeout=30)
+    assert time.monotonic() - t0 >= 9.0
+    run_dir = pipeline.RunContext(config, "fake", outcome.plan.base_key or "", outcome.plan.base_sha or "").run_dir
+    head_dir = pipeline.RunContext(config, "fake", outcome.plan.head_key, outcome.plan.head_sha).run_dir
+    waits = [json.loads(m.read_text())["lock_wait_s"] for d in (run_dir, head_dir)
+             for m in (d / "default").glob("*/manifest.json")]
+    assert len(waits) == 2 and max(waits) >= 1.5  # whichever side ran first waited for the nightly
