@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -27,9 +28,11 @@ from zlops.model import (
 from zlops.notify import (
     MAX_BLOCKS,
     MAX_SECTION_CHARS,
+    AlertDigest,
     NotifyResult,
     client_from_env,
     post_summary,
+    slack_summary_messages,
     slack_summary_payload,
 )
 
@@ -79,37 +82,91 @@ def _texts(payload: dict[str, Any]) -> list[str]:
     return out
 
 
+GOLDEN = Path(__file__).parent / "data" / "slack"
+
+
+def _golden(name: str, payload: Any) -> None:
+    """Compare with tests/data/slack/<name>.json; ZLOPS_UPDATE_GOLDEN=1 rewrites it (review the diff)."""
+    path = GOLDEN / f"{name}.json"
+    text = json.dumps(payload, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    if os.environ.get("ZLOPS_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"{path} differs; ZLOPS_UPDATE_GOLDEN=1 to accept"
+
+
+FIGURES = {("npu", "matmul_bf16", "latency"): "https://slack.example/files/F0001",
+           ("cuda", "gemm", "latency"): "plots/cuda__gemm__latency.png"}
+DIGEST = AlertDigest(marks={("npu", "matmul_bf16", "latency"): "#7 new"},
+                     lines=[":red_circle: #7 `matmul_bf16` (npu, latency) +29.66%: new regression (thread opened)"],
+                     counts={"new": 1}, still_open=2)
+
+
 def test_payload_shape_and_order() -> None:
-    payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF",
-                                    report_path="https://ci.example/r/nightly-0302/report.md")
+    messages = slack_summary_messages(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF",
+                                      report_path="https://ci.example/r/nightly-0302/report.md",
+                                      figures=FIGURES, alerts=DIGEST, expected_pools=["cuda", "npu", "musa"])
+    payload = messages.main
+    assert messages.thread == () and not messages.overflowed
     assert payload["channel"] == "C0PERF"
     assert payload["text"] == ("kernels @ 2222222: 1 regressions, 1 potential, 1 improved of 4 judged; "
                                "1 missing; shards 1 ok, 1 failed")
     assert payload["blocks"][0] == {"type": "header",
-                                    "text": {"type": "plain_text", "text": "kernels nightly @ 2222222"}}
+                                    "text": {"type": "plain_text", "text": "kernels nightly · 1111111..2222222"}}
     texts = _texts(payload)
-    assert texts[1] == "Run `nightly-0302` on `main` · 2 pools (cuda, npu) · shards: 1 ok, 1 failed"
+    assert texts[1] == ("Run `nightly-0302` on `main` · pools: 1 run, 1 invalid (cuda), 1 missing (musa) · "
+                        "shards: 1 ok, 1 failed")
     assert texts[2].startswith("*Overall: 1 of 4 cases improved, 2 regressed*\n:red_circle: 1 regressions (>5%)")
-    assert texts[3] == (":red_circle: *Regressions* (worse by more than 5%)\n"
-                        "• `matmul_bf16` (npu, latency): *+29.66%*  1240 us → 1608 us")
-    assert texts[4].endswith("• `gemm` (cuda, latency): *+2.80%*  12.5 ms → 12.85 ms")
-    assert texts[5].endswith("• `add&lt;fp32&gt;` (npu, latency): *-4.53%*  890.3 us → 850 us")
-    assert texts[6] == ":x: *Failed shards*\n• cuda device 1 (cuda): timeout: killed after 3600 s"
-    assert texts[7].endswith("• `attention` (cuda, latency)")
-    assert texts[8] == "Full report: https://ci.example/r/nightly-0302/report.md"
-    json.dumps(payload)  # JSON-able as is
+    assert texts[3].startswith(":bell: *Alerts*: 1 new · 2 still open (not announced again")
+    assert texts[4] == (":red_circle: *Regressions* (worse by more than 5%)\n"
+                        "• *npu* · `matmul` · `1111111..2222222`: 1 series worse by 29.7% · alerts: #7 new\n"
+                        "    ◦ `matmul_bf16` (latency): *+29.66%*  1240 us → 1608 us · alert #7 new"
+                        " · <https://slack.example/files/F0001|figure>")
+    assert texts[5].endswith("◦ `gemm` (latency): *+2.80%*  12.5 ms → 12.85 ms · figure "
+                             "`plots/cuda__gemm__latency.png`")
+    assert texts[6].endswith("◦ `add&lt;fp32&gt;` (latency): *-4.53%*  890.3 us → 850 us")
+    assert texts[7] == ":x: *Failures*\n• cuda device 1 (cuda): timeout: killed after 3600 s"
+    assert texts[8].endswith("• *cuda* · `attention`: 1 missing: `attention` (latency)")
+    assert texts[9] == "Full report: https://ci.example/r/nightly-0302/report.md"
+    assert slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF",
+                                 report_path="https://ci.example/r/nightly-0302/report.md", figures=FIGURES,
+                                 alerts=DIGEST, expected_pools=["cuda", "npu", "musa"]) == payload
+    _golden("summary", payload)
 
 
-def test_long_lists_are_capped_and_counted_never_dropped() -> None:
-    many = _summary(*(_cmp("npu", f"case_{i:03d}_" + "x" * 150, Verdict.REGRESSION, 100.0, 120.0)
-                      for i in range(200)))
-    payload = slack_summary_payload(many, run=RUN, shards=[], channel="C0PERF")
-    assert len(payload["blocks"]) <= MAX_BLOCKS
-    regressions = next(t for t in _texts(payload) if "*Regressions*" in t)
-    assert len(regressions) <= MAX_SECTION_CHARS
-    shown = regressions.count("\n• ")
-    assert 0 < shown < 200
-    assert regressions.endswith(f"... and {200 - shown} more (see the report)")
+def test_groups_by_commit_range_family_and_pool() -> None:
+    rows = [_cmp("npu", f"softmax/float16/({n}x64)", Verdict.REGRESSION, 100.0, 100.0 + n) for n in (6, 9, 7, 12)]
+    rows += [_cmp("cuda", "softmax_8192", Verdict.REGRESSION, 100.0, 108.0),
+             _cmp("npu", "layer_norm_8192", Verdict.REGRESSION, 100.0, 107.0)]
+    messages = slack_summary_messages(_summary(*rows), run=RUN, shards=[], channel="C0PERF")
+    regressions = next(t for t in _texts(messages.main) if "*Regressions*" in t).splitlines()
+    heads = [line for line in regressions if line.startswith("• ")]
+    assert heads == ["• *npu* · `softmax` · `1111111..2222222`: 4 series worse by 6.0–12.0%",
+                     "• *cuda* · `softmax` · `1111111..2222222`: 1 series worse by 8.0%",
+                     "• *npu* · `layer_norm` · `1111111..2222222`: 1 series worse by 7.0%"]
+    # the worst three of the big group in the message, all four in the thread
+    assert [line.split("`")[1] for line in regressions[2:5]] == [
+        "softmax/float16/(12x64)", "softmax/float16/(9x64)", "softmax/float16/(7x64)"]
+    assert regressions[5].strip() == "… and 1 more in the thread"
+    assert messages.overflowed and len(messages.thread) == 1
+    every = _texts(messages.thread[0])[0]
+    assert every.count("◦ `softmax/float16/") == 4 and "layer_norm" not in every
+    assert "every series of the larger groups; the full report is attached there" in _texts(messages.main)[-1]
+    _golden("summary_thread", messages.thread[0])
+
+
+def test_never_truncated_silently_past_the_block_limit() -> None:
+    many = _summary(*(_cmp(f"pool{i % 70:02d}", f"op{i:03d}_" + "x" * 150, Verdict.REGRESSION, 100.0, 120.0)
+                      for i in range(400)))
+    messages = slack_summary_messages(many, run=RUN, shards=[], channel="C0PERF")
+    assert len(messages.main["blocks"]) == MAX_BLOCKS
+    assert all(len(t) <= MAX_SECTION_CHARS for t in _texts(messages.main))
+    assert messages.overflowed and all(len(m["blocks"]) <= MAX_BLOCKS for m in messages.thread)
+    everything = "\n".join(t for m in (messages.main, *messages.thread) for t in _texts(m))
+    assert all(f"`op{i:03d}_" in everything for i in range(400))  # every series somewhere, none dropped
+    assert "more sections" in _texts(messages.main)[-1]
+    n = len(messages.thread)
+    assert _texts(messages.thread[-1])[-1] == f"summary continued, part {n} of {n}"
 
 
 class _FakeSlack(BaseHTTPRequestHandler):

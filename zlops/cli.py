@@ -456,6 +456,10 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--metric", help="only this metric's rows (e.g. latency)")
     ab.add_argument("--json", action="store_true")
     ab.set_defaults(func=cmd_ab)
+
+    from zlops.alerts_cli import add_alert_parser  # zlops alert list|show|ack|expected|false-positive|wontfix
+
+    add_alert_parser(sub)
     return p
 
 

@@ -7,7 +7,6 @@ them in order in one process, with the worktree cleaned up whatever happens.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,15 +16,14 @@ from zlops import pipeline
 from zlops.config import Config
 from zlops.confirm import confirm
 from zlops.errors import ZlopsError
-from zlops.model import CompareSummary, ShardOutcome, ShardStatus, Verdict
-from zlops.notify import NotifyResult, post_summary, slack_summary_payload
+from zlops.model import CompareSummary, ShardOutcome, ShardStatus
+from zlops.nightly_figures import RunFigures
+from zlops.notify import NotifyResult
 from zlops.progress import LogProgress, Progress
 from zlops.report.markdown import markdown_report
 from zlops.report.table import compare_table
 
 log = logging.getLogger(__name__)
-
-PLOTTED = (Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.IMPROVED)
 
 
 @dataclass(frozen=True)
@@ -35,19 +33,24 @@ class ReportOutput:
     plots: tuple[Path, ...]
     slack: NotifyResult
     table: str
-
-
-def _plot_name(pool: str, case: str, metric: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{pool}__{case}__{metric}")[:150] + ".png"
+    html: Path | None = None
+    figures: RunFigures | None = None
 
 
 def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Progress | None = None) -> ReportOutput:
-    """Text table, markdown report, a trend PNG per flagged (or improved) series, and the Slack summary.
+    """Text table, figures, markdown and HTML reports, the alert lifecycle and the Slack summary.
 
-    With ``slack_client`` None (no token/connection configured) the Slack payload is written to the
-    run's artifacts instead. A failed post is kept in the store's outbox and never fails the run.
+    Figures (:mod:`zlops.nightly_figures`) go to ``plots/``; a nightly run then updates its alerts
+    and queues their thread messages (:func:`zlops.announce.update_alerts`); :func:`zlops.announce.announce`
+    sends what the outbox holds, then the summary. With ``slack_client`` None (no token/connection
+    configured) the payload is written to the run's artifacts instead. A Slack outage never fails the
+    run: what was not sent stays in the outbox and goes out on the next run.
     """
-    from zlops.report.plots import trend_plot
+    from zlops.alerts import OPEN_STATES
+    from zlops.announce import alert_digest, announce, update_alerts
+    from zlops.nightly_figures import draw_run_figures
+    from zlops.report.html import html_report
+    from zlops.slack_summary import AlertDigest
 
     progress = progress or LogProgress()
     store = pipeline.open_store(ctx.config)
@@ -62,30 +65,34 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
         text_path = ctx.run_dir / "report.txt"
         text_path.write_text(table + "\n", encoding="utf-8")
         thresholds = ctx.config.thresholds_value()
-        plots: dict[tuple[str, str, str], Path] = {}
-        for c in summary.comparisons:
-            if c.verdict not in PLOTTED:
-                continue
-            # tonight's point comes from the comparison itself; the history is what came before it
-            history = [h for h in store.series_history(ctx.suite_name, c.pool, c.case, c.metric)
-                       if h.run_key != ctx.run_key]
-            out = ctx.run_dir / "plots" / _plot_name(c.pool, c.case, c.metric)
-            plots[(c.pool, c.case, c.metric)] = trend_plot(history, c, out, band_pct=thresholds.potential_pct)
-        telemetry = {k: v["telemetry"] for k, v in store.shard_extras(ctx.run_key).items() if v.get("telemetry")}
-        md = markdown_report(summary, run=run, shards=shards, plots=plots,
-                             thresholds=(thresholds.potential_pct, thresholds.regression_pct),
-                             artifacts_root=ctx.run_dir, telemetry=telemetry)
-        md_path = ctx.run_dir / "report.md"
-        md_path.write_text(md, encoding="utf-8")
+        band = thresholds.potential_pct
         channel = ctx.config.slack.channel if ctx.config.slack else "#perf-nightly"
-        payload = slack_summary_payload(summary, run=run, shards=shards, channel=channel, report_path=str(md_path),
-                                        thresholds=(thresholds.potential_pct, thresholds.regression_pct),
-                                        judge=ctx.config.judge)
-        note_id = store.queue_notification(ctx.run_key, "summary", channel, payload)
-        result = post_summary(payload, slack_client, fallback_dir=ctx.run_dir)
-        store.mark_notification(note_id, "sent" if result.status == "sent" else
-                                ("pending" if result.status == "written" else "failed"), error=result.error)
-    return ReportOutput(text_path, md_path, tuple(plots.values()), result, table)
+        nightly = run.kind == "nightly"
+        watched = store.alerts(suite=ctx.suite_name, states=OPEN_STATES) if nightly else []
+        figures = draw_run_figures(store, run_key=ctx.run_key, suite=ctx.suite_name, summary=summary, shards=shards,
+                                   out_dir=ctx.run_dir / "plots", band_pct=band,
+                                   references={a.key: (a.base_value, a.unit, f"alert #{a.id} reference")
+                                               for a in watched})
+        digest = AlertDigest()
+        alert_lines: list[str] = []
+        if nightly:
+            update_alerts(store, run=run, summary=summary, channel=channel, band_pct=band, trends=figures.trends)
+            digest, alert_lines = alert_digest(store, run_key=ctx.run_key, suite=ctx.suite_name)
+        telemetry = {k: v["telemetry"] for k, v in store.shard_extras(ctx.run_key).items() if v.get("telemetry")}
+        pcts = (thresholds.potential_pct, thresholds.regression_pct)
+        md_path = ctx.run_dir / "report.md"
+        md_path.write_text(markdown_report(summary, run=run, shards=shards, plots=figures.trends, thresholds=pcts,
+                                           artifacts_root=ctx.run_dir, telemetry=telemetry, alerts=alert_lines),
+                           encoding="utf-8")
+        html_path = ctx.run_dir / "report.html"
+        html_path.write_text(html_report(summary, run=run, shards=shards, plots=figures.trends,
+                                         overview=figures.overview(), thresholds=pcts, artifacts_root=ctx.run_dir,
+                                         telemetry=telemetry, alerts=alert_lines, expected_pools=ctx.suite.pools),
+                             encoding="utf-8")
+        sent = announce(store, run=run, summary=summary, shards=shards, channel=channel, client=slack_client,
+                        run_dir=ctx.run_dir, figures=figures, digest=digest, report_files=(md_path, html_path),
+                        thresholds=pcts, judge=ctx.config.judge, expected_pools=ctx.suite.pools)
+    return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures)
 
 
 @dataclass(frozen=True)

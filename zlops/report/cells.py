@@ -10,10 +10,10 @@ does not know falls back to the same layout here, because a report must never fa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from zlops import metrics
-from zlops.model import CompareSummary, Comparison, Verdict
+from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus, Verdict
 
 #: What is shown where a value does not exist (no baseline, nothing tonight).
 NONE = "-"
@@ -165,3 +165,23 @@ def series_name(c: Comparison) -> str:
 
 def base_unit(c: Comparison) -> str:
     return c.base.unit if c.base is not None else c.unit
+
+
+def pool_status(shards: Sequence[ShardOutcome], comparisons: Sequence[Comparison],
+                expected: Sequence[str] | None = None) -> tuple[list[str], list[str], list[str]]:
+    """Pools that ran, that ran but gave nothing judgeable (invalid), and that did not run (missing).
+
+    Missing: expected (the suite's pools) with no shard that started (none, or all skipped).
+    Invalid: a shard started but none ended ok, or every series of the pool is a coverage gap
+    or failed. Run: the rest.
+    """
+    started = {s.pool for s in shards if s.status is not ShardStatus.SKIPPED}
+    ok = {s.pool for s in shards if s.status is ShardStatus.OK}
+    pools = sorted(set(expected or ()) | {s.pool for s in shards} | {c.pool for c in comparisons})
+    unjudgeable = {Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.INCOMPARABLE, Verdict.FAILED, Verdict.MISSING}
+    missing = [p for p in pools if p not in started]
+    invalid = [p for p in pools if p in started and (
+        p not in ok or (any(c.pool == p for c in comparisons)
+                        and all(c.verdict in unjudgeable for c in comparisons if c.pool == p)))]
+    ran = [p for p in pools if p not in missing and p not in invalid]
+    return ran, invalid, missing

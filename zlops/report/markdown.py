@@ -37,6 +37,7 @@ def markdown_report(
     thresholds: tuple[float, float] = (2.0, 5.0),
     artifacts_root: Path | None = None,
     telemetry: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
+    alerts: Sequence[str] = (),
 ) -> str:
     """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
 
@@ -58,6 +59,8 @@ def markdown_report(
                                                 if run.status.value == "running" else ""),
         "",
     ]
+    if alerts:  # the regression lifecycle's changes tonight (zlops.announce)
+        out += ["## Alerts", "", *(f"- {_cell(line)}" for line in alerts), ""]
     out += _shard_section(shards, artifacts_root)
     out += _telemetry_section(telemetry or {})
     out += _compare_section(summary)

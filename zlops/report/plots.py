@@ -24,6 +24,9 @@ FONT_SIZE = 11
 MAX_TICK_LABELS = 12
 
 HISTORY_COLOUR = "#4c72b0"
+CLOCK_COLOUR = "#17becf"
+REFERENCE_COLOUR = "#9467bd"
+TEMP_COLOUR = "#e377c2"
 BASELINE_COLOUR = "#555555"
 #: Tonight's point: red for a regression, orange potential, green improved, blue otherwise.
 VERDICT_COLOURS: dict[Verdict, str] = {
@@ -49,6 +52,8 @@ def trend_plot(
     *,
     title: str | None = None,
     band_pct: float = 2.0,
+    telemetry: Sequence[tuple[float | None, float | None]] | None = None,
+    reference: tuple[float, str, str] | None = None,
 ) -> Path:
     """Draw the trend of one series to a PNG at ``out_path`` and return the path.
 
@@ -58,6 +63,11 @@ def trend_plot(
     The baseline median is a horizontal line with a ``±band_pct`` band (the potential threshold).
     History and baseline are converted to ``comparison.unit`` with :func:`zlops.metrics.convert`;
     a unit that does not convert raises ``ValueError`` rather than plot two scales on one axis.
+    ``telemetry`` gives each night (the history, then tonight) its (median SM clock MHz, max
+    temperature °C), drawn in a strip under the trend: clock on the left axis, temperature on a
+    twin axis, so a step in the series can be set against throttling or heat at a glance.
+    ``reference`` = (value, unit, label) draws another level as a dotted line, e.g. the reference of
+    an open alert (back within its band = fixed) when the rolling baseline has moved on.
     Inputs are not modified.
     """
     series = [(cells.short_sha(p.sha), _in_unit(p.samples, p.unit, comparison.unit, p.run_key))
@@ -70,13 +80,23 @@ def trend_plot(
     from matplotlib.figure import Figure
 
     with matplotlib.rc_context({"font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE + 1}):
-        fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+        overlay = bool(telemetry) and any(v is not None for pair in telemetry or () for v in pair)
+        fig = Figure(figsize=(FIGSIZE[0], FIGSIZE[1] + 1.6) if overlay else FIGSIZE, dpi=DPI, layout="constrained")
         FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
+        if overlay:
+            ax, strip = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
+        else:
+            ax, strip = fig.add_subplot(), None
         labels = [label for label, _ in series]
         _draw_history(ax, [samples for _, samples in series])
         if base is not None:
             _draw_baseline(ax, base, comparison, band_pct)
+        if reference is not None:
+            [level] = _in_unit([reference[0]], reference[1], comparison.unit, reference[2])
+            ax.axhspan(level * (1 - band_pct / 100), level * (1 + band_pct / 100), color=REFERENCE_COLOUR,
+                       alpha=0.08, linewidth=0)
+            ax.axhline(level, color=REFERENCE_COLOUR, linestyle=":", linewidth=2.0,
+                       label=f"{reference[2]} ±{band_pct:g}%: {cells.format_value(level, comparison.unit)}")
         if comparison.head_samples:
             _draw_tonight(ax, len(history), comparison)
             labels.append("HEAD")
@@ -86,9 +106,13 @@ def trend_plot(
         if not labels and base is None:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center")
 
-        _set_ticks(ax, labels)
+        _set_ticks(strip if strip is not None else ax, labels)
         ax.set_xlim(-0.5, max(len(labels), 1) - 0.5)
-        ax.set_xlabel("night (oldest to newest)")
+        if strip is not None:
+            _draw_telemetry(strip, list(telemetry or ())[: max(len(labels), 1)])
+            strip.set_xlabel("night (oldest to newest)")
+        else:
+            ax.set_xlabel("night (oldest to newest)")
         unit = f" ({comparison.unit})" if comparison.unit else ""
         ax.set_ylabel(f"{comparison.metric}{unit}")
         ax.set_title(title if title is not None else _default_title(comparison))
@@ -154,6 +178,28 @@ def _draw_tonight(ax: Axes, x: int, c: Comparison) -> None:
         elinewidth=1.6, capsize=4, markersize=10, markeredgecolor="black", zorder=5,
         label=f"HEAD: {cells.format_value(median, c.unit)} ({verdict})",
     )
+
+
+def _draw_telemetry(ax: Axes, nights: Sequence[tuple[float | None, float | None]]) -> None:
+    """Median SM clock per night (left axis) and max temperature (twin right axis); gaps where unknown.
+
+    A quantity no night reports gets no axis (a CPU pool has a clock but no temperature).
+    """
+    xs = list(range(len(nights)))
+    clock = [c if c is not None else float("nan") for c, _ in nights]
+    temp = [t if t is not None else float("nan") for _, t in nights]
+    ax.grid(True, axis="y", alpha=0.3)
+    if any(c is not None for c, _ in nights):
+        ax.plot(xs, clock, "s-", color=CLOCK_COLOUR, markersize=5, linewidth=1.4)
+        ax.set_ylabel("SM MHz", color=CLOCK_COLOUR, fontsize=FONT_SIZE - 1)
+        ax.tick_params(axis="y", colors=CLOCK_COLOUR, labelsize=FONT_SIZE - 2)
+    else:
+        ax.set_yticks([])
+    if any(t is not None for _, t in nights):
+        twin = ax.twinx()
+        twin.plot(xs, temp, "^--", color=TEMP_COLOUR, markersize=5, linewidth=1.2)
+        twin.set_ylabel("max °C", color=TEMP_COLOUR, fontsize=FONT_SIZE - 1)
+        twin.tick_params(axis="y", colors=TEMP_COLOUR, labelsize=FONT_SIZE - 2)
 
 
 def _set_ticks(ax: Axes, labels: Sequence[str]) -> None:

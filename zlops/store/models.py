@@ -37,8 +37,11 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-#: Values of ``notifications.status``; the outbox moves pending -> sent | failed (failed retries).
-NOTIFICATION_STATUSES = ("pending", "sent", "failed")
+#: Values of ``notifications.status``; the outbox moves pending -> sent | failed (failed retries), or
+#: abandoned when a message can never be sent (its files are gone, it is stale, its thread was abandoned).
+NOTIFICATION_STATUSES = ("pending", "sent", "failed", "abandoned")
+#: Values of ``alerts.state`` (see :class:`zlops.alerts.AlertState`).
+ALERT_STATES = ("new", "confirmed", "acked", "expected", "false_positive", "fixed", "wontfix")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -182,12 +185,18 @@ class ComparisonArchive(Base):
 
 
 class Notification(Base):
-    """The outbox: a message is stored before it is sent, so a failed post never loses it."""
+    """The outbox: a message is stored before it is sent, so a failed post never loses it.
+
+    ``payload`` is a ``chat.postMessage`` argument dict, or ``{"files": [...]}`` for an upload
+    (``files_upload_v2``). A message with ``parent_id`` goes into its parent's thread, so it waits
+    until the parent is sent. ``ts`` and ``channel_id`` are Slack's answer; ``result`` keeps what an
+    upload returned (file ids and permalinks).
+    """
 
     __tablename__ = "notifications"
     __table_args__ = (
         UniqueConstraint("run_id", "kind", "channel"),
-        CheckConstraint("status IN ('pending', 'sent', 'failed')", name="status"),
+        CheckConstraint("status IN ('pending', 'sent', 'failed', 'abandoned')", name="status"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -201,3 +210,69 @@ class Notification(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("notifications.id"))
+    ts: Mapped[str | None] = mapped_column(String(32))
+    channel_id: Mapped[str | None] = mapped_column(String(32))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+
+
+class AlertRow(Base):
+    """One regression alert: a series from the night it was flagged until fixed or closed by a person.
+
+    Keyed by (suite, pool, case, metric, opened_run_id): at most one alert per series per run, so a
+    re-run report step finds the alert it made instead of making another. ``base_value`` (in
+    ``unit``) is the reference the alert keeps: back within ``band_pct`` of it means fixed.
+    """
+
+    __tablename__ = "alerts"
+    __table_args__ = (
+        UniqueConstraint("suite", "pool", "case", "metric", "opened_run_id"),
+        Index(None, "suite", "state"),
+        CheckConstraint("state IN ('new', 'confirmed', 'acked', 'expected', 'false_positive', 'fixed', "
+                        "'wontfix')", name="state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(200))
+    pool: Mapped[str] = mapped_column(String(100))
+    case: Mapped[str] = mapped_column(String(500))
+    metric: Mapped[str] = mapped_column(String(100))
+    unit: Mapped[str] = mapped_column(String(32))
+    lower_is_better: Mapped[bool] = mapped_column(Boolean)
+    state: Mapped[str] = mapped_column(String(16))
+    opened_run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    last_run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    base_value: Mapped[float] = mapped_column(Float)
+    band_pct: Mapped[float] = mapped_column(Float)
+    first_base_sha: Mapped[str] = mapped_column(String(64))
+    first_head_sha: Mapped[str] = mapped_column(String(64))
+    last_head_sha: Mapped[str] = mapped_column(String(64))
+    last_change_pct: Mapped[float | None] = mapped_column(Float)
+    worst_worse_pct: Mapped[float | None] = mapped_column(Float)
+    thread_notification_id: Mapped[int | None] = mapped_column(ForeignKey("notifications.id"))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    channel_id: Mapped[str | None] = mapped_column(String(32))
+    note: Mapped[str] = mapped_column(Text)
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class AlertEvent(Base):
+    """The history of an alert: opened, each state change (by the nightly or a person), each worsening."""
+
+    __tablename__ = "alert_events"
+    __table_args__ = (Index(None, "alert_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"))
+    # the nightly run that caused it; None for a person's change
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    kind: Mapped[str] = mapped_column(String(16))
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str] = mapped_column(String(16))
+    change_pct: Mapped[float | None] = mapped_column(Float)
+    note: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(String(100))
+    announced: Mapped[bool] = mapped_column(Boolean)

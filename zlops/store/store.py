@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from zlops.alerts import Alert, AlertState
 from zlops.model import (
     BaselinePoint,
     CaseResult,
@@ -26,6 +27,7 @@ from zlops.model import (
     ShardOutcome,
     Verdict,
 )
+from zlops.store import alerts as _alerts
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
 from zlops.store.engine import SQLITE_BEGIN_OPTION, create_store_engine, parse_url
@@ -169,15 +171,53 @@ class Store:
         return self._query(_comparisons.archived_comparisons, run_key)
 
     def queue_notification(self, run_key: str, kind: str, channel: str,
-                           payload: Mapping[str, Any]) -> int:
-        """Queue a message in the outbox (idempotent per run, kind, channel); returns its id."""
-        return self._write(outbox.queue_notification, run_key, kind, channel, payload)
+                           payload: Mapping[str, Any], *, parent_id: int | None = None) -> int:
+        """Queue a message in the outbox (idempotent per run, kind, channel); returns its id.
+        With ``parent_id`` it is a reply in that message's thread."""
+        return self._write(outbox.queue_notification, run_key, kind, channel, payload, parent_id=parent_id)
 
-    def mark_notification(self, notification_id: int, status: str, *,
-                          error: str | None = None) -> None:
-        """Record a delivery attempt: ``status`` pending|sent|failed; counts attempts."""
-        self._write(outbox.mark_notification, notification_id, status, error=error)
+    def mark_notification(self, notification_id: int, status: str, *, error: str | None = None,
+                          ts: str | None = None, channel_id: str | None = None,
+                          result: Mapping[str, Any] | None = None, attempted: bool = True) -> None:
+        """Record a delivery attempt: ``status`` pending|sent|failed|abandoned; counts attempts."""
+        self._write(outbox.mark_notification, notification_id, status, error=error, ts=ts,
+                    channel_id=channel_id, result=result, attempted=attempted)
+
+    def outbox_items(self, *, ids: list[int] | None = None, statuses: tuple[str, ...] = ("pending", "failed"),
+                     run_key: str | None = None) -> list[outbox.OutboxItem]:
+        """Messages still to deliver (or exactly ``ids``), oldest first, with their thread parents."""
+        return self._query(outbox.outbox_items, ids=ids, statuses=statuses, run_key=run_key)
+
+    def known_channel_id(self, channel: str) -> str | None:
+        return self._query(outbox.known_channel_id, channel)
 
     def pending_notifications(self, *, run_key: str | None = None) -> list[dict[str, Any]]:
         """Messages still to deliver (pending or failed), oldest first."""
         return self._query(outbox.pending_notifications, run_key=run_key)
+
+    # -- alerts ------------------------------------------------------------------------------
+
+    def alert(self, alert_id: int) -> Alert:
+        """One alert; AlertError when there is none."""
+        return self._query(_alerts.get_alert, alert_id)
+
+    def alerts(self, *, suite: str | None = None, states: Collection[AlertState] | None = None,
+               limit: int = 500) -> list[Alert]:
+        """Alerts, newest first; ``states`` None means all."""
+        return self._query(_alerts.list_alerts, suite=suite, states=states, limit=limit)
+
+    def alert_events(self, alert_id: int) -> list[dict[str, Any]]:
+        return self._query(_alerts.alert_events, alert_id)
+
+    def set_alert_state(self, alert_id: int, state: AlertState, *, note: str = "",
+                        actor: str = "someone") -> tuple[Alert, Alert, int]:
+        """A person's change of an alert's state: (before, after, event id)."""
+        return self._write(_alerts.set_alert_state, alert_id, state, note=note, actor=actor)
+
+    def record_thread(self, notification_id: int, ts: str, channel_id: str | None) -> int:
+        """Slack's ts and channel id of an alert announcement, kept on its alerts."""
+        return self._write(_alerts.record_thread, notification_id, ts, channel_id)
+
+    def run_alert_events(self, run_key: str) -> list[tuple[Alert, dict[str, Any]]]:
+        """What the nightly did to alerts at ``run_key`` (opened, changed, worsened), in order."""
+        return self._query(_alerts.run_events, run_key)

@@ -1,0 +1,103 @@
+"""Alerts, their events and the threaded outbox in the store (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command
+from sqlalchemy import inspect, select, text
+
+from zlops.alerts import AlertError, AlertState, plan_night
+from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.store import Store
+from zlops.store import alerts as store_alerts
+from zlops.store.migrate import alembic_config
+from zlops.store.models import Notification
+
+
+def _cmp(verdict: Verdict, base: float, head: float, case: str = "softmax_8192") -> Comparison:
+    change = (head - base) / base * 100
+    return Comparison("ops", "npu", case, "time", "ms", True, BaselinePoint("n1", "1" * 40, "ms", (base,)),
+                      (head,), Judgement(verdict, change, change, 2.0))
+
+
+def _night(store: Store, run_key: str, comparisons: list[Comparison]) -> list[store_alerts.Applied]:
+    with store.session() as s:
+        open_alerts, done = store_alerts.night_state(s, "ops", run_key)
+        steps = plan_night(comparisons, open_alerts, done=done, band_pct=2.0)
+        return store_alerts.apply_steps(s, run_key, "ops", steps, band_pct=2.0)
+
+
+def test_lifecycle_is_stored_and_each_run_applies_once(store: Store, make) -> None:
+    for n in (2, 3, 4):
+        store.upsert_run(make.run(f"n{n}", sha=n, day=n))
+    (opened,) = _night(store, "n2", [_cmp(Verdict.REGRESSION, 4.0, 4.4)])
+    a = opened.alert
+    assert (a.state, a.opened_run, a.base_value, a.band_pct, a.first_head_sha) == (
+        AlertState.CONFIRMED, "n2", 4.0, 2.0, make.sha(2))
+    assert a.last_change_pct == pytest.approx(10.0) and opened.event_id is not None
+    assert _night(store, "n2", [_cmp(Verdict.REGRESSION, 4.0, 4.4)]) == []  # a re-run changes nothing
+    (same,) = _night(store, "n3", [_cmp(Verdict.UNCHANGED, 4.4, 4.42)])
+    assert same.event_id is None and same.alert.state is AlertState.CONFIRMED and same.alert.last_run == "n3"
+    (fixed,) = _night(store, "n4", [_cmp(Verdict.IMPROVED, 4.42, 4.0)])
+    assert fixed.alert.state is AlertState.FIXED and fixed.alert.id == a.id
+    assert _night(store, "n3", [_cmp(Verdict.UNCHANGED, 4.4, 4.42)]) == []  # an older run cannot reopen it
+    events = store.alert_events(a.id)
+    assert [(e["kind"], e["from_state"], e["to_state"], e["run_key"]) for e in events] == [
+        ("opened", None, "confirmed", "n2"), ("state", "confirmed", "fixed", "n4")]
+    assert [e.id for e, _ in store.run_alert_events("n4")] == [a.id]
+    assert store.alerts(suite="ops", states={AlertState.CONFIRMED}) == []
+
+
+def test_people_change_open_alerts_with_a_note(store: Store, make) -> None:
+    store.upsert_run(make.run("n2", sha=2))
+    (opened,) = _night(store, "n2", [_cmp(Verdict.REGRESSION, 4.0, 4.4)])
+    before, after, event_id = store.set_alert_state(opened.alert.id, AlertState.ACKED, note="bisecting", actor="ana")
+    assert (before.state, after.state, after.note) == (AlertState.CONFIRMED, AlertState.ACKED, "bisecting")
+    assert store.alert_events(after.id)[-1] | {"at": None} == {
+        "id": event_id, "at": None, "kind": "state", "from_state": "confirmed", "to_state": "acked",
+        "change_pct": pytest.approx(10.0), "note": "bisecting", "actor": "ana", "announced": False, "run_key": None}
+    store.set_alert_state(after.id, AlertState.WONTFIX, actor="ana")
+    with pytest.raises(AlertError, match="already closed"):
+        store.set_alert_state(after.id, AlertState.ACKED)
+    with pytest.raises(AlertError, match="unknown alert #999"):
+        store.alert(999)
+
+
+def test_threads_replies_and_abandoned_messages(store: Store, make) -> None:
+    store.upsert_run(make.run("n2", sha=2))
+    (opened,) = _night(store, "n2", [_cmp(Verdict.REGRESSION, 4.0, 4.4)])
+    root = store.queue_notification("n2", f"alert-{opened.alert.id}", "#perf", {"text": "new regression"})
+    with store.session() as s:
+        store_alerts.set_thread(s, [opened.alert.id], root)
+    reply = store.queue_notification("n2", "reply", "#perf", {"text": "fixed"}, parent_id=root)
+    assert store.queue_notification("n2", "reply", "#perf", {"text": "fixed"}, parent_id=root) == reply
+    store.mark_notification(root, "sent", ts="1700000000.000100", channel_id="C0PERF")
+    assert store.record_thread(root, "1700000000.000100", "C0PERF") == 1
+    a = store.alert(opened.alert.id)
+    assert (a.thread_notification_id, a.thread_ts, a.channel_id) == (root, "1700000000.000100", "C0PERF")
+    assert store.known_channel_id("#perf") == "C0PERF"
+    (item,) = store.outbox_items()
+    assert (item.id, item.parent_id, item.status) == (reply, root, "pending")
+    store.mark_notification(reply, "abandoned", error="its files are gone", attempted=False)
+    assert store.outbox_items() == [] and store.pending_notifications() == []
+    (gone,) = store.outbox_items(statuses=("abandoned",))
+    assert (gone.attempts, gone.last_error) == (0, "its files are gone")
+
+
+def test_upgrade_from_0002_keeps_the_outbox(store: Store, make) -> None:
+    config = alembic_config()
+    with store.engine.connect() as conn, conn.begin():
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0002")
+    assert "alerts" not in inspect(store.engine).get_table_names()
+    store.upsert_run(make.run("n1"))
+    with store.session() as s:  # a 0002-era row, written without the new columns
+        s.execute(text("INSERT INTO notifications (run_id, kind, channel, payload, status, attempts, created_at) "
+                       "SELECT id, 'summary', '#perf', '{\"text\": \"x\"}', 'failed', 2, :at FROM runs"),
+                  {"at": make.when(0)})
+    store.upgrade()
+    (item,) = store.outbox_items()
+    assert (item.kind, item.status, item.attempts, item.parent_id, item.ts) == ("summary", "failed", 2, None, None)
+    store.mark_notification(item.id, "abandoned", error="stale")  # the new status is allowed now
+    with store.session() as s:
+        assert s.scalars(select(Notification.status)).all() == ["abandoned"]

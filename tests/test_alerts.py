@@ -1,0 +1,162 @@
+"""The regression lifecycle (pure): which series open, confirm, worsen or fix an alert, and who may change what."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+
+import pytest
+
+from zlops.alerts import (
+    Alert,
+    AlertError,
+    AlertState,
+    EventKind,
+    check_human_transition,
+    clusters,
+    commit_range,
+    op_family,
+    plan_night,
+    worse_pct,
+)
+from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+
+BASE_SHA, HEAD_SHA = "1" * 40, "2" * 40
+T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+
+def cmp(case: str, verdict: Verdict, base: float | None, head: float | None, *, pool: str = "npu",
+        metric: str = "time", unit: str = "ms", lower_is_better: bool = True) -> Comparison:
+    change = None if base is None or head is None else (head - base) / base * 100
+    worse = None if change is None else (change if lower_is_better else -change)
+    return Comparison("kernels", pool, case, metric, unit, lower_is_better,
+                      None if base is None else BaselinePoint("n1", BASE_SHA, unit, (base,)),
+                      None if head is None else (head,), Judgement(verdict, change, worse, 2.0))
+
+
+def alert(case: str = "softmax_8192", state: AlertState = AlertState.CONFIRMED, *, base: float = 4.0,
+          worst: float | None = 10.0, pool: str = "npu", lower_is_better: bool = True) -> Alert:
+    return Alert(id=7, suite="kernels", pool=pool, case=case, metric="time", unit="ms",
+                 lower_is_better=lower_is_better, state=state, opened_run="n2", last_run="n2", base_value=base,
+                 band_pct=2.0, first_base_sha=BASE_SHA, first_head_sha=HEAD_SHA, last_head_sha=HEAD_SHA,
+                 last_change_pct=worst, worst_worse_pct=worst, thread_notification_id=None, thread_ts=None,
+                 channel_id=None, note="", opened_at=T0, updated_at=T0)
+
+
+@pytest.mark.parametrize(("case", "family"), [
+    ("abs/float16/(64x64)", "abs"), ("softmax_8192", "softmax"), ("layer_norm_8192", "layer_norm"),
+    ("matmul_bf16", "matmul"), ("add_16M", "add"), ("benchmark_bgemm (Case0)", "benchmark_bgemm"),
+    ("test_add[fp32-1024]", "test_add"), ("BM_Add/1024", "BM_Add"), ("add<fp32>", "add"),
+    ("mesh_p2_count65536_fp32_a2a3_d0-1/hccl", "mesh"), ("index_select", "index_select"), ("alpha", "alpha"),
+    ("int8_gemm", "int8_gemm"),
+])
+def test_op_family(case: str, family: str) -> None:
+    assert op_family(case) == family
+
+
+def test_commit_range_and_worse_pct() -> None:
+    assert commit_range(BASE_SHA, HEAD_SHA) == "1111111..2222222"
+    assert commit_range(None, HEAD_SHA) == "..2222222"
+    assert worse_pct(4.0, 4.4, lower_is_better=True) == pytest.approx(10.0)
+    assert worse_pct(100.0, 90.0, lower_is_better=False) == pytest.approx(10.0)  # throughput fell
+    assert worse_pct(0.0, 1.0, lower_is_better=True) is None
+
+
+def test_regression_opens_a_confirmed_announced_alert_suspect_an_unannounced_new_one() -> None:
+    steps = plan_night([cmp("softmax_8192", Verdict.REGRESSION, 4.0, 4.4),
+                        cmp("gelu", Verdict.SUSPECT, 2.0, 2.1),
+                        cmp("gemm", Verdict.POTENTIAL, 2.0, 2.06),
+                        cmp("add", Verdict.IMPROVED, 2.0, 1.8),
+                        cmp("relu", Verdict.UNCHANGED, 2.0, 2.0),
+                        cmp("conv", Verdict.NEW, None, 3.0)], {}, band_pct=2.0)
+    got = {s.comparison.case: (s.alert_id, s.to_state, s.event, s.announce) for s in steps}
+    assert got == {"softmax_8192": (None, AlertState.CONFIRMED, EventKind.OPENED, True),
+                   "gelu": (None, AlertState.NEW, EventKind.OPENED, False),
+                   "gemm": (None, AlertState.NEW, EventKind.OPENED, False)}
+    assert steps[-1].comparison.case == "softmax_8192" and steps[-1].worse_pct == pytest.approx(10.0)
+
+
+def test_an_open_alert_is_not_announced_again_while_it_stays_out_of_band() -> None:
+    # the rolling baseline moved to the regressed night: tonight reads UNCHANGED, still 10% above the reference
+    (step,) = plan_night([cmp("softmax_8192", Verdict.UNCHANGED, 4.4, 4.4)],
+                         {("npu", "softmax_8192", "time"): alert()}, band_pct=2.0)
+    assert (step.alert_id, step.to_state, step.event, step.announce) == (7, AlertState.CONFIRMED, None, False)
+    assert step.worse_pct == pytest.approx(10.0)
+
+
+def test_back_inside_the_band_fixes_it_and_is_announced() -> None:
+    (step,) = plan_night([cmp("softmax_8192", Verdict.IMPROVED, 4.4, 4.05)],
+                         {("npu", "softmax_8192", "time"): alert()}, band_pct=2.0)
+    assert (step.from_state, step.to_state, step.event, step.announce) == (
+        AlertState.CONFIRMED, AlertState.FIXED, EventKind.STATE, True)
+    assert step.change_pct == pytest.approx(1.25) and "±2%" in step.note
+
+
+def test_a_new_alert_confirms_on_a_second_night_or_closes_quietly() -> None:
+    watch = {("npu", "softmax_8192", "time"): alert(state=AlertState.NEW)}
+    (still,) = plan_night([cmp("softmax_8192", Verdict.UNCHANGED, 4.1, 4.1)], watch, band_pct=2.0)
+    assert (still.to_state, still.announce) == (AlertState.CONFIRMED, True)
+    (gone,) = plan_night([cmp("softmax_8192", Verdict.UNCHANGED, 4.1, 4.0)], watch, band_pct=2.0)
+    assert (gone.to_state, gone.announce) == (AlertState.FALSE_POSITIVE, False)
+
+
+def test_worse_again_is_announced_unless_a_person_acked_it() -> None:
+    tonight = [cmp("softmax_8192", Verdict.REGRESSION, 4.4, 4.9)]  # +22.5% against the reference, was +10%
+    (step,) = plan_night(tonight, {("npu", "softmax_8192", "time"): alert()}, band_pct=2.0)
+    assert (step.to_state, step.event, step.announce) == (AlertState.CONFIRMED, EventKind.WORSENED, True)
+    for quiet in (AlertState.ACKED, AlertState.EXPECTED):
+        (step,) = plan_night(tonight, {("npu", "softmax_8192", "time"): alert(state=quiet)}, band_pct=2.0)
+        assert (step.to_state, step.event, step.announce) == (quiet, EventKind.WORSENED, False)
+    # within a band of the worst seen: no news
+    (step,) = plan_night([cmp("softmax_8192", Verdict.REGRESSION, 4.4, 4.45)],
+                         {("npu", "softmax_8192", "time"): alert()}, band_pct=2.0)
+    assert step.event is None and not step.announce
+
+
+def test_acked_alert_still_gets_fixed() -> None:
+    (step,) = plan_night([cmp("softmax_8192", Verdict.IMPROVED, 4.4, 4.0)],
+                         {("npu", "softmax_8192", "time"): alert(state=AlertState.ACKED)}, band_pct=2.0)
+    assert (step.from_state, step.to_state, step.announce) == (AlertState.ACKED, AlertState.FIXED, True)
+
+
+def test_throughput_alerts_use_the_direction_of_the_metric() -> None:
+    bw = alert(case="copy", base=900.0, lower_is_better=False)
+    worse = cmp("copy", Verdict.UNCHANGED, 800.0, 800.0, metric="time", unit="ms", lower_is_better=False)
+    (step,) = plan_night([worse], {("npu", "copy", "time"): bw}, band_pct=2.0)
+    assert step.to_state is AlertState.CONFIRMED and step.worse_pct == pytest.approx(100 / 9)
+    (step,) = plan_night([dataclasses.replace(worse, head_samples=(895.0,))], {("npu", "copy", "time"): bw},
+                         band_pct=2.0)
+    assert step.to_state is AlertState.FIXED
+
+
+def test_done_series_and_series_without_a_value_are_skipped() -> None:
+    comparisons = [cmp("softmax_8192", Verdict.REGRESSION, 4.0, 4.4), cmp("gone", Verdict.MISSING, 4.0, None),
+                   cmp("crashed", Verdict.FAILED, 4.0, None)]
+    assert plan_night(comparisons, {("npu", "gone", "time"): alert(case="gone")},
+                      done={("npu", "softmax_8192", "time")}, band_pct=2.0) == []
+
+
+def test_history_in_another_unit_is_converted() -> None:
+    (step,) = plan_night([cmp("softmax_8192", Verdict.UNCHANGED, 4400.0, 4400.0, unit="us")],
+                         {("npu", "softmax_8192", "time"): alert()}, band_pct=2.0)
+    assert step.worse_pct == pytest.approx(10.0)
+
+
+def test_people_set_only_their_states_on_open_alerts() -> None:
+    check_human_transition(alert(), AlertState.ACKED)
+    check_human_transition(alert(state=AlertState.ACKED), AlertState.WONTFIX)
+    with pytest.raises(AlertError, match="set by the nightly"):
+        check_human_transition(alert(), AlertState.FIXED)
+    with pytest.raises(AlertError, match="already closed"):
+        check_human_transition(alert(state=AlertState.FIXED), AlertState.ACKED)
+    with pytest.raises(AlertError, match="already acked"):
+        check_human_transition(alert(state=AlertState.ACKED), AlertState.ACKED)
+
+
+def test_clusters_group_by_range_family_and_pool() -> None:
+    a = [alert(case="softmax/float16/(64x64)"), alert(case="softmax/float32/(64x64)"),
+         alert(case="softmax_8192", pool="cuda"), alert(case="layer_norm_1024")]
+    groups = clusters([(x, None) for x in a])
+    assert sorted((k, len(v)) for k, v in groups.items()) == [
+        (("1111111..2222222", "layer_norm", "npu"), 1), (("1111111..2222222", "softmax", "cuda"), 1),
+        (("1111111..2222222", "softmax", "npu"), 2)]

@@ -1,0 +1,290 @@
+"""The regression lifecycle: which series open, confirm, worsen or fix an alert tonight (pure).
+
+One alert follows one regressed series (suite, pool, case, metric) from the night it was first
+flagged until it is fixed or a person closes it. States (``docs/alerts.md`` has the diagram)::
+
+    new ──────────> confirmed ──> acked / expected ──> fixed
+     │  (2nd night     │  │            │
+     │   or judge      │  └────────────┴─────────────> wontfix / false_positive  (a person)
+     │   confirms)     └──> fixed  (back inside its band)
+     └──> false_positive  (back inside its band before it was ever confirmed; never announced)
+
+- A SUSPECT (noise judge, not yet confirmed) or POTENTIAL (simple judge, 2-5 %) series opens a
+  ``new`` alert that is **not announced**: nobody is paged for a change the judge has not confirmed.
+- A REGRESSION or SEVERE series opens a ``confirmed`` alert (announced: a new thread); a ``new``
+  alert still outside its band on a later night becomes ``confirmed`` (announced then).
+- An open alert whose series is back inside its band (tonight's median within ``band_pct`` of the
+  alert's own reference, the baseline median of the night it opened) becomes ``fixed``; announced in
+  its thread. Tonight's verdict is not used for this: the rolling baseline moves on to the regressed
+  nights, so a series that stays slow reads UNCHANGED against it while still out of band.
+- An open alert that gets worse again by more than its band (a further step) is announced in its
+  thread as ``worsened`` while ``confirmed``; once a person acked it or marked it expected, that
+  update is recorded but not announced. Nothing else about an open alert is ever re-announced.
+- ``acked``, ``expected``, ``false_positive`` and ``wontfix`` are set by people
+  (``zlops alert ...``); see :func:`check_human_transition`.
+
+Idempotent per run: a series whose alerts were already evaluated at this run or a later one
+(``done``) is skipped, so re-running the report step changes nothing and announces nothing twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+from zlops import metrics
+from zlops.errors import ZlopsError
+from zlops.model import Comparison, Verdict
+
+SeriesKey = tuple[str, str, str]  # (pool, case, metric)
+
+
+class AlertError(ZlopsError):
+    """An alert does not exist, or a person asked for a transition the lifecycle does not allow."""
+
+
+class AlertState(str, Enum):
+    NEW = "new"                        # flagged once, not confirmed: not announced
+    CONFIRMED = "confirmed"            # announced: has its own thread
+    ACKED = "acked"                    # a person is on it; updates are no longer announced
+    EXPECTED = "expected"              # an intended trade-off; stays open until the series returns
+    FALSE_POSITIVE = "false_positive"  # closed: not a real regression
+    FIXED = "fixed"                    # closed: the series is back inside its band
+    WONTFIX = "wontfix"                # closed: accepted for good
+
+    @property
+    def is_open(self) -> bool:
+        return self in OPEN_STATES
+
+    @property
+    def quiet(self) -> bool:
+        """Updates (worsened) of an alert in this state are recorded but not announced."""
+        return self in (AlertState.ACKED, AlertState.EXPECTED)
+
+
+OPEN_STATES = frozenset({AlertState.NEW, AlertState.CONFIRMED, AlertState.ACKED, AlertState.EXPECTED})
+#: States a person sets with ``zlops alert <state> ID``.
+HUMAN_STATES = frozenset({AlertState.ACKED, AlertState.EXPECTED, AlertState.FALSE_POSITIVE, AlertState.WONTFIX})
+#: Verdicts that open a confirmed alert at once.
+CONFIRMED_VERDICTS = frozenset({Verdict.REGRESSION, Verdict.SEVERE})
+#: Verdicts that open an unannounced ``new`` alert (the judge has not confirmed them).
+WATCH_VERDICTS = frozenset({Verdict.SUSPECT, Verdict.POTENTIAL})
+
+
+class EventKind(str, Enum):
+    OPENED = "opened"      # the alert was created (to_state new or confirmed)
+    STATE = "state"        # a state change
+    WORSENED = "worsened"  # same state, a further step beyond the band
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert as stored (see ``alerts`` in :mod:`zlops.store.models`)."""
+
+    id: int
+    suite: str
+    pool: str
+    case: str
+    metric: str
+    unit: str
+    lower_is_better: bool
+    state: AlertState
+    opened_run: str
+    last_run: str
+    base_value: float          # the reference: the baseline median of the night it opened, in ``unit``
+    band_pct: float            # back within this many percent of ``base_value`` = fixed
+    first_base_sha: str        # the commit range it first appeared in
+    first_head_sha: str
+    last_head_sha: str         # the newest commit it was evaluated at
+    last_change_pct: float | None
+    worst_worse_pct: float | None
+    thread_notification_id: int | None
+    thread_ts: str | None
+    channel_id: str | None
+    note: str
+    opened_at: datetime
+    updated_at: datetime
+
+    @property
+    def key(self) -> SeriesKey:
+        return (self.pool, self.case, self.metric)
+
+    @property
+    def family(self) -> str:
+        return op_family(self.case)
+
+    @property
+    def commit_range(self) -> str:
+        return commit_range(self.first_base_sha, self.first_head_sha)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing to write tonight for one series: open an alert, or change/update an open one."""
+
+    comparison: Comparison
+    alert_id: int | None               # None: open a new alert
+    from_state: AlertState | None
+    to_state: AlertState
+    event: EventKind | None            # None: a silent update (last seen, last change), no event
+    announce: bool
+    change_pct: float | None           # tonight against the alert's reference (raw direction)
+    worse_pct: float | None            # the same, positive = worse
+    note: str = ""
+
+    @property
+    def key(self) -> SeriesKey:
+        c = self.comparison
+        return (c.pool, c.case, c.metric)
+
+
+_FAMILY_END = re.compile(r"[/\s(\[<:,{]")
+_DTYPE = re.compile(r"(?i)(f|fp|float|bf|bfloat|i|int|u|uint|c|complex)\d+|bool|half|double|float|int")
+
+
+def op_family(case: str) -> str:
+    """The operator family of a case name: what regressions are grouped by.
+
+    Take the name up to the first ``/``, space, ``(``, ``[``, ``<``, ``:``, ``,`` or ``{``, then drop
+    trailing ``_`` tokens that hold a digit or name a dtype; the first token always stays. So FlagGems
+    ``abs/float16/(64x64)`` -> ``abs``, ``softmax_8192`` -> ``softmax``, ``layer_norm_8192`` ->
+    ``layer_norm``, ``matmul_bf16`` -> ``matmul``, simpler ``benchmark_bgemm (Case0)`` ->
+    ``benchmark_bgemm``, pytest ``test_add[fp32]`` -> ``test_add``, collectives
+    ``mesh_p2_count65536_fp32_a2a3_d0-1/hccl`` -> ``mesh``.
+    """
+    head = _FAMILY_END.split(case.strip(), maxsplit=1)[0] or case.strip()
+    tokens = head.split("_")
+    while len(tokens) > 1 and (any(ch.isdigit() for ch in tokens[-1]) or _DTYPE.fullmatch(tokens[-1])
+                               or tokens[-1] == ""):
+        tokens.pop()
+    return "_".join(tokens) or head
+
+
+def commit_range(base_sha: str | None, head_sha: str) -> str:
+    """``1111111..2222222``; ``..2222222`` without a baseline."""
+    return f"{(base_sha or '')[:7]}..{head_sha[:7]}"
+
+
+def worse_pct(base: float, head: float, *, lower_is_better: bool) -> float | None:
+    """How much worse ``head`` is than ``base`` in percent (positive = worse); None for a zero base."""
+    if base == 0:
+        return None
+    change = (head - base) / abs(base) * 100.0
+    return change if lower_is_better else -change
+
+
+def reference_value(c: Comparison) -> float | None:
+    """The baseline median of ``c`` in ``c.unit`` (the reference a new alert keeps)."""
+    if c.base is None:
+        return None
+    value = c.base.median
+    if c.base.unit != c.unit:
+        try:
+            value = metrics.convert(value, c.base.unit, c.unit)
+        except ValueError:
+            return None
+    return value
+
+
+def _head_in(alert: Alert, c: Comparison) -> float | None:
+    head = c.head_value
+    if head is None or c.unit == alert.unit:
+        return head
+    try:
+        return metrics.convert(head, c.unit, alert.unit)
+    except ValueError:
+        return None
+
+
+def plan_night(
+    comparisons: Iterable[Comparison],
+    open_alerts: Mapping[SeriesKey, Alert],
+    *,
+    done: frozenset[SeriesKey] | set[SeriesKey] = frozenset(),
+    band_pct: float,
+) -> list[Step]:
+    """What tonight's comparisons do to the alerts (pure; see the module docstring for the rules).
+
+    ``open_alerts`` holds at most one open alert per series; ``done`` the series already evaluated
+    at this run or a later one (skipped). ``band_pct`` is the band a new alert keeps (the judge's
+    potential threshold). Series without a value tonight (missing, failed, not judged) change nothing.
+    """
+    steps: list[Step] = []
+    for c in sorted(comparisons, key=lambda c: (c.pool, c.case, c.metric)):
+        key = (c.pool, c.case, c.metric)
+        if key in done or c.head_value is None:
+            continue
+        alert = open_alerts.get(key)
+        if alert is None:
+            step = _open(c, band_pct)
+        else:
+            step = _evolve(alert, c)
+        if step is not None:
+            steps.append(step)
+    return steps
+
+
+def _open(c: Comparison, band_pct: float) -> Step | None:
+    if c.verdict not in CONFIRMED_VERDICTS | WATCH_VERDICTS:
+        return None
+    base, head = reference_value(c), c.head_value
+    if base is None or head is None or base == 0:
+        return None
+    worse = worse_pct(base, head, lower_is_better=c.lower_is_better)
+    confirmed = c.verdict in CONFIRMED_VERDICTS
+    return Step(c, None, None, AlertState.CONFIRMED if confirmed else AlertState.NEW, EventKind.OPENED,
+                announce=confirmed, change_pct=(head - base) / abs(base) * 100.0, worse_pct=worse,
+                note=f"judged {c.verdict.value}" + ("" if confirmed else ", not confirmed yet"))
+
+
+def _evolve(alert: Alert, c: Comparison) -> Step | None:
+    head = _head_in(alert, c)
+    if head is None or alert.base_value == 0:
+        return None
+    change = (head - alert.base_value) / abs(alert.base_value) * 100.0
+    worse = worse_pct(alert.base_value, head, lower_is_better=alert.lower_is_better)
+    assert worse is not None  # base_value != 0
+    state = alert.state
+    if worse <= alert.band_pct:
+        if state is AlertState.NEW:  # it never reached anyone: close it quietly
+            return Step(c, alert.id, state, AlertState.FALSE_POSITIVE, EventKind.STATE, announce=False,
+                        change_pct=change, worse_pct=worse,
+                        note=f"back inside ±{alert.band_pct:g}% before it was confirmed")
+        return Step(c, alert.id, state, AlertState.FIXED, EventKind.STATE, announce=True, change_pct=change,
+                    worse_pct=worse, note=f"back inside ±{alert.band_pct:g}% of its reference")
+    if state is AlertState.NEW:  # still outside its band on a later night: two nights confirm it
+        return Step(c, alert.id, state, AlertState.CONFIRMED, EventKind.STATE, announce=True, change_pct=change,
+                    worse_pct=worse, note="still outside its band on a second night")
+    worst = alert.worst_worse_pct if alert.worst_worse_pct is not None else worse
+    if worse > worst + alert.band_pct:
+        return Step(c, alert.id, state, state, EventKind.WORSENED, announce=not state.quiet, change_pct=change,
+                    worse_pct=worse, note=f"worse again: {worse:+.2f}% (was {worst:+.2f}%)")
+    return Step(c, alert.id, state, state, None, announce=False, change_pct=change, worse_pct=worse)
+
+
+def check_human_transition(alert: Alert, to: AlertState) -> None:
+    """Raise AlertError unless a person may move ``alert`` to ``to``.
+
+    People set acked, expected, false_positive and wontfix, on an open alert only (a closed one
+    stays closed: a regression that comes back opens a new alert).
+    """
+    if to not in HUMAN_STATES:
+        allowed = ", ".join(sorted(s.value for s in HUMAN_STATES))
+        raise AlertError(f"alert #{alert.id}: {to.value} is set by the nightly, not by hand; "
+                         f"a person may set {allowed}")
+    if not alert.state.is_open:
+        raise AlertError(f"alert #{alert.id} is already closed ({alert.state.value}); "
+                         "a regression that comes back opens a new alert")
+    if alert.state is to:
+        raise AlertError(f"alert #{alert.id} is already {to.value}")
+
+
+def clusters(items: Sequence[tuple[Alert, Step | None]]) -> dict[tuple[str, str, str], list[tuple[Alert, Step | None]]]:
+    """Group alerts by (commit range, op family, pool): one announcement thread per group."""
+    out: dict[tuple[str, str, str], list[tuple[Alert, Step | None]]] = {}
+    for alert, step in items:
+        out.setdefault((alert.commit_range, alert.family, alert.pool), []).append((alert, step))
+    return out

@@ -1,0 +1,106 @@
+"""``zlops alert``: list regression alerts and set the states only people set.
+
+``zlops alert list [--suite S] [--all]``, ``zlops alert show ID``, and
+``zlops alert ack|expected|false-positive|wontfix ID [--note TEXT] [--by NAME]``. A person's change
+is recorded with its note, and its reply is queued in the alert's Slack thread; with a bot token in
+the environment (``slack.token_env``) it is sent at once, else by the next report step. After
+``ack`` or ``expected`` the nightly records further worsening without announcing it; after
+``false-positive`` or ``wontfix`` the alert is closed (a later regression opens a new one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+from typing import Any
+
+from zlops.alerts import OPEN_STATES, Alert, AlertState
+
+#: CLI verb -> state.
+VERBS = {"ack": AlertState.ACKED, "expected": AlertState.EXPECTED, "false-positive": AlertState.FALSE_POSITIVE,
+         "wontfix": AlertState.WONTFIX}
+
+
+def _line(a: Alert) -> str:
+    change = "-" if a.last_change_pct is None else f"{a.last_change_pct:+.2f}%"
+    thread = "thread" if a.thread_notification_id is not None else "no thread"
+    return (f"#{a.id:<5} {a.state.value:<14} {change:>9}  {a.suite} / {a.pool} / {a.case} ({a.metric})  "
+            f"{a.commit_range}  opened {a.opened_at:%Y-%m-%d}  {thread}")
+
+
+def cmd_alert_list(args: argparse.Namespace) -> int:
+    from zlops.cli import EXIT_OK, _config
+    from zlops.pipeline import open_store
+
+    store = open_store(_config(args))
+    alerts = store.alerts(suite=args.suite, states=None if args.all else OPEN_STATES, limit=args.limit)
+    for a in alerts:
+        print(_line(a))
+    if not alerts:
+        print("no alerts" if args.all else "no open alerts (--all lists closed ones too)")
+    return EXIT_OK
+
+
+def cmd_alert_show(args: argparse.Namespace) -> int:
+    from zlops.cli import EXIT_OK, _config
+    from zlops.pipeline import open_store
+
+    store = open_store(_config(args))
+    print(_line(store.alert(args.id)))
+    for e in store.alert_events(args.id):
+        what = e["kind"] if e["kind"] != "state" else f"{e['from_state']} -> {e['to_state']}"
+        by = e["run_key"] or e["actor"]
+        note = f": {e['note']}" if e["note"] else ""
+        print(f"  {e['at']:%Y-%m-%d %H:%M}  {what:<28} {by}{' (announced)' if e['announced'] else ''}{note}")
+    return EXIT_OK
+
+
+def cmd_alert_set(args: argparse.Namespace) -> int:
+    from zlops.announce import announce_human_change
+    from zlops.cli import EXIT_OK, _config
+    from zlops.notify import client_from_env
+    from zlops.pipeline import open_store
+    from zlops.slack import flush_outbox
+
+    config = _config(args)
+    store = open_store(config)
+    actor = args.by or os.environ.get("ZLOPS_USER") or getpass.getuser()
+    before, after, event_id = store.set_alert_state(args.id, VERBS[args.verb], note=args.note or "", actor=actor)
+    print(f"alert #{after.id} {after.pool} / {after.case} ({after.metric}): "
+          f"{before.state.value} -> {after.state.value}")
+    queued = announce_human_change(store, before, after, event_id, note=args.note or "", actor=actor)
+    if queued is None:
+        print("  (never announced, so nothing is posted)")
+        return EXIT_OK
+    client: Any = client_from_env(config.slack.token_env, base_url=config.slack.base_url) if config.slack else None
+    if client is None:
+        print("  reply queued in its Slack thread; the next report step sends it")
+        return EXIT_OK
+    report = flush_outbox(store, client)
+    print("  reply posted in its Slack thread" if queued in report.sent else
+          "  reply queued in its Slack thread (Slack did not take it now; the next report step retries)")
+    return EXIT_OK
+
+
+def add_alert_parser(sub: Any) -> None:
+    """Register ``zlops alert ...`` on the top-level subparsers."""
+    al = sub.add_parser("alert", help="regression alerts: list them, ack / expected / false-positive / wontfix")
+    alsub = al.add_subparsers(dest="alert_command", required=True)
+    ls = alsub.add_parser("list", help="open alerts, newest first")
+    ls.add_argument("--config")
+    ls.add_argument("--suite")
+    ls.add_argument("--all", action="store_true", help="closed ones too")
+    ls.add_argument("--limit", type=int, default=200)
+    ls.set_defaults(func=cmd_alert_list)
+    sh = alsub.add_parser("show", help="one alert and its history")
+    sh.add_argument("id", type=int)
+    sh.add_argument("--config")
+    sh.set_defaults(func=cmd_alert_show)
+    for verb, state in VERBS.items():
+        p = alsub.add_parser(verb, help=f"set an open alert to {state.value} (a reply goes to its thread)")
+        p.add_argument("id", type=int)
+        p.add_argument("--note", help="why (shown in the thread)")
+        p.add_argument("--by", help="who (default: $ZLOPS_USER, else the login name)")
+        p.add_argument("--config")
+        p.set_defaults(func=cmd_alert_set, verb=verb)

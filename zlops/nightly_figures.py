@@ -1,0 +1,134 @@
+"""The figures of one run, drawn into ``<run_dir>/plots/`` by the report step.
+
+Gathers what each figure needs from the store and the shard artifacts, then calls the pure drawing
+functions of :mod:`zlops.report.plots` and :mod:`zlops.report.figures`:
+
+- a trend per flagged, suspect or improved series (and per series with an open alert, with the
+  alert's reference drawn in), with its baseline band and a telemetry strip: the median SM clock
+  and the max temperature of the pool's shards on each night (from the shard telemetry summaries
+  the store keeps);
+- the paired-ratio chart of the run; the phase breakdown (simpler-style results); strong scaling
+  (collectives results with a device count ``p``); a telemetry timeline per shard (its telemetry.csv).
+
+A figure that cannot be drawn (a unit that does not convert, an unwritable folder) is logged and
+skipped: a missing picture never costs the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zlops.model import CompareSummary, ShardOutcome, Verdict
+from zlops.store import Store
+from zlops.telemetry import CSV_NAME, read_csv
+
+log = logging.getLogger(__name__)
+
+SeriesKey = tuple[str, str, str]
+#: Verdicts whose series get a trend figure.
+PLOTTED = frozenset({Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.SUSPECT, Verdict.IMPROVED})
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """Paths of a run's figures; a figure the run had no data for is None (or absent)."""
+
+    trends: Mapping[SeriesKey, Path] = field(default_factory=dict)
+    ratio: Path | None = None
+    phases: Path | None = None
+    scaling: Path | None = None
+    telemetry: Mapping[tuple[str, int], Path] = field(default_factory=dict)
+
+    def overview(self) -> list[tuple[str, Path]]:
+        """(title, path) of the run-level figures, in the order the report shows them."""
+        out = [(t, p) for t, p in (("Paired ratio per case", self.ratio), ("Phase breakdown", self.phases),
+                                   ("Strong scaling", self.scaling)) if p is not None]
+        out += [(f"Telemetry {pool} / device {device}", p) for (pool, device), p in sorted(self.telemetry.items())]
+        return out
+
+
+def figure_name(*parts: str) -> str:
+    """A safe, bounded PNG file name from its parts (``pool__case__metric.png``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "__".join(parts))[:150] + ".png"
+
+
+def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: CompareSummary,
+                     shards: list[ShardOutcome], out_dir: Path, band_pct: float,
+                     references: Mapping[SeriesKey, tuple[float, str, str]] | None = None) -> RunFigures:
+    """Draw every figure of the run into ``out_dir`` (see the module docstring).
+
+    ``references`` (value, unit, label) per series: the open alerts' references; these series get
+    a trend whatever their verdict, with the reference drawn in.
+    """
+    from zlops.report import figures
+    from zlops.report.plots import trend_plot
+
+    nights: dict[str, dict[str, tuple[float | None, float | None]]] = {}
+
+    def night(key: str, pool: str) -> tuple[float | None, float | None]:
+        if key not in nights:
+            nights[key] = _telemetry_by_pool(store.shard_extras(key))
+        return nights[key].get(pool, (None, None))
+
+    trends: dict[SeriesKey, Path] = {}
+    references = references or {}
+    for c in summary.comparisons:
+        key = (c.pool, c.case, c.metric)
+        if c.verdict not in PLOTTED and key not in references:
+            continue
+        history = [h for h in store.series_history(suite, c.pool, c.case, c.metric) if h.run_key != run_key]
+        telemetry = [night(h.run_key, c.pool) for h in history]
+        if c.head_samples:
+            telemetry.append(night(run_key, c.pool))
+        drawn = _guard(f"trend of {key}", lambda c=c, history=history, telemetry=telemetry, key=key: trend_plot(
+            history, c, out_dir / figure_name(*key), band_pct=band_pct, telemetry=telemetry,
+            reference=references.get(key)))
+        if drawn is not None:
+            trends[key] = drawn
+
+    ratio = _guard("paired-ratio chart", lambda: figures.ratio_chart(
+        summary.comparisons, out_dir / "run__ratio.png", band_pct=band_pct))
+    phases = _guard("phase breakdown", lambda: figures.phase_breakdown(
+        figures.phase_rows(summary.comparisons), out_dir / "run__phases.png"))
+    scaling = _guard("strong scaling", lambda: figures.strong_scaling(
+        figures.scaling_points(store.results(run_key), summary.comparisons), out_dir / "run__scaling.png"))
+    timelines: dict[tuple[str, int], Path] = {}
+    for s in shards:
+        rows = read_csv(Path(s.artifact_dir) / CSV_NAME)
+        if not rows:
+            continue
+        drawn = _guard(f"telemetry of {s.pool}/{s.device}", lambda s=s, rows=rows: figures.telemetry_timeline(
+            rows, out_dir / figure_name("telemetry", s.pool, str(s.device)),
+            title=f"{s.pool} / device {s.device}: telemetry during the benchmark"))
+        if drawn is not None:
+            timelines[(s.pool, s.device)] = drawn
+    return RunFigures(trends, ratio, phases, scaling, timelines)
+
+
+def _telemetry_by_pool(extras: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, tuple[float | None,
+                                                                                                float | None]]:
+    """Per pool: the median of its shards' median SM clocks, and the max of their max temperatures."""
+    clocks: dict[str, list[float]] = {}
+    temps: dict[str, list[float]] = {}
+    for (pool, _device), extra in extras.items():
+        t = extra.get("telemetry") or {}
+        if t.get("sm_clock_median_mhz") is not None:
+            clocks.setdefault(pool, []).append(float(t["sm_clock_median_mhz"]))
+        if t.get("temp_max_c") is not None:
+            temps.setdefault(pool, []).append(float(t["temp_max_c"]))
+    return {pool: (statistics.median(clocks[pool]) if clocks.get(pool) else None,
+                   max(temps[pool]) if temps.get(pool) else None) for pool in set(clocks) | set(temps)}
+
+
+def _guard(what: str, draw: Any) -> Path | None:
+    try:
+        return draw()
+    except (ValueError, OSError) as exc:
+        log.warning("figure skipped: %s: %s", what, exc)
+        return None
