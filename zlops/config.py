@@ -36,7 +36,11 @@ COMMAND_PLACEHOLDERS = {
     "worktree": "absolute path of the commit's git worktree",
     "artifacts": "absolute path of the shard's artifact folder",
     "variant": "the variant (runtime) this shard measures; 'default' for suites that declare none",
+    "cases": "partitioned suites: the shard's cases, comma-joined ('' = every case)",
+    "cases_file": "partitioned suites: a file with the shard's cases, one per line (empty = every case)",
 }
+#: the placeholders that carry a shard's share of a partitioned suite
+CASE_PLACEHOLDERS = frozenset({"cases", "cases_file"})
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?LW#]+$")
@@ -53,7 +57,9 @@ class PoolConfig(_Strict):
     devices: list[int] | Literal["auto"] = Field(
         default="auto", description="device indices, one benchmark process each; 'auto' picks the longest "
                                     "consecutive run of idle devices (at most 4) when a run starts")
-    host: str | None = Field(default=None, description="host (Celery queue) the pool lives on")
+    host: str | None = Field(default=None, pattern=NAME_PATTERN,
+                             description="host the pool's devices are attached to: a name under hosts (or, "
+                                         "without a hosts section, the Celery queue itself)")
     require_idle: bool | None = Field(
         default=None, description="wait for (then skip) a device a foreign process is using; default: on for "
                                   "accelerators, off for cpu")
@@ -92,6 +98,52 @@ class PoolConfig(_Strict):
             raise ValueError(str(exc)) from None
 
 
+class HostConfig(_Strict):
+    """A device host: the Celery queue its worker consumes (one worker per host, concurrency = devices)."""
+
+    queue: str | None = Field(default=None, pattern=NAME_PATTERN, description="Celery queue (default: the name)")
+    labels: list[str] = Field(default_factory=list, description="free-form labels (vendor, model, rack)")
+
+
+class PartitionConfig(_Strict):
+    """Split a suite's cases over each pool's devices, longest first (zlops.partition), instead of
+    running the whole suite on every device."""
+
+    cases: list[str] | None = Field(default=None, description="the suite's case names")
+    list_command: list[str] | None = Field(
+        default=None, description="argv run in the worktree with the suite's venv; prints one case name a line")
+    history_runs: int = Field(default=3, ge=1, le=50,
+                              description="accepted earlier nights whose per-case durations weigh the cases")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PartitionConfig:
+        if (self.cases is None) == (self.list_command is None):
+            raise ValueError("give exactly one of cases (a list of names) or list_command (an argv list)")
+        if self.list_command is not None and (not self.list_command or not self.list_command[0].strip()):
+            raise ValueError("list_command must be a non-empty argv list like [\"python\", \"bench.py\", \"--list\"]")
+        if self.cases is not None:
+            check_case_names(self.cases)
+        return self
+
+
+def check_case_names(cases: list[str], *, comma_joined: bool = False) -> None:
+    """Names a partitioned suite can pass to its harness: non-blank, unique, one line each."""
+    if not cases:
+        raise ValueError("the case list is empty")
+    for name in cases:
+        if not name.strip() or "\n" in name or "\r" in name:
+            raise ValueError(f"case name {name!r} must be non-blank and on one line")
+        if comma_joined and "," in name:
+            raise ValueError(f"case name {name!r} contains a comma; pass the cases with {{cases_file}} instead")
+    dupes = sorted({c for c in cases if cases.count(c) > 1})
+    if dupes:
+        raise ValueError(f"case names repeat: {dupes}")
+
+
+def command_placeholders(argv: list[str]) -> set[str]:
+    return {name for arg in argv for _, name, _, _ in string.Formatter().parse(arg) if name is not None}
+
+
 class SuiteConfig(_Strict):
     """One benchmark suite: where its code lives, how to install and run it, where it runs."""
 
@@ -116,6 +168,9 @@ class SuiteConfig(_Strict):
     results_name: str = Field(default="results.json", pattern=r"^[A-Za-z0-9_.-]{1,100}$")
     pins: list[str] = Field(default_factory=list, description="files in the repo whose content pins a revision "
                             "(e.g. pto_isa.pin); recorded in every run's identity")
+    partition: PartitionConfig | None = Field(
+        default=None, description="split the cases over each pool's devices (the command takes {cases} or "
+                                  "{cases_file}); default: every device runs the whole suite")
     variants: list[str] = Field(default_factory=list, description="variants (runtimes) a PR compare runs one after "
                                 "another, passed as {variant}; empty: one variant, 'default'")
     headline_metric: str | None = Field(default=None, description="the metric a PR compare's overall line counts "
@@ -153,6 +208,17 @@ class SuiteConfig(_Strict):
                 if spec or conv:
                     raise ValueError(f"placeholder {{{name}}} takes no format spec or conversion in {arg!r}")
         return v
+
+    @model_validator(mode="after")
+    def _partition_placeholders(self) -> SuiteConfig:
+        used = command_placeholders(self.command) & CASE_PLACEHOLDERS
+        if self.partition is not None and not used:
+            raise ValueError("partition: the command must pass the shard's cases with {cases} or {cases_file}")
+        if self.partition is None and used:
+            raise ValueError(f"command uses {{{sorted(used)[0]}}} but the suite has no partition section")
+        if self.partition is not None and self.partition.cases is not None and "cases" in used:
+            check_case_names(self.partition.cases, comma_joined=True)
+        return self
 
     @field_validator("format")
     @classmethod
@@ -237,6 +303,8 @@ class Config(_Strict):
 
     home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
+    hosts: dict[str, HostConfig] = Field(default_factory=dict,
+                                         description="device hosts (Celery queues); pools name theirs with host")
     pools: dict[str, PoolConfig]
     suites: dict[str, SuiteConfig]
     thresholds: ThresholdsConfig = Field(default_factory=ThresholdsConfig)
@@ -270,6 +338,20 @@ class Config(_Strict):
             raise ValueError("at least one entry is required")
         return v
 
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, v: dict[str, HostConfig]) -> dict[str, HostConfig]:
+        queues: dict[str, str] = {}
+        for name, host in v.items():
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"name {name!r} must match {NAME_PATTERN} (letters, digits, . _ -)")
+            queue = host.queue or name
+            if queue in queues:
+                raise ValueError(f"hosts {queues[queue]!r} and {name!r} both use the Celery queue {queue!r}; "
+                                 "each host needs its own")
+            queues[queue] = name
+        return v
+
     @model_validator(mode="after")
     def _cross_refs(self) -> Config:
         for sname, suite in self.suites.items():
@@ -278,7 +360,40 @@ class Config(_Strict):
                     raise ValueError(
                         f"suites.{sname}.pools: pool {p!r} is not defined under pools "
                         f"(defined: {', '.join(sorted(self.pools))})")
+        if self.hosts:
+            for pname, pool in self.pools.items():
+                if pool.host is not None and pool.host not in self.hosts:
+                    raise ValueError(f"pools.{pname}.host: host {pool.host!r} is not defined under hosts "
+                                     f"(defined: {', '.join(sorted(self.hosts))})")
+        # one Airflow pool (one slot) per (zlops pool, device): two zlops pools naming the same device of
+        # the same host would be two slots for one device, leaving only the host-local lock between them
+        owner: dict[tuple[str | None, str, int], str] = {}
+        for pname, pool in sorted(self.pools.items()):
+            for device in pool.explicit_devices or ():
+                key = (self.queue_of(pname), pool.backend, device)
+                if key in owner:
+                    raise ValueError(f"pools.{pname}.devices: {pool.backend} device {device} on host "
+                                     f"{pool.host or '(none)'} is already in pool {owner[key]!r}; a device belongs "
+                                     "to one pool (one Airflow slot per device)")
+                owner[key] = pname
         return self
+
+    def queue_of(self, pool: str) -> str | None:
+        """The Celery queue of a pool's device tasks: its host's queue; None runs them anywhere."""
+        host = self.pools[pool].host
+        if host is None:
+            return None
+        spec = self.hosts.get(host)
+        return (spec.queue or host) if spec is not None else host
+
+    def host_queues(self) -> dict[str, int]:
+        """Celery queue -> devices on that host (the worker's concurrency), for every declared host."""
+        out = {(h.queue or name): 0 for name, h in self.hosts.items()}
+        for pname, pool in self.pools.items():
+            queue = self.queue_of(pname)
+            if queue is not None:
+                out[queue] = out.get(queue, 0) + len(pool.explicit_devices or ())
+        return dict(sorted(out.items()))
 
     # --- derived paths -------------------------------------------------------------------------
     @property

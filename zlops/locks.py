@@ -71,3 +71,19 @@ def device_lock(locks_dir: Path, backend: str, device: int, *, wait_s: float, ow
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def host_lock(path: Path) -> Iterator[None]:
+    """Serialize a step among the processes of one host (blocking ``flock``; released on death).
+
+    Two device tasks of one run on a fresh host both prepare the run's worktree and venv; without
+    this the second would rebuild them under the first one's benchmark.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

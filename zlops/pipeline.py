@@ -29,6 +29,7 @@ from zlops.config import Config, SuiteConfig
 from zlops.errors import GitError, ParseError, ZlopsError
 from zlops.formats import parse_results
 from zlops.judge import get_judge
+from zlops.locks import host_lock
 from zlops.model import (
     CaseResult,
     CompareSummary,
@@ -38,6 +39,7 @@ from zlops.model import (
     ShardStatus,
     Verdict,
 )
+from zlops.partition import Plan
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
 from zlops.store import Store
@@ -180,7 +182,15 @@ class Prepared:
 
 
 def prepare(ctx: RunContext, *, progress: Progress | None = None, use_cache: bool = True) -> Prepared:
-    """The commit's worktree and its venv; idempotent (a second call on this host reuses both)."""
+    """The commit's worktree and its venv; idempotent (a second call on this host reuses both).
+
+    Concurrent calls for one run on one host (two device tasks on a fresh host) take turns.
+    """
+    with host_lock(ctx.config.locks_dir / f"prepare-{slug(ctx.run_key)}.lock"):
+        return _prepare(ctx, progress=progress, use_cache=use_cache)
+
+
+def _prepare(ctx: RunContext, *, progress: Progress | None, use_cache: bool) -> Prepared:
     progress = progress or LogProgress()
     suite = ctx.suite
     mirror = gitops.ensure_mirror(suite.repo, ctx.mirror_path)
@@ -239,9 +249,20 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
     if device not in ctx.pool_devices(pool):
         raise ZlopsError(f"device {device} is not in pool {pool} (devices: {ctx.pool_devices(pool)})")
     prepared = prepare(ctx, progress=progress)
+    cases = None
+    if ctx.suite.partition is not None:  # this device's share of the cases (zlops.sharding)
+        plan = plan_partition(ctx, prepared).get(pool)
+        cases = plan.cases_of(device) if plan is not None else None
+        if cases is not None and not cases:
+            progress.note(f"shard {pool}/{device}: the partition left no case for this device")
+            outcome = ShardOutcome(pool=pool, device=device, backend=pool_cfg.backend, status=ShardStatus.OK,
+                                   artifact_dir=ctx.shard_dir(pool, device), exit_code=None, started_at=None,
+                                   ended_at=None)
+            open_store(ctx.config).record_shard(ctx.run_key, outcome)
+            return outcome
     spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
                      backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
-                     artifact_dir=ctx.shard_dir(pool, device))
+                     artifact_dir=ctx.shard_dir(pool, device), cases=cases)
     with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12], device=f"{pool}/{device}"):
         outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
                             require_idle=pool_cfg.idle_required)
@@ -249,6 +270,18 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
     if outcome.status is not ShardStatus.OK:
         progress.note(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
     return outcome
+
+
+def plan_partition(ctx: RunContext, prepared: Prepared | None = None) -> dict[str, Plan]:
+    """Tonight's partition plan per pool (``{}`` unless the suite has a ``partition`` section):
+    the stored one, else made now and stored (zlops.sharding); one process per host at a time."""
+    if ctx.suite.partition is None:
+        return {}
+    from zlops.sharding import plan_run
+
+    with host_lock(ctx.config.locks_dir / f"plan-{slug(ctx.run_key)}.lock"):
+        return plan_run(open_store(ctx.config), ctx, worktree=prepared.worktree if prepared else None,
+                        venv=prepared.venv if prepared else None)
 
 
 def ingest(ctx: RunContext) -> dict[str, int]:

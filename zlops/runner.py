@@ -20,7 +20,7 @@ from typing import Any
 from zlops import __version__, devices, proc
 from zlops.backends import get_backend
 from zlops.backends.base import DeviceBackend
-from zlops.config import SuiteConfig
+from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
 from zlops.locks import device_lock
@@ -35,6 +35,8 @@ MANIFEST_VERSION = 1
 #: telemetry.csv (or telemetry.err) and timing.json; `zlops bundle verify DIR` checks one
 BUNDLE_VERSION = 1
 TIMING_FILE = "timing.json"
+#: the shard's cases, one a line, for a command that takes {cases_file} (empty: every case)
+CASES_FILE = "cases.txt"
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,16 @@ class ShardSpec:
     venv: Path
     artifact_dir: Path
     variant: str = "default"
+    #: a partitioned suite's share for this shard (zlops.partition); None: every case
+    cases: tuple[str, ...] | None = None
 
     @property
     def results_file(self) -> Path:
         return self.artifact_dir / self.suite.results_name
+
+    @property
+    def cases_file(self) -> Path:
+        return self.artifact_dir / CASES_FILE
 
 
 def render_command(spec: ShardSpec) -> list[str]:
@@ -68,6 +76,8 @@ def render_command(spec: ShardSpec) -> list[str]:
         "worktree": str(spec.worktree),
         "artifacts": str(spec.artifact_dir),
         "variant": spec.variant,
+        "cases": ",".join(spec.cases or ()),
+        "cases_file": str(spec.cases_file),
     }
     return [arg.format_map(values) for arg in spec.suite.command]
 
@@ -166,6 +176,8 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
                   spec.artifact_dir / "telemetry.err", spec.artifact_dir / IDENTITY_FILE,
                   spec.artifact_dir / TIMING_FILE):
         stale.unlink(missing_ok=True)
+    if "cases_file" in command_placeholders(spec.suite.command):
+        spec.cases_file.write_text("".join(f"{c}\n" for c in spec.cases or ()), encoding="utf-8")
     manifest: dict[str, Any] = {
         "manifest_version": MANIFEST_VERSION, "bundle_version": BUNDLE_VERSION, "zlops_version": __version__,
         "run_key": spec.run_key,
@@ -173,6 +185,7 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
         "device": spec.device, "host": socket.gethostname(), "argv": argv, "cwd": str(spec.worktree),
         "venv": str(spec.venv), "env_added": added_env, "timeout_s": spec.suite.timeout_s,
         "results_file": str(spec.results_file), "format": spec.suite.format,
+        "cases": None if spec.cases is None else list(spec.cases),
         "identity": backend.identity([spec.device]), "status": "waiting", "started_at": None,
         "ended_at": None, "exit_code": None, "error": None,
     }

@@ -15,7 +15,8 @@ def planned_pools(config: Config) -> dict[str, str]:
     out = {}
     for name, pool in sorted(config.pools.items()):
         for device in pool.explicit_devices or ():  # 'auto' pools get no Airflow pools (CLI only)
-            where = f" on {pool.host}" if pool.host else ""
+            queue = config.queue_of(name)
+            where = f" on host {pool.host} (queue {queue})" if pool.host else ""
             out[device_pool_name(name, device)] = f"zlops: {pool.backend} device {device} of pool {name}{where}"
     return out
 

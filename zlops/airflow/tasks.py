@@ -53,19 +53,23 @@ def prepare(suite: str) -> dict[str, Any]:
     """Worktree + venv of the commit (reused from the env cache when the dependencies are unchanged).
 
     When it fails, every planned shard is recorded FAILED with the reason before the task fails, so
-    the report still says why nothing was measured.
+    the report still says why nothing was measured. A partitioned suite's plan (which device runs
+    which cases, zlops.partition) is made here, once, before the device tasks fan out to their hosts.
     """
     from zlops.errors import ZlopsError
     from zlops.nightly import _record_env_failure
+    from zlops.pipeline import plan_partition
     from zlops.pipeline import prepare as do_prepare
 
     ctx = _ctx(suite)
     try:
         p = do_prepare(ctx)
+        plans = plan_partition(ctx, p)
     except ZlopsError as exc:
         _record_env_failure(ctx, str(exc))
         raise
-    return {"worktree": str(p.worktree), "env_key": p.env_key, "reused": p.env_reused, "seconds": p.env_seconds}
+    return {"worktree": str(p.worktree), "env_key": p.env_key, "reused": p.env_reused, "seconds": p.env_seconds,
+            "partition": {pool: plan.summary() for pool, plan in plans.items()}}
 
 
 @task(retries=0)
@@ -77,7 +81,8 @@ def run_device(suite: str, pool: str, device: int) -> dict[str, Any]:
     outcome = do_run(_ctx(suite), pool, device)
     if outcome.status is not ShardStatus.OK:
         raise RuntimeError(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
-    return {"pool": pool, "device": device, "status": outcome.status.value, "artifacts": str(outcome.artifact_dir)}
+    return {"pool": pool, "device": device, "status": outcome.status.value, "artifacts": str(outcome.artifact_dir),
+            "seconds": outcome.duration_s}
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -145,7 +150,7 @@ def promote(suite: str) -> dict[str, bool]:
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def cleanup(suite: str) -> None:
-    """Remove the worktree; runs whatever happened upstream."""
+    """Remove the worktree; runs whatever happened upstream (one per host: each host prepared its own)."""
     from zlops.pipeline import cleanup as do_cleanup
     from zlops.pipeline import open_store
 
@@ -167,7 +172,9 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
     """Wire fetch -> env -> run per device -> ingest -> compare -> report -> promote -> cleanup.
 
     Each device task gets its device's Airflow pool (one slot) and, when the pool names a host,
-    that host's Celery queue. Call inside a DAG context; returns every task.
+    that host's Celery queue (``Config.queue_of``); the other steps run on the default queue. Every
+    host that ran device tasks prepared its own worktree, so each also gets a ``cleanup_<queue>``.
+    Call inside a DAG context; returns every task.
     """
     f = fetch.override(task_id="fetch")(suite)
     env = prepare.override(task_id="env")(suite)
@@ -181,8 +188,8 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
             extra: dict[str, Any] = {"task_id": f"run_{pool_name}_{device}"}
             if device_pools:
                 extra["pool"] = device_pool_name(pool_name, device)
-            if pool.host:
-                extra["queue"] = pool.host
+            if queue := config.queue_of(pool_name):
+                extra["queue"] = queue
             devices.append(run_device.override(**extra)(suite, pool_name, device))
     i = ingest.override(task_id="ingest")(suite)
     c = compare.override(task_id="compare")(suite)
@@ -192,19 +199,21 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
         extra = {"task_id": f"confirm_{pool_name}"}
         if device_pools:
             extra["pool"] = device_pool_name(pool_name, (pool.explicit_devices or [0])[0])
-        if pool.host:
-            extra["queue"] = pool.host
+        if queue := config.queue_of(pool_name):
+            extra["queue"] = queue
         confirms.append(confirm.override(**extra)(suite, pool_name))
     r = report.override(task_id="report")(suite)
     p = promote.override(task_id="promote_baseline")(suite)
-    cl = cleanup.override(task_id="cleanup")(suite)
+    host_queues = sorted({q for q in (config.queue_of(n) for n in config.suite(suite).pools) if q})
+    cleanups = [cleanup.override(task_id="cleanup")(suite),
+                *(cleanup.override(task_id=f"cleanup_{q}", queue=q)(suite) for q in host_queues)]
     w = watcher.override(task_id="watcher")()
     f >> env >> devices >> i >> c
     chain_from = c
     for step in confirms:
         chain_from >> step
         chain_from = step
-    chain_from >> r >> p >> cl
-    tasks = [f, env, *devices, i, c, *confirms, r, p, cl]
+    chain_from >> r >> p >> cleanups
+    tasks = [f, env, *devices, i, c, *confirms, r, p, *cleanups]
     tasks >> w  # type: ignore[operator]
     return [*tasks, w]

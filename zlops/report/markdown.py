@@ -20,6 +20,7 @@ from zlops.model import (
     ShardStatus,
     Verdict,
 )
+from zlops.partition import schedule_section
 from zlops.report import cells
 from zlops.report.table import row_cells
 
@@ -62,6 +63,8 @@ def markdown_report(
     if alerts:  # the regression lifecycle's changes tonight (zlops.announce)
         out += ["## Alerts", "", *(f"- {_cell(line)}" for line in alerts), ""]
     out += _shard_section(shards, artifacts_root)
+    # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.partition)
+    out += schedule_section(run.meta.get("partition"), shards)
     out += _telemetry_section(telemetry or {})
     out += _compare_section(summary)
     out += _flagged_section(summary, plots, artifacts_root, telemetry or {})
