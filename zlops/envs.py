@@ -17,7 +17,6 @@ and pip with a warning.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -26,12 +25,13 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from zlops import proc
 from zlops.errors import EnvBuildError, ProcessError
+from zlops.locks import host_lock
 
 log = logging.getLogger(__name__)
 
@@ -107,17 +107,6 @@ def env_key(worktree: Path, req: EnvRequest, *, python_ver: str | None = None) -
         h.update(b"\0" + str(p.relative_to(worktree)).encode() + b"\0")
         h.update(p.read_bytes())
     return h.hexdigest()[:24]
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _create_venv(venv: Path, req: EnvRequest, uv_bin: str | None, log_path: Path) -> str:
@@ -252,7 +241,7 @@ def ensure_env(worktree: Path, req: EnvRequest, envs_dir: Path, *, log_path: Pat
     venv = worktree / ".venv"
     entry = envs_dir / key
     template = entry / "venv"
-    with _locked(envs_dir / f"{key}.lock"):
+    with host_lock(envs_dir / f"{key}.lock"):
         reused = use_cache and (entry / STAMP).exists() and template.is_dir()
         if reused:
             stamp = json.loads((entry / STAMP).read_text())
