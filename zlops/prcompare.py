@@ -351,9 +351,9 @@ def _confirm_with_pairs(rows: list[Comparison], base_medians: Mapping[tuple[str,
         if c.verdict is not Verdict.SUSPECT or stats.min_mwu_pvalue(len(a), len(b)) > policy.alpha:
             out.append(c)
             continue
-        conf = stats.confirm_ab(a, b, lower_is_better=c.lower_is_better,
-                                threshold_pct=c.judgement.threshold_pct or policy.potential_pct,
-                                severe_pct=policy.regression_pct, alpha=policy.alpha, seed=0)
+        threshold = c.judgement.threshold_pct or policy.potential_pct
+        conf = stats.confirm_ab(a, b, lower_is_better=c.lower_is_better, threshold_pct=threshold,
+                                severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0)
         night = stats.NightResult(stats.State.SUSPECT, c.judgement.change_pct, c.judgement.worse_pct,
                                   c.judgement.threshold_pct, None, None, None, c.judgement.note)
         d = stats.decide(night, ab=conf, policy=policy)

@@ -18,6 +18,9 @@ g() { git -c user.name=zlops -c user.email=zlops@example.com "$@"; }
 g init -q -b main && g add -A && g commit -qm "torch_ops" && SHAS=$(git rev-parse HEAD)
 for i in 1 2 3 4 5 6; do echo "quiet night $i" >> NOTES.md; g add -A; g commit -qm "docs $i"; SHAS="$SHAS $(git rev-parse HEAD)"; done
 echo "add_16M=0.05,softmax_8192=0.03" > inject.txt && g add -A && g commit -qm "add +5%, softmax +3% work" && SHAS="$SHAS $(git rev-parse HEAD)"
+if [ -n "${QUICK:-}" ]; then  # two nights only: the baseline and the injected commit (A/B on night 2)
+  SHAS="$(echo $SHAS | cut -d' ' -f1) $(echo $SHAS | awk '{print $NF}')"
+fi
 cd "$REPO"
 cat > /tmp/zn.yaml <<YAML
 home: /tmp/zn
@@ -46,10 +49,10 @@ for sha in $SHAS; do
   echo "night $n wall $((SECONDS - start)) s" | tee -a "$E/night$n.txt"
   grep -E "Overall" "$E/night$n.txt" | tail -1
 done
-LAST=$(ls -d /tmp/zn/artifacts/torch-ops/*night-8*)
+LAST=$(ls -d /tmp/zn/artifacts/torch-ops/*night-$n-*)
 cp "$LAST/report.txt" "$LAST/report.md" "$E/" 2>/dev/null
 ls "$LAST/ab/h200" > "$E/ab_runs.txt" 2>&1
-python3 - > "$E/night8_verdicts.json" <<'PY'
+python3 - > "$E/verdicts.json" <<'PY'
 import json
 from zlops.config import load_config
 from zlops.pipeline import open_store
