@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
+import socket
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_slack import FakeSlack, fake_slack_server
 
 from zlops.model import (
     BaselinePoint,
@@ -169,40 +169,10 @@ def test_never_truncated_silently_past_the_block_limit() -> None:
     assert _texts(messages.thread[-1])[-1] == f"summary continued, part {n} of {n}"
 
 
-class _FakeSlack(BaseHTTPRequestHandler):
-    """Records each request; answers with the next scripted (status, headers, body), else ok."""
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        server: Any = self.server
-        server.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
-        status, headers, answer = (server.script.pop(0) if server.script else
-                                   (200, {}, {"ok": True, "channel": "C0PERF", "ts": "1700000000.000100"}))
-        data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json" if not isinstance(answer, bytes) else "text/html")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def fake_slack() -> Iterator[Any]:
-    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _FakeSlack)
-    server.seen, server.script = [], []
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    server.url = f"http://127.0.0.1:{server.server_address[1]}/api/"
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+def fake_slack() -> Iterator[FakeSlack]:
+    with fake_slack_server() as fake:
+        yield fake
 
 
 def _client(fake: Any) -> Any:
@@ -220,20 +190,20 @@ def _no_token_anywhere(caplog: pytest.LogCaptureFixture, result: NotifyResult) -
         assert TOKEN not in result.path.read_text()
 
 
-def test_post_sends_the_payload(fake_slack: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_post_sends_the_payload(fake_slack: FakeSlack, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
     result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path / "out")
 
     assert result == NotifyResult(status="sent", path=tmp_path / "out" / "slack_payload.json",
-                                  ts="1700000000.000100")
+                                  ts="1700000000.000001")
     [request] = fake_slack.seen
-    assert request["path"] == "/api/chat.postMessage"
-    assert request["headers"]["Authorization"] == f"Bearer {TOKEN}"
-    sent = json.loads(request["body"])
+    assert request.path == "/api/chat.postMessage"
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    sent = json.loads(request.body)
     assert sent == {"channel": "C0PERF", "text": payload["text"], "blocks": payload["blocks"]}
     record = json.loads(result.path.read_text())
-    assert record["status"] == "sent" and record["ts"] == "1700000000.000100"
+    assert record["status"] == "sent" and record["ts"] == "1700000000.000001"
     assert record["payload"] == payload and record["schema_version"] == 1
     _no_token_anywhere(caplog, result)
 
@@ -241,7 +211,7 @@ def test_post_sends_the_payload(fake_slack: Any, tmp_path: Path, caplog: pytest.
 def test_server_error_fails_without_raising(fake_slack: Any, tmp_path: Path,
                                             caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    fake_slack.script.append((500, {}, b"<html>internal error</html>"))
+    fake_slack.fail("chat.postMessage", 500)
     payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
     result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path)
 
@@ -256,7 +226,7 @@ def test_server_error_fails_without_raising(fake_slack: Any, tmp_path: Path,
 
 
 def test_api_error_ok_false_fails(fake_slack: Any, tmp_path: Path) -> None:
-    fake_slack.script.append((200, {}, {"ok": False, "error": "channel_not_found"}))
+    fake_slack.fail("chat.postMessage", 200, body={"ok": False, "error": "channel_not_found"})
     result = post_summary({"channel": "C0NOPE", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path)
     assert result.status == "failed" and "channel_not_found" in (result.error or "")
 
@@ -264,18 +234,18 @@ def test_api_error_ok_false_fails(fake_slack: Any, tmp_path: Path) -> None:
 def test_rate_limit_is_retried_after_retry_after(fake_slack: Any, tmp_path: Path,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    fake_slack.script.append((429, {"Retry-After": "1"}, {"ok": False, "error": "ratelimited"}))
+    fake_slack.fail("chat.postMessage", 429, headers={"Retry-After": "1"})
     result = post_summary({"channel": "C0PERF", "text": "hello"}, _client(fake_slack), fallback_dir=tmp_path)
-    assert result.status == "sent" and result.ts == "1700000000.000100"
-    assert [r["path"] for r in fake_slack.seen] == ["/api/chat.postMessage"] * 2
+    assert result.status == "sent" and result.ts == "1700000000.000001"
+    assert [r.path for r in fake_slack.seen] == ["/api/chat.postMessage"] * 2
     _no_token_anywhere(caplog, result)
 
 
 def test_unreachable_server_fails_without_raising(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeSlack)
-    port = server.server_address[1]
-    server.server_close()  # nothing listens there any more
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once the probe is closed
     client = client_from_env(base_url=f"http://127.0.0.1:{port}/api", environ={"SLACK_BOT_TOKEN": TOKEN},
                              max_retries=1)
     result = post_summary({"channel": "C0PERF", "text": "x"}, client, fallback_dir=tmp_path)

@@ -23,14 +23,12 @@ from pathlib import Path
 from zlops import pipeline
 from zlops.errors import ParseError, ZlopsError
 from zlops.formats import parse_results
+from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus, Verdict
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
 
 log = logging.getLogger(__name__)
-
-_STATE_VERDICT = {"regression": Verdict.REGRESSION, "severe": Verdict.SEVERE, "unchanged": Verdict.UNCHANGED,
-                  "suspect": Verdict.SUSPECT, "improved": Verdict.IMPROVED}
 
 
 def _pick(suspects: list[Comparison], budget: int) -> list[Comparison]:
@@ -94,7 +92,6 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
 def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[str] | None = None,
             progress: Progress | None = None) -> CompareSummary:
     """Run the A/Bs of tonight's suspects (noise judge only) and store the updated verdicts."""
-    from zlops import stats
 
     progress = progress or LogProgress()
     cfg = ctx.config
@@ -118,24 +115,12 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
             continue
         for c in members:
             base_s, head_s = ab.get((c.case, c.metric), ([], []))
-            night = stats.NightResult(stats.State.SUSPECT, c.judgement.change_pct, c.judgement.worse_pct,
-                                      c.judgement.threshold_pct, None, None, None, c.judgement.note)
             if len(base_s) < 2 or len(head_s) < 2:
                 continue
-            threshold = c.judgement.threshold_pct or policy.potential_pct
-            try:
-                # a noisy series' own threshold can exceed the severe line (seen on an H200: 5.64% vs 5%)
-                conf = stats.confirm_ab(base_s, head_s, lower_is_better=c.lower_is_better, threshold_pct=threshold,
-                                        severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0)
-                decision = stats.decide(night, ab=conf, policy=policy)
-            except ValueError as exc:  # statistics that cannot decide never take the nightly down
-                log.warning("A/B of %s/%s could not be judged, it stays a suspect: %s", c.pool, c.case, exc)
-                continue
-            note = (f"{decision.reason} [A/B {len(base_s)}+{len(head_s)} runs on {pool}: "
+            decided = confirm_suspect(c.judgement, base_s, head_s, lower_is_better=c.lower_is_better, policy=policy)
+            note = (f"{decided.note} [A/B {len(base_s)}+{len(head_s)} runs on {pool}: "
                     f"base median {statistics.median(base_s):.6g}, head median {statistics.median(head_s):.6g}]")
-            updated[(c.pool, c.case, c.metric)] = Judgement(
-                _STATE_VERDICT.get(decision.state.value, Verdict.SUSPECT), decision.change_pct, decision.worse_pct,
-                decision.threshold_pct, note)
+            updated[(c.pool, c.case, c.metric)] = replace(decided, note=note)
     if not updated:
         return summary
     rows = [replace(c, judgement=updated.get((c.pool, c.case, c.metric), c.judgement)) for c in summary.comparisons]

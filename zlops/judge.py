@@ -79,6 +79,33 @@ def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: b
                      worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason)
 
 
+def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
+                    lower_is_better: bool, policy: Policy) -> Judgement:
+    """Decide a SUSPECT with a same-device A/B: one observation per run on each side.
+
+    :func:`zlops.stats.confirm_ab` (Mann-Whitney U + bootstrap CI of the median ratio), then
+    :func:`zlops.stats.decide`: regression / severe when confirmed, unchanged when the A/B does not
+    reproduce it, still a suspect when the A/B cannot decide (too few runs, statistics refused).
+    The severe line is never below the series' own threshold (a noisy series' threshold can exceed
+    5%: seen on an H200). Used by the nightly's confirm step and by the PR compare.
+    """
+    from zlops import stats
+
+    if judgement.verdict is not Verdict.SUSPECT or stats.min_mwu_pvalue(len(base_runs), len(head_runs)) > policy.alpha:
+        return judgement
+    threshold = judgement.threshold_pct or policy.potential_pct
+    night = stats.NightResult(stats.State.SUSPECT, judgement.change_pct, judgement.worse_pct, judgement.threshold_pct,
+                              None, None, None, judgement.note)
+    try:
+        conf = stats.confirm_ab(base_runs, head_runs, lower_is_better=lower_is_better, threshold_pct=threshold,
+                                severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0)
+        decision = stats.decide(night, ab=conf, policy=policy)
+    except ValueError as exc:  # statistics that cannot decide leave a suspect, never take a run down
+        return dataclasses.replace(judgement, note=f"{judgement.note}; A/B could not be judged: {exc}")
+    return Judgement(STATE_VERDICTS.get(decision.state.value, Verdict.SUSPECT), decision.change_pct,
+                     decision.worse_pct, decision.threshold_pct, decision.reason)
+
+
 JUDGES: dict[str, Judge] = {"simple": simple_judge, "noise": noise_judge}
 
 

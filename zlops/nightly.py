@@ -109,7 +109,7 @@ class NightlyResult:
         return any(s.status is ShardStatus.OK for s in self.shards)
 
 
-def _record_env_failure(ctx: pipeline.RunContext, error: str) -> None:
+def record_env_failure(ctx: pipeline.RunContext, error: str) -> None:
     store = pipeline.open_store(ctx.config)
     now = datetime.now(timezone.utc)
     for pool, backend, device in ctx.planned_shards():
@@ -131,7 +131,7 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
             pipeline.prepare(ctx, progress=progress)
         except ZlopsError as exc:
             log.error("environment for %s failed: %s", ctx.sha[:12], exc)
-            _record_env_failure(ctx, str(exc))
+            record_env_failure(ctx, str(exc))
         else:
             pipeline.run_all_devices(ctx, progress=progress)
         pipeline.ingest(ctx)

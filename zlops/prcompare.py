@@ -342,26 +342,12 @@ def _confirm_with_pairs(rows: list[Comparison], base_medians: Mapping[tuple[str,
     """The interleaved same-device runs are an A/B: use them to confirm suspects when they can decide."""
     from dataclasses import replace
 
-    from zlops import stats
-    from zlops.model import Judgement, Verdict
+    from zlops.judge import confirm_suspect
 
-    out = []
-    for c in rows:
-        a, b = base_medians.get((c.case, c.metric), []), head_medians.get((c.case, c.metric), [])
-        if c.verdict is not Verdict.SUSPECT or stats.min_mwu_pvalue(len(a), len(b)) > policy.alpha:
-            out.append(c)
-            continue
-        threshold = c.judgement.threshold_pct or policy.potential_pct
-        conf = stats.confirm_ab(a, b, lower_is_better=c.lower_is_better, threshold_pct=threshold,
-                                severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0)
-        night = stats.NightResult(stats.State.SUSPECT, c.judgement.change_pct, c.judgement.worse_pct,
-                                  c.judgement.threshold_pct, None, None, None, c.judgement.note)
-        d = stats.decide(night, ab=conf, policy=policy)
-        verdict = {"regression": Verdict.REGRESSION, "severe": Verdict.SEVERE}.get(d.state.value, Verdict.UNCHANGED
-                                                                                    if d.state.value == "unchanged"
-                                                                                    else Verdict.SUSPECT)
-        out.append(replace(c, judgement=Judgement(verdict, d.change_pct, d.worse_pct, d.threshold_pct, d.reason)))
-    return out
+    return [replace(c, judgement=confirm_suspect(c.judgement, base_medians.get((c.case, c.metric), []),
+                                                 head_medians.get((c.case, c.metric), []),
+                                                 lower_is_better=c.lower_is_better, policy=policy))
+            for c in rows]
 
 
 def run_compare(config: Config, conf: Mapping[str, Any], *, label: str | None = None,

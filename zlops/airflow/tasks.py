@@ -57,7 +57,7 @@ def prepare(suite: str) -> dict[str, Any]:
     which cases, zlops.partition) is made here, once, before the device tasks fan out to their hosts.
     """
     from zlops.errors import ZlopsError
-    from zlops.nightly import _record_env_failure
+    from zlops.nightly import record_env_failure
     from zlops.pipeline import plan_partition
     from zlops.pipeline import prepare as do_prepare
 
@@ -66,7 +66,7 @@ def prepare(suite: str) -> dict[str, Any]:
         p = do_prepare(ctx)
         plans = plan_partition(ctx, p)
     except ZlopsError as exc:
-        _record_env_failure(ctx, str(exc))
+        record_env_failure(ctx, str(exc))
         raise
     return {"worktree": str(p.worktree), "env_key": p.env_key, "reused": p.env_reused, "seconds": p.env_seconds,
             "partition": {pool: plan.summary() for pool, plan in plans.items()}}
