@@ -52,7 +52,8 @@ def test_confirm_suspect_leaves_non_suspects_and_undecidable_a_b_alone() -> None
     assert confirm_suspect(unchanged, [1.0] * 8, [2.0] * 8, lower_is_better=True, policy=policy) is unchanged
     suspect = Judgement(Verdict.SUSPECT, 9.0, 9.0, 2.0, "suspect")
     # 4 + 4 runs cannot reach alpha 0.002: the A/B cannot decide, the suspect stays
-    assert confirm_suspect(suspect, [1.0] * 4, [1.1] * 4, lower_is_better=True, policy=policy) is suspect
+    undecided = confirm_suspect(suspect, [1.0] * 4, [1.1] * 4, lower_is_better=True, policy=policy)
+    assert undecided.verdict is Verdict.SUSPECT and "A/B undecided" in undecided.note
     higher_is_better = confirm_suspect(suspect, [1.0] * 8, [0.9] * 4 + [0.91] * 4, lower_is_better=False,
                                        policy=policy)
     assert higher_is_better.verdict is Verdict.SEVERE  # a 9% throughput drop is worse, and confirmed

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from zlops.model import Judgement, Thresholds, Verdict, median_of
+from zlops.model import Figures, Judgement, Thresholds, Verdict, median_of
 
 if TYPE_CHECKING:  # zlops.stats imports scipy (~0.5 s): only noise_judge pays for it, when it runs
     from zlops.stats import Policy
@@ -32,8 +32,10 @@ def change_pct(base: float, head: float) -> float:
 def simple_judge(base: Sequence[float], head: Sequence[float], lower_is_better: bool,
                  thresholds: Thresholds) -> Judgement:
     """Delta of medians against fixed thresholds (see module docstring)."""
-    change = change_pct(median_of(base), median_of(head))
-    worse = change if lower_is_better else -change
+    figures = Figures(reference=median_of(base), reference_label=f"baseline median ({len(base)} samples)",
+                      value=median_of(head), value_label=f"tonight, {len(head)} sample{'s' if len(head) != 1 else ''}",
+                      lower_is_better=lower_is_better)
+    change, worse = figures.change_pct, figures.worse_pct
     if worse > thresholds.regression_pct:
         verdict, used = Verdict.REGRESSION, thresholds.regression_pct
     elif worse > thresholds.potential_pct:
@@ -42,18 +44,19 @@ def simple_judge(base: Sequence[float], head: Sequence[float], lower_is_better: 
         verdict, used = Verdict.IMPROVED, thresholds.potential_pct
     else:
         verdict, used = Verdict.UNCHANGED, thresholds.potential_pct
-    return Judgement(verdict=verdict, change_pct=change, worse_pct=worse, threshold_pct=used)
+    return Judgement(verdict=verdict, change_pct=change, worse_pct=worse, threshold_pct=used,
+                     figures=dataclasses.replace(figures, threshold_pct=used))
 
 
 #: zlops.stats.State values -> report verdicts (the same words; MISSING and FAILED are decided by the caller).
 STATE_VERDICTS: dict[str, Verdict] = {v.value: v for v in (
-    Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.REGRESSION, Verdict.SEVERE, Verdict.INVALID,
+    Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.REGRESSION, Verdict.SEVERE, Verdict.INVALID,
     Verdict.UNMEASURABLE, Verdict.MISSING, Verdict.FAILED)}
 
 
 def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,
                 history: Sequence[float] | None = None, telemetry: Mapping[str, Any] | None = None,
-                policy: Policy | None = None) -> Judgement:
+                policy: Policy | None = None, processes: Sequence[float] | None = None) -> Judgement:
     """Noise-aware judge (issue 5): :func:`zlops.stats.judge_night` then :func:`zlops.stats.decide`.
 
     Same call as :func:`simple_judge`, plus ``history`` (the series' accepted nightly medians, oldest
@@ -73,37 +76,70 @@ def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: b
     pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
                               regression_pct=thresholds.regression_pct)
     night, previous = stats.judge_tonight(history if history is not None else [], head, base,
-                                          lower_is_better=lower_is_better, policy=pol, telemetry=telemetry)
+                                          lower_is_better=lower_is_better, policy=pol, telemetry=telemetry,
+                                          processes=processes)
     decision = stats.decide(night, previous=previous, policy=pol)
     return Judgement(verdict=STATE_VERDICTS[decision.state.value], change_pct=decision.change_pct,
-                     worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason)
+                     worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason,
+                     figures=night_figures(night, n_samples=len(head), lower_is_better=lower_is_better))
+
+
+def night_figures(night: Any, *, n_samples: int, lower_is_better: bool) -> Figures | None:
+    """The figures of a night's screening (:class:`zlops.stats.NightResult`): its reference and tonight's median."""
+    if night.reference is None or night.value is None:
+        return None
+    modes = tuple(night.modes.levels) if night.modes is not None else ()
+    return Figures(reference=night.reference, reference_label=night.reference_text or "reference",
+                   value=night.value, value_label=f"tonight, {n_samples} sample{'s' if n_samples != 1 else ''}",
+                   lower_is_better=lower_is_better, threshold_pct=night.threshold_pct,
+                   noise_pct=None if night.noise is None else night.noise.sigma_pct, modes=modes)
+
+
+def ab_figures(base_runs: Sequence[float], head_runs: Sequence[float], conf: Any, *, lower_is_better: bool,
+               threshold_pct: float | None, base_label: str = "A/B base") -> Figures:
+    """The figures of a same-device A/B: median of the base runs against median of the head runs."""
+    return Figures(reference=median_of(base_runs), reference_label=f"{base_label}, {len(base_runs)} runs",
+                   value=median_of(head_runs), value_label=f"A/B head, {len(head_runs)} runs",
+                   lower_is_better=lower_is_better, ci_pct=getattr(conf, "ci_pct", None),
+                   threshold_pct=threshold_pct, p_value=getattr(conf, "p_value", None),
+                   runs_base=tuple(base_runs), runs_head=tuple(head_runs))
 
 
 def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
-                    lower_is_better: bool, policy: Policy) -> Judgement:
-    """Decide a SUSPECT with a same-device A/B: one observation per run on each side.
+                    lower_is_better: bool, policy: Policy, base_label: str = "A/B base") -> Judgement:
+    """Decide a suspect (either direction) with a same-device A/B: one observation per run on each side.
 
-    :func:`zlops.stats.confirm_ab` (Mann-Whitney U + bootstrap CI of the median ratio), then
-    :func:`zlops.stats.decide`: regression / severe when confirmed, unchanged when the A/B does not
-    reproduce it, still a suspect when the A/B cannot decide (too few runs, statistics refused).
-    The severe line is never below the series' own threshold (a noisy series' threshold can exceed
-    5%: seen on an H200). Used by the nightly's confirm step and by the PR compare.
+    :func:`zlops.stats.confirm_ab` (Mann-Whitney U + bootstrap CI of the median ratio, and the
+    level-shift rule for mixtures), then :func:`zlops.stats.decide`: regression / severe / improved
+    when confirmed in the suspect's direction, unchanged when the A/B does not reproduce it
+    (unmeasurable when its base runs show separated process levels), still a suspect when the A/B
+    cannot decide (too few runs, statistics refused). The verdict's figures become the A/B's: the
+    median of the base runs against the median of the head runs, with the CI and the runs. The
+    severe line is never below the series' own threshold (a noisy series' threshold can exceed 5%:
+    seen on an H200). Used by the nightly's confirm step, the PR compare and bisection.
     """
     from zlops import stats
 
-    if judgement.verdict is not Verdict.SUSPECT or stats.min_mwu_pvalue(len(base_runs), len(head_runs)) > policy.alpha:
+    if not judgement.verdict.awaiting_confirmation:
         return judgement
     threshold = judgement.threshold_pct or policy.potential_pct
-    night = stats.NightResult(stats.State.SUSPECT, judgement.change_pct, judgement.worse_pct, judgement.threshold_pct,
+    state = stats.State.SUSPECT if judgement.verdict is Verdict.SUSPECT else stats.State.SUSPECT_IMPROVED
+    night = stats.NightResult(state, judgement.change_pct, judgement.worse_pct, judgement.threshold_pct,
                               None, None, None, judgement.note)
     try:
         conf = stats.confirm_ab(base_runs, head_runs, lower_is_better=lower_is_better, threshold_pct=threshold,
                                 severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0)
-        decision = stats.decide(night, ab=conf, policy=policy)
     except ValueError as exc:  # statistics that cannot decide leave a suspect, never take a run down
         return dataclasses.replace(judgement, note=f"{judgement.note}; A/B could not be judged: {exc}")
-    return Judgement(STATE_VERDICTS.get(decision.state.value, Verdict.SUSPECT), decision.change_pct,
-                     decision.worse_pct, decision.threshold_pct, decision.reason)
+    if conf.state is stats.State.INVALID:
+        return dataclasses.replace(judgement, note=f"{judgement.note}; A/B undecided: {conf.reason}")
+    decision = stats.decide(night, ab=conf, policy=policy, ab_base_runs=base_runs)
+    figures = ab_figures(base_runs, head_runs, conf, lower_is_better=lower_is_better, threshold_pct=threshold,
+                         base_label=base_label)
+    if judgement.figures is not None and judgement.figures.modes:
+        figures = dataclasses.replace(figures, modes=judgement.figures.modes)
+    return Judgement(STATE_VERDICTS.get(decision.state.value, judgement.verdict), decision.change_pct,
+                     decision.worse_pct, decision.threshold_pct, decision.reason, figures=figures)
 
 
 JUDGES: dict[str, Judge] = {"simple": simple_judge, "noise": noise_judge}

@@ -105,7 +105,8 @@ class Verdict(str, Enum):
     REGRESSION = "regression"        # worse by more than regression_pct: highlighted
     NEW = "new"                      # no baseline yet for this series
     MISSING = "missing"              # the baseline has it, tonight produced nothing
-    SUSPECT = "suspect"              # noise judge: beyond its threshold tonight, awaiting confirmation
+    SUSPECT = "suspect"              # noise judge: worse beyond its threshold tonight, awaiting confirmation
+    SUSPECT_IMPROVED = "suspect_improved"  # noise judge: better beyond its threshold, awaiting confirmation
     SEVERE = "severe"                # noise judge: confirmed, worse by more than regression_pct
     INVALID = "invalid"              # noise judge: throttling, heat or too few samples; not judged
     UNMEASURABLE = "unmeasurable"    # noise judge: its noise hides the target change; coverage gap
@@ -118,8 +119,23 @@ class Verdict(str, Enum):
 
     @property
     def awaiting_confirmation(self) -> bool:
-        """A suspect: re-measure (A/B) or wait for the next night before alerting anyone."""
-        return self is Verdict.SUSPECT
+        """A suspect either way: re-measure (A/B) or wait for the next night before telling anyone."""
+        return self in (Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED)
+
+    @property
+    def label(self) -> str:
+        """How people read it: ``suspect improvement``, ``regression``..."""
+        return "suspect improvement" if self is Verdict.SUSPECT_IMPROVED else self.value.replace("_", " ")
+
+    @property
+    def changes_level(self) -> bool:
+        """A confirmed change: the series' reference restarts at this night."""
+        return self in (Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED)
+
+    @property
+    def is_gap(self) -> bool:
+        """Not a judgement of the code: no baseline, no data, a coverage gap, another caliber."""
+        return self in NOT_JUDGED
 
 
 @dataclass(frozen=True)
@@ -136,15 +152,111 @@ class Thresholds:
                  f"a number >= potential_pct ({self.potential_pct})", self.regression_pct)
 
 
+def pct_change(reference: float, value: float) -> float:
+    """``(value - reference) / |reference| * 100``: the one formula every change in zlops uses."""
+    if reference == 0:
+        return 0.0 if value == 0 else math.copysign(math.inf, value)
+    return (value - reference) / abs(reference) * 100.0
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The numbers behind one verdict: what it compared, and the change computed from exactly those two.
+
+    ``reference`` is what tonight was compared with, named by ``reference_label`` ("median of 7
+    nights", "A/B base, 8 runs", "baseline 1a2b3c4"); ``value`` is tonight's figure, named by
+    ``value_label`` ("tonight, 10 samples", "A/B head, 8 runs"). :attr:`change_pct`,
+    :attr:`worse_pct` and :attr:`delta` are derived from these two and nothing else, so a row can
+    never disagree with itself, and every rendering (tables, Slack, alerts, pages, plots) prints
+    these fields instead of recomputing anything. ``ci_pct`` is the confidence interval of the
+    change (raw direction) when an A/B produced one; ``threshold_pct`` the line the judge applied;
+    ``noise_pct`` the series' noise (sigma, % of the value); ``modes`` the levels of a multi-modal
+    series (ascending), ``runs_base``/``runs_head`` the per-run values of an A/B (evidence kept
+    for the noise model and the pages).
+    """
+
+    reference: float
+    reference_label: str
+    value: float
+    value_label: str
+    lower_is_better: bool = True
+    unit: str = ""
+    ci_pct: tuple[float, float] | None = None
+    threshold_pct: float | None = None
+    noise_pct: float | None = None
+    p_value: float | None = None
+    modes: tuple[float, ...] = ()
+    runs_base: tuple[float, ...] = ()
+    runs_head: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("reference", "value"):
+            v = getattr(self, name)
+            _require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "Figures",
+                     name, "a finite number", v)
+        _require(bool(self.reference_label), "Figures", "reference_label", "a non-empty label", self.reference_label)
+        _require(bool(self.value_label), "Figures", "value_label", "a non-empty label", self.value_label)
+        if self.ci_pct is not None:
+            lo, hi = self.ci_pct
+            _require(lo <= hi, "Figures", "ci_pct", "(low, high) with low <= high", self.ci_pct)
+            object.__setattr__(self, "ci_pct", (float(lo), float(hi)))
+        for name in ("modes", "runs_base", "runs_head"):
+            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+
+    @property
+    def change_pct(self) -> float:
+        """``(value - reference) / |reference| * 100`` in the raw direction of the metric."""
+        return pct_change(self.reference, self.value)
+
+    @property
+    def worse_pct(self) -> float:
+        """:attr:`change_pct` oriented so that positive is always worse."""
+        return self.change_pct if self.lower_is_better else -self.change_pct
+
+    @property
+    def delta(self) -> float:
+        return self.value - self.reference
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reference": self.reference, "reference_label": self.reference_label, "value": self.value,
+                "value_label": self.value_label, "lower_is_better": self.lower_is_better, "unit": self.unit,
+                "ci_pct": None if self.ci_pct is None else list(self.ci_pct), "threshold_pct": self.threshold_pct,
+                "noise_pct": self.noise_pct, "p_value": self.p_value, "modes": list(self.modes),
+                "runs_base": list(self.runs_base), "runs_head": list(self.runs_head)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Figures | None:
+        if not data:
+            return None
+        ci = data.get("ci_pct")
+        return cls(reference=float(data["reference"]), reference_label=str(data["reference_label"]),
+                   value=float(data["value"]), value_label=str(data["value_label"]),
+                   lower_is_better=bool(data.get("lower_is_better", True)), unit=str(data.get("unit", "")),
+                   ci_pct=None if ci is None else (float(ci[0]), float(ci[1])),
+                   threshold_pct=data.get("threshold_pct"), noise_pct=data.get("noise_pct"),
+                   p_value=data.get("p_value"), modes=tuple(data.get("modes") or ()),
+                   runs_base=tuple(data.get("runs_base") or ()), runs_head=tuple(data.get("runs_head") or ()))
+
+
 @dataclass(frozen=True)
 class Judgement:
-    """What the judge decided for one series, with the figures it decided on."""
+    """What the judge decided for one series, with the figures it decided on.
+
+    With ``figures``, ``change_pct`` and ``worse_pct`` are taken from them (whatever was passed),
+    so the verdict's percentages and the values shown beside them come from one place.
+    """
 
     verdict: Verdict
     change_pct: float | None          # (head - base) / base * 100, raw direction of the value
     worse_pct: float | None           # change expressed so that positive is always worse
     threshold_pct: float | None       # the threshold that was applied
     note: str = ""
+    figures: Figures | None = None
+
+    def __post_init__(self) -> None:
+        if self.figures is not None:
+            object.__setattr__(self, "change_pct", self.figures.change_pct)
+            object.__setattr__(self, "worse_pct", self.figures.worse_pct)
 
 
 @dataclass(frozen=True)
@@ -176,15 +288,35 @@ class Comparison:
     judgement: Judgement
 
     @property
+    def figures(self) -> Figures | None:
+        return self.judgement.figures
+
+    @property
     def base_value(self) -> float | None:
+        """The reference shown as "Base": the verdict's figures when it has them, else the baseline's median."""
+        if self.judgement.figures is not None:
+            return self.judgement.figures.reference
         return None if self.base is None else self.base.median
 
     @property
     def head_value(self) -> float | None:
+        """The value shown as "HEAD": the verdict's figures when it has them, else tonight's median."""
+        if self.judgement.figures is not None:
+            return self.judgement.figures.value
         return None if not self.head_samples else float(statistics.median(self.head_samples))
 
     @property
+    def reference_label(self) -> str | None:
+        """What "Base" is ("median of 7 nights", "A/B base, 8 runs"), None without figures."""
+        return None if self.judgement.figures is None else self.judgement.figures.reference_label
+
+    @property
     def delta(self) -> float | None:
+        """HEAD - Base of the figures; None where no delta may be published (no figures, another caliber)."""
+        if self.judgement.verdict is Verdict.INCOMPARABLE:
+            return None
+        if self.judgement.figures is not None:
+            return self.judgement.figures.delta
         if self.base_value is None or self.head_value is None:
             return None
         return self.head_value - self.base_value

@@ -42,8 +42,12 @@ def test_noise_judge_invalid_and_unmeasurable() -> None:
     throttled = {"below_90pct_peak_share": 0.5}
     j = noise_judge([100.0], [110.0], True, Thresholds(), history=QUIET, telemetry=throttled)
     assert j.verdict is Verdict.INVALID and "throttling" in j.note
-    noisy = [100.0, 108.0, 99.0, 107.0, 100.0, 109.0, 98.0, 108.0]
-    assert noise_judge([108.0], [120.0], True, Thresholds(), history=noisy).verdict is Verdict.UNMEASURABLE
+    noisy = [100.0, 108.0, 99.0, 107.0, 100.0, 109.0, 98.0, 108.0]   # two process levels, ~8% apart
+    inside = noise_judge([108.0], [104.0], True, Thresholds(), history=noisy)
+    assert inside.verdict is Verdict.UNMEASURABLE and "bimodal 99.5/108" in inside.note
+    beyond = noise_judge([108.0], [120.0], True, Thresholds(), history=noisy)
+    assert beyond.verdict is Verdict.SUSPECT and "upper level of bimodal" in beyond.note
+    assert beyond.figures is not None and beyond.figures.reference == pytest.approx(108.0)
     few = noise_judge([100.0], [101.0], True, Thresholds(), history=QUIET, policy=Policy(min_samples=3))
     assert few.verdict is Verdict.INVALID
 
@@ -60,3 +64,4 @@ def test_every_stats_state_has_a_verdict() -> None:
     from zlops.stats import State
 
     assert set(STATE_VERDICTS) == {s.value for s in State}
+    assert STATE_VERDICTS["suspect_improved"] is Verdict.SUSPECT_IMPROVED

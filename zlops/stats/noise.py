@@ -111,9 +111,11 @@ class NoiseModel:
     n_nights: int
     enough_history: bool
     quantile: float = 0.8
+    #: spread of single A/B runs (processes) of this series around their median, None for fewer than 3
+    process_pct: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("level_pct", "successive_pct", "in_run_pct"):
+        for name in ("level_pct", "successive_pct", "in_run_pct", "process_pct"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"NoiseModel.{name}: expected a finite number >= 0 or None, got {v!r}")
@@ -143,16 +145,19 @@ class NoiseModel:
         The between-night figure already contains the in-run noise of past nights; the max only
         matters when tonight's run is unusually noisy. Without enough history only the in-run
         standard error is known (0.0 if there are no in-run samples either), which understates
-        process-to-process drift: callers must treat such a model as provisional.
+        process-to-process drift: callers must treat such a model as provisional. The spread of
+        the nights seen so far (3 or more) and of A/B runs (each a process) only ever raises it:
+        on FlagGems (H200) the in-run spread is ~0.1% while processes land up to 2x apart.
         """
-        parts = [self.in_run_se_pct or 0.0]
-        if self.enough_history and self.between_pct is not None:
+        parts = [self.in_run_se_pct or 0.0, self.process_pct or 0.0]
+        if self.between_pct is not None:  # 3+ nights: already evidence of process-to-process drift
             parts.append(self.between_pct)
         return max(parts)
 
 
 def noise_model(history_medians: Sequence[float], in_run_samples: Sequence[float] | None = None, *,
-                min_nights: int, window: int | None = None, quantile: float = 0.8) -> NoiseModel:
+                min_nights: int, window: int | None = None, quantile: float = 0.8,
+                processes: Sequence[float] | None = None) -> NoiseModel:
     """Noise model of a series from its accepted nightly medians (oldest first) and tonight's samples.
 
     Uses the last ``window`` nights (all when None); ``enough_history`` needs at least
@@ -168,6 +173,7 @@ def noise_model(history_medians: Sequence[float], in_run_samples: Sequence[float
     if window is not None:
         hist = hist[-window:]
     runs = _positive_array(in_run_samples if in_run_samples is not None else (), "in_run_samples")
+    procs = _positive_array(processes if processes is not None else (), "processes")
     nights = hist.tolist()
     return NoiseModel(
         level_pct=robust_relative_spread(nights, quantile=quantile) if hist.size >= 3 else None,
@@ -177,6 +183,7 @@ def noise_model(history_medians: Sequence[float], in_run_samples: Sequence[float
         n_nights=int(hist.size),
         enough_history=bool(hist.size >= min_nights),
         quantile=quantile,
+        process_pct=robust_relative_spread(procs.tolist(), quantile=quantile) if procs.size >= 3 else None,
     )
 
 
@@ -202,3 +209,82 @@ def is_measurable(noise: NoiseModel, *, target_pct: float = 5.0, k: float) -> bo
     if target_pct <= 0 or k <= 0:
         raise ValueError(f"target_pct and k must be > 0, got target_pct={target_pct}, k={k}")
     return k * noise.sigma_pct <= target_pct
+
+
+@dataclass(frozen=True)
+class Modes:
+    """Separated performance levels of one series' processes (a multi-modal series).
+
+    ``levels``: the median of each level, ascending; ``shares``: the share of the values in each;
+    ``gap_pct``: how far apart neighbouring levels are (upper/lower - 1, in %); ``within_pct``: the
+    spread inside the levels (sigma, % of the value): the noise of a comparison within one level.
+    """
+
+    levels: tuple[float, ...]
+    shares: tuple[float, ...]
+    gap_pct: float
+    within_pct: float
+    n: int
+
+    def describe(self, unit: str = "") -> str:
+        """``bimodal 0.043/0.094 ms``."""
+        kind = {2: "bimodal", 3: "trimodal"}.get(len(self.levels), f"{len(self.levels)}-modal")
+        levels = "/".join(f"{v:.4g}" for v in self.levels)
+        return f"{kind} {levels}{' ' + unit if unit else ''}"
+
+    def span_contains(self, value: float, margin_pct: float) -> bool:
+        """Whether ``value`` lies within the span of the levels widened by ``margin_pct`` on each side."""
+        return self.levels[0] * (1 - margin_pct / 100.0) <= value <= self.levels[-1] * (1 + margin_pct / 100.0)
+
+    def nearest(self, value: float) -> float:
+        return min(self.levels, key=lambda lv: abs(math.log(value / lv)))
+
+
+def detect_modes(values: Sequence[float], *, floor_pct: float, k: float = 3.0, min_share: float = 0.2,
+                 ordered: bool = True, max_levels: int = 3) -> Modes | None:
+    """Levels that a series' processes settle on, when they are clearly separated; None otherwise.
+
+    ``values`` are process-level figures (one per night's process, or per A/B run), in time order
+    when ``ordered``. Method: split the sorted log values at their largest gaps (at most
+    ``max_levels`` levels) and keep a split only when the gap exceeds both ``2 x floor_pct`` and
+    ``k`` times the spread inside the levels (so a 2x jump of a tight kernel is a level, a wide
+    unimodal spread is not), and each level holds at least ``min_share`` of the values (one value
+    below 5 values). In time order the levels must also alternate (at least two switches between
+    them): a single switch is a step (a change of the code or the machine), not a mode, and is left
+    to the judge. Real case: FlagGems' small shapes on an H200 jump ~2x between processes while each
+    process is tight (tests/data/flaggems_h200/, benchmarks/flaggems_h200_stats.py).
+    """
+    arr = _positive_array(values, "values")
+    if arr.size < 3:
+        return None
+    logs = np.log(arr)
+    order = np.argsort(logs, kind="stable")
+    s = logs[order]
+    gaps = np.diff(s)
+    need = max(1, math.ceil(min_share * arr.size)) if arr.size >= 5 else 1
+    best: Modes | None = None
+    for n_levels in range(2, max_levels + 1):
+        cut_idx = np.sort(np.argsort(gaps)[::-1][: n_levels - 1])
+        bounds = [0, *(int(i) + 1 for i in cut_idx), int(s.size)]
+        groups = [s[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        if any(g.size < need for g in groups):
+            break
+        within = [g - np.median(g) for g in groups if g.size]
+        dev = np.concatenate(within)
+        within_sigma = robust_sigma(dev.tolist(), quantile=0.8) if dev.size >= 2 else 0.0
+        min_gap = min(float(gaps[i]) for i in cut_idx)
+        gap_pct = (math.exp(min_gap) - 1.0) * 100.0
+        if gap_pct <= 2.0 * floor_pct or min_gap <= k * max(within_sigma, 1e-12):
+            continue  # not separated at this many levels; more levels may separate them
+        labels = np.empty(s.size, dtype=int)
+        for lvl, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+            labels[a:b] = lvl
+        if ordered:
+            in_time = np.empty(s.size, dtype=int)
+            in_time[order] = labels
+            if int(np.count_nonzero(np.diff(in_time))) < 2:
+                continue
+        best = Modes(levels=tuple(float(np.exp(np.median(g))) for g in groups),
+                     shares=tuple(g.size / s.size for g in groups), gap_pct=gap_pct,
+                     within_pct=within_sigma * 100.0, n=int(s.size))
+    return best
