@@ -72,6 +72,8 @@ class JudgeInputs:
     allow_caliber_mismatch: bool = False
     #: pool -> why some of its shards produced nothing tonight (a missing series there is FAILED)
     failed_pools: Mapping[str, str] = field(default_factory=dict)
+    #: per-run values of the series' earlier A/Bs at its current level (between-process evidence)
+    processes: Mapping[SeriesKey, Sequence[float]] = field(default_factory=dict)
 
 
 def _judge(judge: Judge, base: BaselinePoint, res: CaseResult, key: SeriesKey, thresholds: Thresholds,
@@ -83,7 +85,7 @@ def _judge(judge: Judge, base: BaselinePoint, res: CaseResult, key: SeriesKey, t
     if judge is JUDGES.get("noise"):
         judgement = judge(base.samples, res.samples, res.lower_is_better, thresholds,  # type: ignore[call-arg]
                           history=list(extra.history.get(key, ())), telemetry=extra.telemetry.get(key[0]),
-                          policy=extra.policy)
+                          policy=extra.policy, processes=list(extra.processes.get(key, ())))
     else:
         judgement = judge(base.samples, res.samples, res.lower_is_better, thresholds)
     if caliber_note:

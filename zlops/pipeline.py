@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from zlops import __version__, envs, gitops, telemetry
@@ -384,20 +385,73 @@ def _pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-#: verdicts after which a series has a new level: its reference restarts at that night
-LEVEL_CHANGES = frozenset({Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED})
-
-
-def since_last_change(store: Store, points: list[Any], key: cmp.SeriesKey) -> list[Any]:
+def since_last_change(points: list[Any], key: cmp.SeriesKey,
+                      evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]]) -> list[Any]:
     """The history from the last night that changed the series' level on (that night included).
 
     Without this, a confirmed step would be reported again every night until the window's median
     moved past it; the series' reference (and noise) must restart at the change (Otava segments).
+    Only confirmed changes count (regression, severe, improved: :attr:`Verdict.changes_level`).
     """
-    verdicts = store.series_verdicts([p.run_key for p in points], *key)
     for i in range(len(points) - 1, -1, -1):
-        if verdicts.get(points[i].run_key) in LEVEL_CHANGES:
+        found = evidence.get((points[i].run_key, *key))
+        if found is not None and found[0].changes_level:
             return points[i:]
+    return points
+
+
+def ab_processes(points: list[Any], key: cmp.SeriesKey,
+                 evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]]) -> list[float]:
+    """Per-run values of the A/Bs the series had within ``points`` (each run is a process at its level).
+
+    After a confirmed change only the head runs are at the current level; an A/B that cleared its
+    suspect measured one level on both sides. The judge's noise model and its process-level
+    detection use them (issue 11: the spread between processes, not only inside one).
+    """
+    out: list[float] = []
+    for p in points:
+        found = evidence.get((p.run_key, *key))
+        if found is None or found[1] is None or not found[1].runs_head:
+            continue
+        verdict, figures = found
+        out.extend(figures.runs_head if verdict.changes_level else (*figures.runs_base, *figures.runs_head))
+    return out
+
+
+def caliber_walls(store: Store, ctx: RunContext, run_keys: set[str],
+                  tonight: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """Per pool, the newest history run measured on another caliber than tonight (a wall).
+
+    The judge's history never crosses a caliber break: nights before (and at) the wall are not used,
+    so the reference and the noise restart on the new caliber. One query per history run (a window
+    of nights, never per series).
+    """
+    from zlops.identity import check_caliber
+
+    walls: dict[str, str] = {}
+    runs = sorted((r for r in (store.get_run(k) for k in run_keys) if r is not None),
+                  key=lambda r: (r.started_at or datetime.min.replace(tzinfo=timezone.utc)), reverse=True)
+    for pool, extras in tonight.items():
+        mine = extras[0].get("identity") if extras else None
+        if mine is None:
+            continue
+        for run in runs:
+            theirs = _pool_extras(store, run.run_key).get(pool, [])
+            if not theirs or theirs[0].get("identity") is None:
+                continue
+            if check_caliber(theirs[0].get("identity"), mine, allow_mismatch=False).refused:
+                walls[pool] = run.run_key
+                break
+    return walls
+
+
+def after_wall(points: list[Any], wall: str | None) -> list[Any]:
+    """``points`` after the caliber wall (the wall's own night excluded); all of them without a wall."""
+    if wall is None:
+        return points
+    for i in range(len(points) - 1, -1, -1):
+        if points[i].run_key == wall:
+            return points[i + 1:]
     return points
 
 
@@ -426,18 +480,24 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
         return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=ctx.config.allow_caliber_mismatch,
                                failed_pools=failed_pools)
     policy = ctx.config.noise.policy(ctx.config.thresholds_value())
-    history = {}
-    for key in head:
-        points = [p for p in store.series_history(ctx.suite_name, *key, limit=policy.window)
-                  if p.run_key != ctx.run_key and p.sha in ancestors]
-        history[key] = [p.median for p in since_last_change(store, points, key)]
+    points_of = {key: [p for p in store.series_history(ctx.suite_name, *key, limit=policy.window)
+                       if p.run_key != ctx.run_key and p.sha in ancestors] for key in head}
+    walls = caliber_walls(store, ctx, {p.run_key for pts in points_of.values() for p in pts}, tonight)
+    evidence = store.verdict_evidence(sorted({p.run_key for pts in points_of.values() for p in pts}))
+    history, processes = {}, {}
+    for key, points in points_of.items():
+        points = after_wall(points, walls.get(key[0]))
+        points = since_last_change(points, key, evidence)
+        history[key] = [p.median for p in points]
+        processes[key] = ab_processes(points, key, evidence)
     telemetry = {}
     for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
         summaries = [e.get("telemetry") or {} for e in extras]
         telemetry[pool] = max(summaries, key=lambda t: (t.get("below_90pct_peak_share") or 0.0,
                                                         t.get("temp_max_c") or 0.0))
     return cmp.JudgeInputs(history=history, telemetry=telemetry, policy=policy, caliber=caliber,
-                           allow_caliber_mismatch=ctx.config.allow_caliber_mismatch, failed_pools=failed_pools)
+                           allow_caliber_mismatch=ctx.config.allow_caliber_mismatch, failed_pools=failed_pools,
+                           processes=processes)
 
 
 def promote(ctx: RunContext) -> bool:

@@ -21,7 +21,7 @@ from zlops.store.models import Base
 TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events"}
 
 
-HEAD = "0003"  # the latest migration; bump with every new sql/versions file
+HEAD = "0004"  # the latest migration; bump with every new sql/versions file
 
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:

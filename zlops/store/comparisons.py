@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zlops.errors import StoreError
-from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, Figures, Judgement, Verdict
 from zlops.store.models import ComparisonArchive, ComparisonRow
 from zlops.store.runs import require_run
 
@@ -31,6 +31,7 @@ def _row(run_id: int, c: Comparison) -> dict[str, Any]:
         "head_samples": None if c.head_samples is None else list(c.head_samples),
         "change_pct": j.change_pct, "worse_pct": j.worse_pct, "threshold_pct": j.threshold_pct,
         "verdict": Verdict(j.verdict).value, "note": j.note,
+        "figures": None if j.figures is None else j.figures.to_dict(),
     }
 
 
@@ -72,7 +73,7 @@ def comparisons(session: Session, run_key: str) -> list[Comparison]:
             head_samples=None if r.head_samples is None else tuple(r.head_samples),
             judgement=Judgement(verdict=Verdict(r.verdict), change_pct=r.change_pct,
                                 worse_pct=r.worse_pct, threshold_pct=r.threshold_pct,
-                                note=r.note)))
+                                note=r.note, figures=Figures.from_dict(r.figures))))
     return out
 
 
@@ -86,7 +87,8 @@ def _from_row(suite: str, r: dict[str, Any]) -> Comparison:
         lower_is_better=r["lower_is_better"], base=base,
         head_samples=None if r.get("head_samples") is None else tuple(r["head_samples"]),
         judgement=Judgement(verdict=Verdict(r["verdict"]), change_pct=r.get("change_pct"),
-                            worse_pct=r.get("worse_pct"), threshold_pct=r.get("threshold_pct"), note=r.get("note", "")))
+                            worse_pct=r.get("worse_pct"), threshold_pct=r.get("threshold_pct"), note=r.get("note", ""),
+                            figures=Figures.from_dict(r.get("figures"))))
 
 
 def archive_comparisons(session: Session, run_key: str, *, reason: str, when: datetime) -> int:
@@ -122,3 +124,25 @@ def series_verdicts(session: Session, run_keys: Sequence[str], pool: str, case: 
         .where(Run.run_key.in_(list(run_keys)), ComparisonRow.pool == pool, ComparisonRow.case == case,
                ComparisonRow.metric == metric))
     return {rk: Verdict(v) for rk, v in rows}
+
+
+def verdict_evidence(session: Session, run_keys: Sequence[str]) -> dict[tuple[str, str, str, str],
+                                                                        tuple[Verdict, Figures | None]]:
+    """(run_key, pool, case, metric) -> (verdict, figures) of every compare row of ``run_keys``.
+
+    One query per chunk of runs, whatever the number of series: the judge reads the level changes
+    and the A/B evidence of a whole window of nights at once.
+    """
+    from zlops.store.models import Run
+
+    out: dict[tuple[str, str, str, str], tuple[Verdict, Figures | None]] = {}
+    keys = list(dict.fromkeys(run_keys))
+    for i in range(0, len(keys), 500):
+        rows = session.execute(
+            select(Run.run_key, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
+                   ComparisonRow.verdict, ComparisonRow.figures)
+            .join(ComparisonRow, ComparisonRow.run_id == Run.id)
+            .where(Run.run_key.in_(keys[i:i + 500])))
+        for rk, pool, case, metric, verdict, figures in rows:
+            out[(rk, pool, case, metric)] = (Verdict(verdict), Figures.from_dict(figures))
+    return out

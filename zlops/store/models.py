@@ -168,6 +168,8 @@ class ComparisonRow(Base):
     threshold_pct: Mapped[float | None] = mapped_column(Float)
     verdict: Mapped[str] = mapped_column(String(16))
     note: Mapped[str] = mapped_column(Text)
+    #: zlops.model.Figures.to_dict(): what the verdict compared and the change computed from it
+    figures: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class ComparisonArchive(Base):
