@@ -31,16 +31,24 @@ def test_a_threshold_above_the_severe_line_is_judged_not_crashed(tmp_path: Path,
                            "suites": {"s": {"repo": str(tmp_path / "up"), "command": ["x"], "format": "zlops-json",
                                             "pools": ["p"]}},
                            "judge": "noise", "noise": {"ab_pairs": 8}})
-    monkeypatch.setattr(confirm_mod, "confirm_pool",
-                        lambda ctx, pool, suspects, **kw: {("nonzero_1M", "time"): ab})
-    saved = []
+    budget = confirm_mod.PoolBudget(seconds=100.0, night_s=400.0, run_s=5.0, cases=None)
+    monkeypatch.setattr(confirm_mod, "pool_budget", lambda ctx, pool, members: (budget, members))
+    monkeypatch.setattr(confirm_mod, "confirm_pool", lambda ctx, pool, suspects, **kw: confirm_mod.PoolAB(
+        {("nonzero_1M", "time"): ab}, 16, 80.0, budget, "max pairs"))
+    saved, metas = [], []
     monkeypatch.setattr(confirm_mod.pipeline, "open_store", lambda cfg: type("S", (), {
-        "save_comparisons": lambda self, key, rows: saved.append(rows)})())
+        "save_comparisons": lambda self, key, rows: saved.append(rows),
+        "update_run_meta": lambda self, key, values: metas.append(values)})())
     ctx = confirm_mod.pipeline.RunContext(config, "s", "nightly:s:2", "b" * 40)
     out = confirm_mod.confirm(ctx, _summary(threshold=5.64))
     (row,) = out.comparisons
-    assert row.verdict is want and "A/B 8+8 runs" in row.judgement.note
-    assert saved
+    assert row.verdict is want and "A/B 8+8" in row.judgement.note and "16 runs" in row.judgement.note
+    # the row's figures are the A/B's: base and head medians of the runs, and the change from those two
+    assert row.figures is not None and row.figures.reference_label.startswith("A/B base")
+    assert row.figures.runs_base == tuple(ab[0]) and row.judgement.change_pct == row.figures.change_pct
+    assert saved and metas == [{"ab": {"p": {"runs": 16, "seconds": 80.0, "night_s": 400.0, "budget_s": 100.0,
+                                             "suspects": 1, "confirmed": 1, "cases": "all",
+                                             "stopped": "max pairs"}}}]
 
 
 def test_confirm_suspect_leaves_non_suspects_and_undecidable_a_b_alone() -> None:
@@ -57,3 +65,57 @@ def test_confirm_suspect_leaves_non_suspects_and_undecidable_a_b_alone() -> None
     higher_is_better = confirm_suspect(suspect, [1.0] * 8, [0.9] * 4 + [0.91] * 4, lower_is_better=False,
                                        policy=policy)
     assert higher_is_better.verdict is Verdict.SEVERE  # a 9% throughput drop is worse, and confirmed
+
+
+def _budget_ctx(tmp_path: Path, command: list[str], **noise: object) -> confirm_mod.pipeline.RunContext:
+    config = parse_config({"home": str(tmp_path), "pools": {"p": {"backend": "cpu", "devices": [0]}},
+                           "suites": {"s": {"repo": str(tmp_path / "up"), "command": command,
+                                            "format": "zlops-json", "pools": ["p"],
+                                            # {cases} outside a partition: the flaggems branch allows it
+                                            **({"partition": {"cases": ["c1", "c2", "c3", "a"]}}
+                                               if any("{cases}" in a for a in command) else {})}},
+                           "judge": "noise", "noise": {"ab_pairs": 8, **noise}})
+    return confirm_mod.pipeline.RunContext(config, "s", "nightly:s:2", "b" * 40)
+
+
+def _fake_store(monkeypatch: pytest.MonkeyPatch, *, duration_s: float, cases: list[str]) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from zlops.model import CaseResult, ShardOutcome, ShardStatus
+
+    t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    shard = ShardOutcome("p", 0, "cpu", ShardStatus.OK, Path("/x"), 0, t0, t0 + timedelta(seconds=duration_s))
+    results = [("p", 0, CaseResult(c, "time", "ms", True, (1.0,))) for c in cases]
+    monkeypatch.setattr(confirm_mod.pipeline, "open_store", lambda cfg: type("S", (), {
+        "shards": lambda self, key: [shard], "results": lambda self, key: results})())
+
+
+def _suspect(case: str, worse: float) -> Comparison:
+    base = BaselinePoint("nightly:s:1", "a" * 40, "ms", (1.0,))
+    return Comparison("s", "p", case, "time", "ms", True, base, (1.0 + worse / 100,),
+                      Judgement(Verdict.SUSPECT, worse, worse, 2.0, ""))
+
+
+def test_the_budget_is_device_time_and_buys_the_most_severe_suspects_first(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # 100 cases took 400 s tonight: 4 s a case; 25% of the night is 100 s; 5 pairs of one case cost 40 s
+    _fake_store(monkeypatch, duration_s=400.0, cases=[f"c{i}" for i in range(100)])
+    ctx = _budget_ctx(tmp_path, ["bench", "--only", "{cases}"])
+    suspects = [_suspect("c1", 3.0), _suspect("c2", 50.0), _suspect("c3", 10.0)]
+    budget, chosen = confirm_mod.pool_budget(ctx, "p", suspects)
+    assert budget.seconds == pytest.approx(100.0) and budget.night_s == pytest.approx(400.0)
+    assert [c.case for c in chosen] == ["c2", "c3"]            # a third case would cost 120 s > 100 s
+    assert budget.cases == ("c2", "c3") and budget.run_s == pytest.approx(8.0)
+    # an explicit budget in seconds overrides the share
+    budget, chosen = confirm_mod.pool_budget(_budget_ctx(tmp_path, ["bench", "{cases}"], ab_budget_s=1000),
+                                             "p", suspects)
+    assert budget.seconds == 1000 and len(chosen) == 3
+
+
+def test_a_suite_that_cannot_select_cases_runs_whole_and_says_so(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_store(monkeypatch, duration_s=60.0, cases=["a", "b"])
+    budget, chosen = confirm_mod.pool_budget(_budget_ctx(tmp_path, ["bench"]), "p", [_suspect("a", 9.0)])
+    assert budget.cases is None and budget.run_s == pytest.approx(60.0) and len(chosen) == 1
+    assert not confirm_mod.takes_cases(_budget_ctx(tmp_path, ["bench"]).suite)
+    assert confirm_mod.takes_cases(_budget_ctx(tmp_path, ["bench", "-k", "{cases}"]).suite)

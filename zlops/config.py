@@ -270,8 +270,14 @@ class NoiseConfig(_Strict):
     min_nights: int = Field(default=6, ge=2, description="accepted nights before between-night noise is trusted")
     window: int = Field(default=30, ge=3, description="nights the noise model and the reference use")
     alpha: float = Field(default=0.002, gt=0, lt=1, description="A/B rank-test significance")
-    ab_pairs: int = Field(default=8, ge=0, description="interleaved A/B pairs per confirmation (0: no A/B)")
-    ab_budget: int = Field(default=10, ge=0, description="A/B confirmations per night")
+    ab_pairs: int = Field(default=8, ge=0, description="most interleaved A/B pairs per confirmation (0: no A/B)")
+    ab_min_pairs: int = Field(default=5, ge=2, description="pairs an A/B starts with; more are added while "
+                              "suspects stay undecided, up to ab_pairs, within the budget")
+    ab_budget: int = Field(default=200, ge=0, description="most suspects confirmed by A/B per night and pool")
+    ab_budget_share: float = Field(default=0.25, gt=0, le=10, description="A/B device time per night and pool, "
+                                   "as a share of tonight's benchmark time on that pool")
+    ab_budget_s: float | None = Field(default=None, gt=0, description="A/B device seconds per night and pool "
+                                      "(overrides ab_budget_share)")
     max_throttle_share: float = Field(default=0.2, ge=0, le=1, description="busy telemetry samples below 90% of "
                                       "peak clock that make a shard invalid")
     temp_limit_c: float | None = Field(default=None, description="a shard hotter than this is invalid")

@@ -1,23 +1,27 @@
-"""Confirm suspects before anyone is alerted: an interleaved A/B on the same device.
+"""Confirm suspects before anyone is told: an interleaved A/B on the same device, within a time budget.
 
-For the noise judge a change beyond its threshold is only a SUSPECT. Here each suspect pool gets a
+For the noise judge a change beyond its threshold is only a suspect (worse: ``suspect``, better:
+``suspect_improved``; both are confirmed the same way). Here each pool's suspects get one
 same-device A/B: the baseline commit's worktree env (A) against tonight's (B), run in interleaved
-pairs whose order is randomized (ABBA..., :func:`zlops.stats.interleaved_order`), at most
-``noise.ab_budget`` suspects a night (largest excess over threshold first). Each run of the suite
-command is one observation per case (its median), the two sides are judged with Mann-Whitney U and
-a bootstrap CI of the median ratio (:func:`zlops.stats.confirm_ab`), and :func:`zlops.stats.decide`
-turns the suspect into regression / severe (confirmed), unchanged (not reproduced), or leaves it a
-suspect when the A/B cannot decide (then a second night can confirm it).
-Anchors: Pinpoint ``run_test.py`` (A/B on the same bot, randomized order); asv ``--interleave-rounds``.
+pairs whose order is randomized (:func:`zlops.stats.interleaved_order`). Only the suspects' cases
+run when the suite's command takes ``{cases}`` (FlagGems' ``-k`` selection: docs/recipes); the
+A/B starts with ``noise.ab_min_pairs`` pairs and adds pairs while suspects stay undecided, up to
+``noise.ab_pairs``, and stops when the pool's budget of device time is spent (``noise.ab_budget_s``,
+default ``noise.ab_budget_share`` of tonight's benchmark time on the pool). Suspects are taken in
+order of severity (excess over their threshold) until the estimated cost of the A/B fits.
+Each run of the suite command is one observation per case (its median); the two sides are judged
+by :func:`zlops.judge.confirm_suspect`; the verdict's figures become the A/B's (runs included, so
+later nights' noise model sees each run as a process). Anchors: Pinpoint ``run_test.py`` (A/B on
+the same bot, randomized order, adding repeats while undecided); asv ``--interleave-rounds``.
 """
 
 from __future__ import annotations
 
 import logging
-import statistics
+import time
 import zlib
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zlops import pipeline
@@ -31,24 +35,71 @@ from zlops.runner import ShardSpec, run_shard
 log = logging.getLogger(__name__)
 
 
-def _pick(suspects: list[Comparison], budget: int) -> list[Comparison]:
-    def excess(c: Comparison) -> float:
-        return (c.judgement.worse_pct or 0.0) - (c.judgement.threshold_pct or 0.0)
+def takes_cases(suite: object) -> bool:
+    """Whether the suite's command can be told which cases to run (``{cases}`` or ``{cases_file}``)."""
+    command = getattr(suite, "command", ()) or ()
+    return getattr(suite, "partition", None) is not None or any(
+        "{cases}" in str(a) or "{cases_file}" in str(a) for a in command)
 
-    return sorted(suspects, key=lambda c: (-excess(c), c.pool, c.case, c.metric))[:budget]
+
+def _excess(c: Comparison) -> float:
+    """How far beyond its threshold a suspect is, as a ratio (either direction)."""
+    worse, thr = c.judgement.worse_pct or 0.0, c.judgement.threshold_pct or 1.0
+    return abs(worse) / thr
+
+
+def _pick(suspects: list[Comparison], budget: int) -> list[Comparison]:
+    return sorted(suspects, key=lambda c: (-_excess(c), c.pool, c.case, c.metric))[:budget]
+
+
+@dataclass(frozen=True)
+class PoolBudget:
+    """What one pool's A/B may spend tonight and what it is expected to cost per run."""
+
+    seconds: float                 # device seconds the A/B may take
+    night_s: float                 # tonight's benchmark time on the pool (the budget's basis)
+    run_s: float                   # estimated seconds of one A/B run of the chosen cases
+    cases: tuple[str, ...] | None  # the cases an A/B run executes (None: the whole suite)
+
+
+def pool_budget(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
+    """The budget of a pool's A/B, and the suspects it can afford (most severe first).
+
+    Per-case cost is estimated from tonight's shards of the pool (their duration over their case
+    count); a suite that cannot select cases costs a whole shard per run whatever is chosen.
+    """
+    cfg = ctx.config.noise
+    store = pipeline.open_store(ctx.config)
+    shards = [o for o in store.shards(ctx.run_key) if o.pool == pool and o.status is ShardStatus.OK]
+    durations = [o.duration_s for o in shards if o.duration_s]
+    night_s = float(sum(durations)) if durations else 0.0
+    per_shard = max(durations) if durations else 0.0
+    seconds = cfg.ab_budget_s if cfg.ab_budget_s is not None else cfg.ab_budget_share * night_s
+    ordered = _pick(suspects, cfg.ab_budget)
+    if not takes_cases(ctx.suite):
+        return PoolBudget(seconds, night_s, per_shard, None), ordered
+    per_device_cases: dict[int, set[str]] = defaultdict(set)
+    for p, device, res in store.results(ctx.run_key):
+        if p == pool:
+            per_device_cases[device].add(res.case)
+    n_cases = max((len(v) for v in per_device_cases.values()), default=1) or 1
+    per_case = per_shard / n_cases
+    chosen: list[Comparison] = []
+    for c in ordered:
+        cases = {x.case for x in chosen} | {c.case}
+        if chosen and 2 * cfg.ab_min_pairs * per_case * len(cases) > seconds:
+            break
+        chosen.append(c)
+    cases = tuple(sorted({c.case for c in chosen}))
+    return PoolBudget(seconds, night_s, per_case * len(cases), cases), chosen
 
 
 def _run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: pipeline.Prepared, pool: str,
               device: int, out: Path, cases: tuple[str, ...] | None) -> dict[tuple[str, str], float]:
-    """One run of the suite on one device; per (case, metric) the median of its samples.
-
-    A partitioned suite (one that takes ``{cases}``) runs only the suspects' cases: an A/B must not
-    cost the whole suite when one operator is in doubt.
-    """
+    """One run of the suite (or of ``cases`` only) on one device; per (case, metric) the median of its samples."""
     spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
                      pool=pool, backend=ctx.config.pools[pool].backend, device=device,
-                     worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out,
-                     cases=cases if ctx.suite.partition is not None else None)
+                     worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out, cases=cases)
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
@@ -59,9 +110,25 @@ def _run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared:
     return {(r.case, r.metric): r.median for r in results}
 
 
-def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison], *, pairs: int,
-                 progress: Progress) -> dict[tuple[str, str], tuple[list[float], list[float]]]:
-    """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device."""
+@dataclass
+class PoolAB:
+    """What one pool's A/B measured: per series the base and head run values, and what it cost."""
+
+    samples: dict[tuple[str, str], tuple[list[float], list[float]]]
+    runs: int
+    seconds: float
+    budget: PoolBudget
+    stopped: str
+
+
+def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
+                 budget: PoolBudget, decide_fn: object = None) -> PoolAB:
+    """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device.
+
+    Runs ``ab_min_pairs`` pairs, then adds pairs while ``decide_fn(samples)`` reports undecided
+    suspects, up to ``ab_pairs``, never starting a pair the remaining budget cannot pay for.
+    """
+    cfg = ctx.config.noise
     base_sha = suspects[0].base.sha if suspects[0].base else None
     if base_sha is None:
         raise ZlopsError("a suspect without a baseline cannot be confirmed by A/B")
@@ -70,59 +137,97 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
     device = ctx.pool_devices(pool)[0]
     base_ctx = pipeline.RunContext(ctx.config, ctx.suite_name, f"{ctx.run_key}:ab-base", base_sha, ctx.auto_devices)
     samples: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    order = interleaved_order(pairs, seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()))
+    order = interleaved_order(max(cfg.ab_pairs, cfg.ab_min_pairs), seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()))
+    spent, runs, stopped = 0.0, 0, "max pairs"
     try:
         with progress.step("ab", suite=ctx.suite_name, commit=f"{base_sha[:7]}..{ctx.sha[:7]}",
                            device=f"{pool}/{device}"):
             sides = {"A": (base_ctx, pipeline.prepare(base_ctx)), "B": (ctx, pipeline.prepare(ctx))}
-            cases = tuple(sorted({c.case for c in suspects}))
-            for i, side in enumerate(order):
-                side_ctx, prepared = sides[side]
-                medians = _run_side(ctx, side_ctx, prepared, pool, device,
-                                    ctx.run_dir / "ab" / pool / f"{i:02d}{side}", cases)
-                for c in suspects:
-                    value = medians.get((c.case, c.metric))
-                    if value is not None:
-                        samples[(c.case, c.metric)][0 if side == "A" else 1].append(value)
+            run_s = budget.run_s
+            for pair in range(len(order) // 2):
+                if pair >= cfg.ab_min_pairs and decide_fn is not None and not decide_fn(dict(samples)):  # type: ignore[operator]
+                    stopped = "decided"
+                    break
+                if pair >= 1 and spent + 2 * run_s > budget.seconds:
+                    stopped = f"budget ({budget.seconds:.0f} s) spent"
+                    break
+                for i in (2 * pair, 2 * pair + 1):
+                    side = order[i]
+                    side_ctx, prepared = sides[side]
+                    t0 = time.monotonic()
+                    medians = _run_side(ctx, side_ctx, prepared, pool, device,
+                                        ctx.run_dir / "ab" / pool / f"{i:02d}{side}", budget.cases)
+                    took = time.monotonic() - t0
+                    spent += took
+                    runs += 1
+                    run_s = max(run_s, took) if runs <= 2 else (spent / runs)
+                    for c in suspects:
+                        value = medians.get((c.case, c.metric))
+                        if value is not None:
+                            samples[(c.case, c.metric)][0 if side == "A" else 1].append(value)
     finally:
         pipeline.cleanup(base_ctx)
-    return dict(samples)
+    return PoolAB(dict(samples), runs, spent, budget, stopped)
 
 
 def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[str] | None = None,
             progress: Progress | None = None) -> CompareSummary:
-    """Run the A/Bs of tonight's suspects (noise judge only) and store the updated verdicts."""
+    """Run the A/Bs of tonight's suspects (noise judge only) and store the updated verdicts.
 
+    The run's meta records, per pool, what the A/B cost against tonight's benchmark time.
+    """
     progress = progress or LogProgress()
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
         return summary
-    suspects = [c for c in summary.comparisons if c.verdict is Verdict.SUSPECT and c.base is not None
+    suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
                 and (pools is None or c.pool in pools)]
-    chosen = _pick(suspects, cfg.noise.ab_budget)
-    if not chosen:
+    if not suspects:
         return summary
     policy = cfg.noise.policy(cfg.thresholds_value())
     groups: dict[tuple[str, str], list[Comparison]] = defaultdict(list)
-    for c in chosen:
+    for c in suspects:
         groups[(c.pool, c.base.sha if c.base else "")].append(c)
     updated: dict[tuple[str, str, str], Judgement] = {}
-    for (pool, _), members in sorted(groups.items()):
+    costs: dict[str, dict[str, float | int | str]] = {}
+    for (pool, base_sha), members in sorted(groups.items()):
+        budget, chosen = pool_budget(ctx, pool, members)
+        if not chosen:
+            continue
+
+        def judged(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
+                   chosen: list[Comparison] = chosen) -> dict[tuple[str, str, str], Judgement]:
+            out = {}
+            for c in chosen:
+                base_s, head_s = samples.get((c.case, c.metric), ([], []))
+                if len(base_s) >= 2 and len(head_s) >= 2:
+                    out[(c.pool, c.case, c.metric)] = confirm_suspect(
+                        c.judgement, base_s, head_s, lower_is_better=c.lower_is_better, policy=policy,
+                        base_label=f"A/B base {base_sha[:7]}")
+            return out
+
+        def undecided(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
+                      chosen: list[Comparison] = chosen) -> bool:
+            done = judged(samples, chosen)
+            return any(c.verdict.awaiting_confirmation if (j := done.get((c.pool, c.case, c.metric))) is None
+                       else j.verdict.awaiting_confirmation for c in chosen)
+
         try:
-            ab = confirm_pool(ctx, pool, members, pairs=cfg.noise.ab_pairs, progress=progress)
+            ab = confirm_pool(ctx, pool, chosen, progress=progress, budget=budget, decide_fn=undecided)
         except ZlopsError as exc:
             log.warning("A/B of pool %s failed, suspects stay suspects: %s", pool, exc)
+            costs[pool] = {"error": str(exc)[:300]}
             continue
-        for c in members:
-            base_s, head_s = ab.get((c.case, c.metric), ([], []))
-            if len(base_s) < 2 or len(head_s) < 2:
-                continue
-            decided = confirm_suspect(c.judgement, base_s, head_s, lower_is_better=c.lower_is_better, policy=policy)
-            note = (f"{decided.note} [A/B {len(base_s)}+{len(head_s)} runs on {pool}: "
-                    f"base median {statistics.median(base_s):.6g}, head median {statistics.median(head_s):.6g}]")
-            updated[(c.pool, c.case, c.metric)] = replace(decided, note=note)
+        for key, j in judged(ab.samples).items():
+            updated[key] = replace(j, note=f"{j.note} [A/B on {pool}: {ab.runs} runs, {ab.seconds:.0f} s]")
+        costs[pool] = {"runs": ab.runs, "seconds": round(ab.seconds, 2), "night_s": round(budget.night_s, 2),
+                       "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": len(chosen),
+                       "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped}
+    store = pipeline.open_store(cfg)
+    if costs:
+        store.update_run_meta(ctx.run_key, {"ab": costs})
     if not updated:
         return summary
     rows = [replace(c, judgement=updated.get((c.pool, c.case, c.metric), c.judgement)) for c in summary.comparisons]
-    pipeline.open_store(cfg).save_comparisons(ctx.run_key, rows)
+    store.save_comparisons(ctx.run_key, rows)
     return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(rows))

@@ -88,6 +88,12 @@ def set_run_status(session: Session, run_key: str, status: RunStatus, *,
     _update_run(session, run_key, values)
 
 
+def update_run_meta(session: Session, run_key: str, values: Mapping[str, Any]) -> None:
+    """Merge ``values`` into the run's meta (top-level keys replaced; idempotent)."""
+    row = require_run(session, run_key)
+    row.meta = {**(row.meta or {}), **dict(values)}
+
+
 def set_accepted(session: Session, run_key: str, accepted: bool = True) -> None:
     _update_run(session, run_key, {"accepted": bool(accepted)})
 

@@ -109,6 +109,10 @@ class Store:
                        finished_at: datetime | None = None) -> None:
         self._write(runs.set_run_status, run_key, status, finished_at=finished_at)
 
+    def update_run_meta(self, run_key: str, values: Mapping[str, Any]) -> None:
+        """Merge ``values`` into the run's meta (top-level keys replaced)."""
+        self._write(runs.update_run_meta, run_key, values)
+
     def set_accepted(self, run_key: str, accepted: bool = True) -> None:
         """Promote a run to baseline material (or demote it with ``accepted=False``)."""
         self._write(runs.set_accepted, run_key, accepted)
