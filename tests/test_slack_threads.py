@@ -156,7 +156,7 @@ def test_a_regression_gets_one_thread_and_its_fix_a_reply(fake: FakeSlack, store
     nights.night(client, {"softmax_8192": (Verdict.IMPROVED, 4.41, 4.02), "add_16M": (Verdict.UNCHANGED, 2, 2)})
     reply, summary4 = fake.posts()
     assert reply["thread_ts"] == root_ts and reply["channel"] == CHANNEL_ID
-    assert "*fixed*" in _texts(reply) and "back inside ±2%" in _texts(reply)
+    assert "*fixed*" in _texts(reply) and "back within ±2%" in _texts(reply)
     _golden("alert_fixed_reply", {k: v for k, v in reply.items() if k != "thread_ts"})
     assert "thread_ts" not in summary4 and "#1 fixed" in _texts(summary4)
     assert store.alert(alert.id).state is AlertState.FIXED

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zlops.alerts import Alert, AlertState, EventKind, Step
+from zlops.model import Figures
 from zlops.report import cells
 
 #: Series listed in a regression's first message; the rest are counted (the report lists them all).
@@ -81,21 +82,30 @@ def announcement(members: Sequence[tuple[Alert, Step]], *, channel: str, suite: 
 
 
 def event_line(alert: Alert, kind: str, to_state: str, *, change_pct: float | None, note: str = "",
-               actor: str | None = None, head_sha: str | None = None) -> str:
-    """One state change as a line: emoji, what happened, the series, and why (mrkdwn)."""
+               actor: str | None = None, head_sha: str | None = None, figures: Figures | None = None) -> str:
+    """One state change as a line: emoji, what happened, the series, the verdict's figures, and why (mrkdwn).
+
+    The change is the judged night's own figure; with ``figures`` the line names the two values it
+    was computed from, so it reads exactly as the report's row of that night.
+    """
     what = "worse again" if kind == EventKind.WORSENED.value else to_state.replace("_", " ")
     emoji = EMOJI.get(kind if kind == EventKind.WORSENED.value else to_state, ":information_source:")
     by = f" by {_esc(actor)}" if actor else ""
     at = f" at `{head_sha[:7]}`" if head_sha else ""
+    detail = ""
+    if figures is not None:
+        unit = figures.unit or alert.unit
+        detail = (f" ({cells.format_value(figures.reference, unit)} → {cells.format_value(figures.value, unit)}, "
+                  f"vs {_esc(figures.reference_label)})")
     text = (f"{emoji} *{what}*{by}: #{alert.id} `{_esc(alert.case)}` ({_esc(alert.pool)}, {_esc(alert.metric)}) "
-            f"{_pct(change_pct)} against its reference {cells.format_value(alert.base_value, alert.unit)}{at}")
+            f"{_pct(change_pct)}{detail}{at}")
     return text + (f" — {_esc(note)}" if note else "")
 
 
 def thread_update(entries: Sequence[tuple[Alert, Step]], *, channel: str, head_sha: str) -> dict[str, Any]:
     """One reply carrying the night's changes of the alerts of one thread."""
     lines = [event_line(a, s.event.value if s.event else "state", s.to_state.value, change_pct=s.change_pct,
-                        note=s.note, head_sha=head_sha) for a, s in entries]
+                        note=s.note, head_sha=head_sha, figures=s.comparison.figures) for a, s in entries]
     blocks = [_section("\n".join(lines[i:i + 10])) for i in range(0, len(lines), 10)][:49]
     states = sorted({s.to_state.value if s.event is not EventKind.WORSENED else "worse again" for _, s in entries})
     return {"channel": channel, "text": f"{len(entries)} alert update(s): {', '.join(states)}", "blocks": blocks}

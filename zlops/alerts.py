@@ -1,25 +1,25 @@
 """The regression lifecycle: which series open, confirm, worsen or fix an alert tonight (pure).
 
 One alert follows one regressed series (suite, pool, case, metric) from the night it was first
-flagged until it is fixed or a person closes it. States (``docs/alerts.md`` has the diagram)::
+flagged until it is fixed or a person closes it. Only the judge moves it (issue 11): the lifecycle
+never applies a band rule of its own to confirm anything. States (``docs/alerts.md``)::
 
-    new ──────────> confirmed ──> acked / expected ──> fixed
-     │  (2nd night     │  │            │
-     │   or judge      │  └────────────┴─────────────> wontfix / false_positive  (a person)
-     │   confirms)     └──> fixed  (back inside its band)
-     └──> false_positive  (back inside its band before it was ever confirmed; never announced)
+    new ──(judge confirms)──> confirmed ──> acked / expected ──> fixed (judge confirms an improvement)
+     │                           └──────────────────────────────> wontfix / false_positive (a person)
+     └──(judge does not confirm: cleared by A/B, back in, unmeasurable)──> cleared (never announced)
 
-- A SUSPECT (noise judge, not yet confirmed) or POTENTIAL (simple judge, 2-5 %) series opens a
-  ``new`` alert that is **not announced**: nobody is paged for a change the judge has not confirmed.
+- A SUSPECT (noise judge, not yet confirmed) or POTENTIAL (simple judge) series opens a ``new``
+  alert that is **not announced**: nobody is paged for a change the judge has not confirmed.
 - A REGRESSION or SEVERE series opens a ``confirmed`` alert (announced: a new thread); a ``new``
-  alert still outside its band on a later night becomes ``confirmed`` (announced then).
-- An open alert whose series is back inside its band (tonight's median within ``band_pct`` of the
-  alert's own reference, the baseline median of the night it opened) becomes ``fixed``; announced in
-  its thread. Tonight's verdict is not used for this: the rolling baseline moves on to the regressed
-  nights, so a series that stays slow reads UNCHANGED against it while still out of band.
-- An open alert that gets worse again by more than its band (a further step) is announced in its
-  thread as ``worsened`` while ``confirmed``; once a person acked it or marked it expected, that
-  update is recorded but not announced. Nothing else about an open alert is ever re-announced.
+  alert becomes ``confirmed`` (announced then) only on a night the judge confirms it, and is closed
+  quietly as ``cleared`` on a night the judge judges the series and does not flag it.
+- An open alert whose series the judge confirms IMPROVED is ``fixed`` when tonight is back within
+  ``band_pct`` of the alert's reference (announced in its thread), else "partly recovered".
+- A further confirmed regression of an open alert is announced in its thread as ``worsened`` while
+  ``confirmed``; once a person acked it or marked it expected, that update is recorded but not
+  announced. Nothing else about an open alert is ever re-announced.
+- Every figure an alert shows is the verdict's own (:class:`zlops.model.Figures`): the change the
+  report printed for that night, against the reference it names.
 - ``acked``, ``expected``, ``false_positive`` and ``wontfix`` are set by people
   (``zlops alert ...``); see :func:`check_human_transition`.
 
@@ -52,8 +52,9 @@ class AlertState(str, Enum):
     ACKED = "acked"                    # a person is on it; updates are no longer announced
     EXPECTED = "expected"              # an intended trade-off; stays open until the series returns
     FALSE_POSITIVE = "false_positive"  # closed: not a real regression
-    FIXED = "fixed"                    # closed: the series is back inside its band
+    FIXED = "fixed"                    # closed: a confirmed improvement brought it back inside its band
     WONTFIX = "wontfix"                # closed: accepted for good
+    CLEARED = "cleared"                # closed: the judge did not confirm it (never announced)
 
     @property
     def is_open(self) -> bool:
@@ -177,7 +178,10 @@ def worse_pct(base: float, head: float, *, lower_is_better: bool) -> float | Non
 
 
 def reference_value(c: Comparison) -> float | None:
-    """The baseline median of ``c`` in ``c.unit`` (the reference a new alert keeps)."""
+    """What the verdict compared tonight with, in ``c.unit``: the figures' reference (the reference a new
+    alert keeps), else the baseline median."""
+    if c.figures is not None:
+        return c.figures.reference
     if c.base is None:
         return None
     value = c.base.median
@@ -227,42 +231,57 @@ def plan_night(
     return steps
 
 
+def _figures(c: Comparison) -> tuple[float | None, float | None]:
+    """The verdict's own change and worse figures (the numbers every rendering shows for this night)."""
+    j = c.judgement
+    return j.change_pct, j.worse_pct
+
+
 def _open(c: Comparison, band_pct: float) -> Step | None:
     if c.verdict not in CONFIRMED_VERDICTS | WATCH_VERDICTS:
         return None
     base, head = reference_value(c), c.head_value
     if base is None or head is None or base == 0:
         return None
-    worse = worse_pct(base, head, lower_is_better=c.lower_is_better)
+    change, worse = _figures(c)
     confirmed = c.verdict in CONFIRMED_VERDICTS
     return Step(c, None, None, AlertState.CONFIRMED if confirmed else AlertState.NEW, EventKind.OPENED,
-                announce=confirmed, change_pct=(head - base) / abs(base) * 100.0, worse_pct=worse,
-                note=f"judged {c.verdict.value}" + ("" if confirmed else ", not confirmed yet"))
+                announce=confirmed, change_pct=change, worse_pct=worse,
+                note=f"judged {c.verdict.label}" + ("" if confirmed else ", not confirmed yet"))
 
 
 def _evolve(alert: Alert, c: Comparison) -> Step | None:
-    head = _head_in(alert, c)
-    if head is None or alert.base_value == 0:
+    """Only the judge moves an alert: its confirmations, its clearings and its confirmed improvements."""
+    if _head_in(alert, c) is None:
         return None
-    change = (head - alert.base_value) / abs(alert.base_value) * 100.0
-    worse = worse_pct(alert.base_value, head, lower_is_better=alert.lower_is_better)
-    assert worse is not None  # base_value != 0
+    change, worse = _figures(c)
     state = alert.state
-    if worse <= alert.band_pct:
-        if state is AlertState.NEW:  # it never reached anyone: close it quietly
-            return Step(c, alert.id, state, AlertState.FALSE_POSITIVE, EventKind.STATE, announce=False,
-                        change_pct=change, worse_pct=worse,
-                        note=f"back inside ±{alert.band_pct:g}% before it was confirmed")
-        return Step(c, alert.id, state, AlertState.FIXED, EventKind.STATE, announce=True, change_pct=change,
-                    worse_pct=worse, note=f"back inside ±{alert.band_pct:g}% of its reference")
-    if state is AlertState.NEW:  # still outside its band on a later night: two nights confirm it
-        return Step(c, alert.id, state, AlertState.CONFIRMED, EventKind.STATE, announce=True, change_pct=change,
-                    worse_pct=worse, note="still outside its band on a second night")
-    worst = alert.worst_worse_pct if alert.worst_worse_pct is not None else worse
-    if worse > worst + alert.band_pct:
+    quiet = Step(c, alert.id, state, state, None, announce=False, change_pct=alert.last_change_pct, worse_pct=None)
+    if state is AlertState.NEW:
+        if c.verdict in CONFIRMED_VERDICTS:
+            return Step(c, alert.id, state, AlertState.CONFIRMED, EventKind.STATE, announce=True, change_pct=change,
+                        worse_pct=worse, note=f"confirmed by the judge: {c.verdict.label}")
+        if c.verdict in WATCH_VERDICTS or c.verdict.is_gap:
+            return quiet   # still awaiting the judge (or nothing judged tonight)
+        return Step(c, alert.id, state, AlertState.CLEARED, EventKind.STATE, announce=False, change_pct=change,
+                    worse_pct=worse, note=f"not confirmed by the judge ({c.verdict.label}): closed quietly")
+    if c.verdict in CONFIRMED_VERDICTS:   # a further confirmed step on top of the regression
         return Step(c, alert.id, state, state, EventKind.WORSENED, announce=not state.quiet, change_pct=change,
-                    worse_pct=worse, note=f"worse again: {worse:+.2f}% (was {worst:+.2f}%)")
-    return Step(c, alert.id, state, state, None, announce=False, change_pct=change, worse_pct=worse)
+                    worse_pct=worse, note=f"worse again, confirmed by the judge: {worse:+.2f}%" if worse is not None
+                    else "worse again, confirmed by the judge")
+    if c.verdict is Verdict.IMPROVED:     # a confirmed improvement: fixed when it is back near its reference
+        head = _head_in(alert, c)
+        assert head is not None
+        left = worse_pct(alert.base_value, head, lower_is_better=alert.lower_is_better)
+        if left is not None and left <= alert.band_pct:
+            return Step(c, alert.id, state, AlertState.FIXED, EventKind.STATE, announce=True, change_pct=change,
+                        worse_pct=worse, note=f"a confirmed improvement ({change:+.2f}%) brought it back within "
+                                              f"±{alert.band_pct:g}% of its reference")
+        return Step(c, alert.id, state, state, EventKind.STATE, announce=not state.quiet, change_pct=change,
+                    worse_pct=worse, note=f"partly recovered: a confirmed improvement ({change:+.2f}%), still "
+                                          f"{left:+.2f}% worse than its reference" if left is not None else
+                                          "partly recovered")
+    return quiet
 
 
 def check_human_transition(alert: Alert, to: AlertState) -> None:

@@ -41,7 +41,7 @@ NAMING_CONVENTION = {
 #: abandoned when a message can never be sent (its files are gone, it is stale, its thread was abandoned).
 NOTIFICATION_STATUSES = ("pending", "sent", "failed", "abandoned")
 #: Values of ``alerts.state`` (see :class:`zlops.alerts.AlertState`).
-ALERT_STATES = ("new", "confirmed", "acked", "expected", "false_positive", "fixed", "wontfix")
+ALERT_STATES = ("new", "confirmed", "acked", "expected", "false_positive", "fixed", "wontfix", "cleared")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -231,7 +231,7 @@ class AlertRow(Base):
         UniqueConstraint("suite", "pool", "case", "metric", "opened_run_id"),
         Index(None, "suite", "state"),
         CheckConstraint("state IN ('new', 'confirmed', 'acked', 'expected', 'false_positive', 'fixed', "
-                        "'wontfix')", name="state"),
+                        "'wontfix', 'cleared')", name="state"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
