@@ -109,8 +109,8 @@ def test_payload_shape_and_order() -> None:
     payload = messages.main
     assert messages.thread == () and not messages.overflowed
     assert payload["channel"] == "C0PERF"
-    assert payload["text"] == ("kernels @ 2222222: 1 regressions, 1 potential, 1 improved of 4 judged; "
-                               "1 missing; shards 1 ok, 1 failed")
+    assert payload["text"] == ("kernels @ 2222222: 0 severe, 1 regressions, 1 potential, 1 improved, 1 missing "
+                               "of 4 judged; shards 1 ok, 1 failed")
     assert payload["blocks"][0] == {"type": "header",
                                     "text": {"type": "plain_text", "text": "kernels nightly · 1111111..2222222"}}
     texts = _texts(payload)

@@ -28,7 +28,7 @@ from zlops import pipeline
 from zlops.errors import ParseError, ZlopsError
 from zlops.formats import parse_results
 from zlops.judge import confirm_suspect
-from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus, Verdict
+from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
 
@@ -196,7 +196,8 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
             continue
 
         def judged(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
-                   chosen: list[Comparison] = chosen) -> dict[tuple[str, str, str], Judgement]:
+                   chosen: list[Comparison] = chosen,
+                   base_sha: str = base_sha) -> dict[tuple[str, str, str], Judgement]:
             out = {}
             for c in chosen:
                 base_s, head_s = samples.get((c.case, c.metric), ([], []))

@@ -151,7 +151,8 @@ def check(nights: Sequence[DemoNight]) -> tuple[list[str], list[str]]:
             shown = "" if change is None else f" ({change:+.2f}%)"
             line = f"night {night.night} ({night.sha[:10]}): {op} was {verdict.value}{shown}, expected {want.value}"
             noise = (want is Verdict.UNCHANGED and change is not None
-                     and verdict in (Verdict.POTENTIAL, Verdict.IMPROVED, Verdict.SUSPECT) and abs(change) <= 5.0)
+                     and verdict in (Verdict.POTENTIAL, Verdict.IMPROVED, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED)
+                     and abs(change) <= 5.0)
             (notes if noise else problems).append(line)
     return problems, notes
 
@@ -210,7 +211,7 @@ def render_summary(result: DemoResult) -> str:
     header = f"{'night':<6}{'commit':<12}" + "".join(f"{op:>16}" for op in OPS) + "   subject"
     lines += [header, "-" * len(header)]
     marks = {Verdict.REGRESSION: " !!", Verdict.SEVERE: " !!", Verdict.POTENTIAL: " !", Verdict.IMPROVED: " ++",
-             Verdict.SUSPECT: " ?"}
+             Verdict.SUSPECT: " ?", Verdict.SUSPECT_IMPROVED: " ?+"}
     for n in result.nights:
         cells = []
         for op in OPS:

@@ -50,8 +50,8 @@ def simple_judge(base: Sequence[float], head: Sequence[float], lower_is_better: 
 
 #: zlops.stats.State values -> report verdicts (the same words; MISSING and FAILED are decided by the caller).
 STATE_VERDICTS: dict[str, Verdict] = {v.value: v for v in (
-    Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.REGRESSION, Verdict.SEVERE, Verdict.INVALID,
-    Verdict.UNMEASURABLE, Verdict.MISSING, Verdict.FAILED)}
+    Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.REGRESSION,
+    Verdict.SEVERE, Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.MISSING, Verdict.FAILED)}
 
 
 def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,

@@ -348,8 +348,27 @@ class CompareSummary:
         return self.count(Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE)
 
     def overall_line(self) -> str:
+        """``Overall: 1 of 40 cases improved, 2 regressed`` plus what is still open or not judged, so a night
+        with suspects or gaps never reads as a plain "0 regressed"."""
         improved = self.count(Verdict.IMPROVED)
-        return f"Overall: {improved} of {self.judged} cases improved, {self.regressed} regressed"
+        line = f"Overall: {improved} of {self.judged} cases improved, {self.regressed} regressed"
+        extra = [f"{n} {label}" for n, label in (
+            (self.count(Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED), "awaiting confirmation"),
+            (self.count(Verdict.UNMEASURABLE), "unmeasurable"), (self.count(Verdict.INVALID), "invalid"),
+            (self.count(Verdict.INCOMPARABLE), "incomparable (caliber)"), (self.count(Verdict.FAILED), "failed"))
+            if n]
+        return line + (f"; {', '.join(extra)}" if extra else "")
+
+    def counts_text(self) -> str:
+        """Every verdict the night holds, by weight: what a notification preview must say (issue 12)."""
+        parts = [(Verdict.SEVERE, "severe"), (Verdict.REGRESSION, "regressions"), (Verdict.POTENTIAL, "potential"),
+                 (Verdict.SUSPECT, "suspects"), (Verdict.SUSPECT_IMPROVED, "suspect improvements"),
+                 (Verdict.IMPROVED, "improved"), (Verdict.FAILED, "failed"), (Verdict.INVALID, "invalid"),
+                 (Verdict.UNMEASURABLE, "unmeasurable"), (Verdict.INCOMPARABLE, "incomparable"),
+                 (Verdict.MISSING, "missing")]
+        shown = [f"{self.count(v)} {label}" for v, label in parts
+                 if self.count(v) or v in (Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.IMPROVED)]
+        return f"{', '.join(shown)} of {self.judged} judged"
 
 
 #: verdicts that are not a judgement of the code: no baseline, no data, a coverage gap, another caliber

@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 SeriesKey = tuple[str, str, str]
 #: Verdicts whose series get a trend figure.
-PLOTTED = frozenset({Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.SUSPECT, Verdict.IMPROVED})
+PLOTTED = frozenset({Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.SUSPECT, Verdict.IMPROVED,
+                     Verdict.SUSPECT_IMPROVED})
 
 
 @dataclass(frozen=True)

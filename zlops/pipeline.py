@@ -17,11 +17,11 @@ import re
 import socket
 import statistics
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from zlops import __version__, envs, gitops, telemetry

@@ -120,6 +120,8 @@ def slack_summary_messages(
             f"{counts[Verdict.UNCHANGED]} unchanged · {counts[Verdict.NEW]} new · "
             f"{counts[Verdict.MISSING]} missing"
             + (f" · {counts[Verdict.SUSPECT]} suspect (unconfirmed)" if counts[Verdict.SUSPECT] else "")
+            + (f" · {counts[Verdict.SUSPECT_IMPROVED]} suspect improvement (unconfirmed)"
+               if counts[Verdict.SUSPECT_IMPROVED] else "")
         ),
     ]
     if alerts.lines or alerts.counts or alerts.still_open:
@@ -139,6 +141,8 @@ def slack_summary_messages(
          by[Verdict.POTENTIAL], "worse"),
         (":hourglass: *Suspects* (beyond the threshold tonight, awaiting confirmation; nobody is alerted)",
          by[Verdict.SUSPECT], "worse"),
+        (":hourglass: *Suspect improvements* (better beyond the threshold, awaiting confirmation like a regression)",
+         by[Verdict.SUSPECT_IMPROVED], "better"),
         (":large_green_circle: *Improvements*", by[Verdict.IMPROVED], "better"),
     ]
     body: list[dict[str, Any]] = []
@@ -178,11 +182,7 @@ def slack_summary_messages(
         main_blocks.append({"type": "context", "elements": [
             {"type": "mrkdwn", "text": _truncate(footer_text, MAX_SECTION_CHARS)}]})
 
-    text = (
-        f"{summary.suite} @ {head}: {counts[Verdict.REGRESSION]} regressions, "
-        f"{counts[Verdict.POTENTIAL]} potential, {counts[Verdict.IMPROVED]} improved "
-        f"of {summary.judged} judged; {counts[Verdict.MISSING]} missing; shards {shard_text}"
-    )
+    text = f"{summary.suite} @ {head}: {summary.counts_text()}; shards {shard_text}"
     chunks = [thread_blocks[i:i + MAX_BLOCKS - 1] for i in range(0, len(thread_blocks), MAX_BLOCKS - 1)]
     thread = tuple(
         {"channel": channel, "text": f"{summary.suite} @ {head}: summary continued ({n}/{len(chunks)})",

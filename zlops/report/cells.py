@@ -28,6 +28,7 @@ MARKERS: dict[Verdict, str] = {
     Verdict.MISSING: "MISSING",
     Verdict.SEVERE: "!!! SEVERE",
     Verdict.SUSPECT: "? suspect",
+    Verdict.SUSPECT_IMPROVED: "? suspect improvement",
     Verdict.INVALID: "invalid",
     Verdict.UNMEASURABLE: "unmeasurable",
     Verdict.FAILED: "FAILED",

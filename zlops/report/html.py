@@ -113,7 +113,7 @@ def _pools(fmt: str, pools: Sequence[str]) -> str:
 def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path | None) -> list[str]:
     flagged = cells.flagged_order(summary.comparisons)
     flagged += [c for c in cells.sorted_comparisons(summary.comparisons)
-                if c.verdict in (Verdict.SUSPECT, Verdict.IMPROVED)]
+                if c.verdict in (Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.IMPROVED)]
     out = ["<h2>Flagged</h2>"]
     if not flagged:
         return [*out, "<p>Nothing flagged.</p>"]

@@ -38,6 +38,7 @@ VERDICT_COLOURS: dict[Verdict, str] = {
     Verdict.MISSING: "#1f3f7a",
     Verdict.SEVERE: "#8b0000",
     Verdict.SUSPECT: "#bcbd22",
+    Verdict.SUSPECT_IMPROVED: "#17becf",
     Verdict.INVALID: "#7f7f7f",
     Verdict.UNMEASURABLE: "#7f7f7f",
     Verdict.FAILED: "#7f7f7f",

@@ -229,8 +229,8 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
         threshold = max(pol.potential_pct, pol.k * max(within, modes.within_pct))
         if not modes.span_contains(value, threshold):
             level = modes.nearest(value)
-            reference, ref_text = level, f"{'upper' if level == modes.levels[-1] else 'lower'} level of " \
-                                         f"{modes.describe()}"
+            side = "upper" if level == modes.levels[-1] else "lower"
+            reference, ref_text = level, f"{side} level of {modes.describe()}"
     change = (value / reference - 1.0) * 100.0
     worse = change if lower_is_better else -change
     figures = dict(change_pct=change, worse_pct=worse, threshold_pct=threshold, reference=reference,

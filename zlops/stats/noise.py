@@ -35,6 +35,7 @@ scale estimators and their breakdown.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -266,7 +267,7 @@ def detect_modes(values: Sequence[float], *, floor_pct: float, k: float = 3.0, m
     for n_levels in range(2, max_levels + 1):
         cut_idx = np.sort(np.argsort(gaps)[::-1][: n_levels - 1])
         bounds = [0, *(int(i) + 1 for i in cut_idx), int(s.size)]
-        groups = [s[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        groups = [s[a:b] for a, b in itertools.pairwise(bounds)]
         if any(g.size < need for g in groups):
             break
         within = [g - np.median(g) for g in groups if g.size]
@@ -277,7 +278,7 @@ def detect_modes(values: Sequence[float], *, floor_pct: float, k: float = 3.0, m
         if gap_pct <= 2.0 * floor_pct or min_gap <= k * max(within_sigma, 1e-12):
             continue  # not separated at this many levels; more levels may separate them
         labels = np.empty(s.size, dtype=int)
-        for lvl, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        for lvl, (a, b) in enumerate(itertools.pairwise(bounds)):
             labels[a:b] = lvl
         if ordered:
             in_time = np.empty(s.size, dtype=int)
