@@ -244,17 +244,61 @@ def _record(store: Any, key: str, plan: PrPlan, sha: str, side: str, status: Run
                                      "variants": list(req.variants), "ahead": plan.ahead}))
 
 
-def execute(config: Config, plan: PrPlan, *, progress: Progress | None = None) -> tuple[SideResults, SideResults]:
-    """Build both worktree envs and run the device plan; returns (base, head) results."""
+def _sides(config: Config, plan: PrPlan) -> tuple[pipeline.RunContext, pipeline.RunContext | None]:
+    req = plan.request
+    head_ctx = pipeline.RunContext(config, req.suite, plan.head_key, plan.head_sha)
+    base_ctx = None if plan.base_sha is None else pipeline.RunContext(config, req.suite, plan.base_key or "",
+                                                                        plan.base_sha)
+    return head_ctx, base_ctx
+
+
+def _run_pairs(config: Config, plan: PrPlan, suite: Any, prepared: Mapping[str, pipeline.Prepared],
+               base: SideResults, head: SideResults, variant: str, *, pairs: int, start: int,
+               progress: Progress) -> None:
+    """``pairs`` more runs of each side of one variant, numbered from ``start`` (the device plan)."""
+    req = plan.request
+    head_ctx, base_ctx = _sides(config, plan)
+    sides = {"head": (head_ctx, head), "base": (base_ctx, base)}
+    with progress.step("pr-bench", suite=req.suite, commit=plan.head_sha[:12], device=",".join(
+            map(str, plan.devices)), variant=variant):
+        if plan.mode == "single":
+            jobs = [[("head", plan.devices[0], start + i) for i in range(pairs)]]
+        else:
+            from zlops.stats import interleaved_order
+
+            order = [{"A": "base", "B": "head"}[c] for c in interleaved_order(
+                pairs, seed=zlib.crc32(f"{plan.head_key}/{variant}/{start}".encode()))]
+            if plan.same_device:
+                jobs = [[(s, plan.devices[0], start + i // 2) for i, s in enumerate(order)]]
+            else:  # base on the first device, head on the second, in parallel
+                jobs = [[("base", plan.devices[0], start + i) for i in range(pairs)],
+                        [("head", plan.devices[1], start + i) for i in range(pairs)]]
+
+        def run_queue(queue: list[tuple[str, int, int]]) -> None:
+            for side, device, index in queue:  # one device's queue: one process at a time
+                ctx, out = sides[side]
+                assert ctx is not None
+                _one_run(ctx, prepared[side], plan, variant, device, index, side, out, suite)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            list(pool.map(run_queue, jobs))
+
+
+def execute(config: Config, plan: PrPlan, *, progress: Progress | None = None,
+            more: Any = None) -> tuple[SideResults, SideResults]:
+    """Build both worktree envs and run the device plan; returns (base, head) results.
+
+    ``more(base, head, pairs_run) -> int``, when given, is asked after the requested pairs (and after
+    each addition) how many pairs to add: the adaptive compare (:func:`run_compare`) adds pairs while
+    suspects remain, so a PR compare with its defaults can still confirm a change.
+    """
     progress = progress or LogProgress()
     req = plan.request
     suite = config.suite(req.suite)
     if req.rounds is not None:
         suite = suite.model_copy(update={"rounds": req.rounds})
     store = pipeline.open_store(config)
-    head_ctx = pipeline.RunContext(config, req.suite, plan.head_key, plan.head_sha)
-    base_ctx = None if plan.base_sha is None else pipeline.RunContext(config, req.suite, plan.base_key or "",
-                                                                        plan.base_sha)
+    head_ctx, base_ctx = _sides(config, plan)
     _record(store, plan.head_key, plan, plan.head_sha, "head", RunStatus.RUNNING)
     if base_ctx is not None:
         _record(store, base_ctx.run_key, plan, base_ctx.sha, "base", RunStatus.RUNNING)
@@ -263,32 +307,16 @@ def execute(config: Config, plan: PrPlan, *, progress: Progress | None = None) -
         prepared = {"head": pipeline.prepare(head_ctx, progress=progress)}
         if base_ctx is not None:
             prepared["base"] = pipeline.prepare(base_ctx, progress=progress)
-        sides = {"head": (head_ctx, head), "base": (base_ctx, base)}
         for variant in req.variants:  # variants one after another, on every device
-            with progress.step("pr-bench", suite=req.suite, commit=plan.head_sha[:12], device=",".join(
-                    map(str, plan.devices)), variant=variant):
-                if plan.mode == "single":
-                    order = ["head"] * req.pairs
-                    jobs = [[(s, plan.devices[0], i) for i, s in enumerate(order)]]
-                else:
-                    from zlops.stats import interleaved_order
-
-                    order = [{"A": "base", "B": "head"}[c] for c in
-                             interleaved_order(req.pairs, seed=zlib.crc32(f"{plan.head_key}/{variant}".encode()))]
-                    if plan.same_device:
-                        jobs = [[(s, plan.devices[0], i) for i, s in enumerate(order)]]
-                    else:  # base on the first device, head on the second, in parallel
-                        jobs = [[("base", plan.devices[0], i) for i in range(req.pairs)],
-                                [("head", plan.devices[1], i) for i in range(req.pairs)]]
-
-                def run_queue(queue: list[tuple[str, int, int]], variant: str = variant) -> None:
-                    for side, device, index in queue:  # one device's queue: one process at a time
-                        ctx, out = sides[side]
-                        assert ctx is not None
-                        _one_run(ctx, prepared[side], plan, variant, device, index, side, out, suite)
-
-                with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-                    list(pool.map(run_queue, jobs))
+            _run_pairs(config, plan, suite, prepared, base, head, variant, pairs=req.pairs, start=0,
+                       progress=progress)
+        done = req.pairs
+        while more is not None and (extra := int(more(base, head, done))) > 0:
+            for variant in req.variants:
+                _run_pairs(config, plan, suite, prepared, base, head, variant, pairs=extra, start=done,
+                           progress=progress)
+            done += extra
+        store.update_run_meta(plan.head_key, {"pairs_run": done})
     finally:
         pipeline.cleanup(head_ctx)
         if base_ctx is not None:
@@ -301,7 +329,7 @@ def execute(config: Config, plan: PrPlan, *, progress: Progress | None = None) -
 
 
 def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
-          allow_caliber_mismatch: bool = False) -> PrOutcome:
+          allow_caliber_mismatch: bool = False, save: bool = True) -> PrOutcome:
     """Caliber first, then the project's judge per variant (with A/B confirmation when pairs allow)."""
     req = plan.request
     errors = tuple(base.errors + head.errors)
@@ -333,7 +361,8 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
             rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], policy)
         out[variant] = rows
     all_rows = [c for rows in out.values() for c in rows]
-    store.save_comparisons(plan.head_key, all_rows)
+    if save:
+        store.save_comparisons(plan.head_key, all_rows)
     return PrOutcome(plan, out, head_results, caliber, errors)
 
 
@@ -355,7 +384,19 @@ def run_compare(config: Config, conf: Mapping[str, Any], *, label: str | None = 
     """Validate, plan, run and judge a PR compare (what the DAG's tasks and ``zlops compare`` do)."""
     req = validate_request(config, conf)
     plan = make_plan(config, req, label=label)
-    base, head = execute(config, plan, progress=progress)
+    more = None
+    if plan.mode == "compare" and plan.same_device and config.judge == "noise" and config.noise.ab_pairs:
+        most = max(req.pairs, config.noise.ab_pairs)
+
+        def more(base: SideResults, head: SideResults, done: int) -> int:
+            """Add pairs while suspects remain (2 at a time, up to noise.ab_pairs): adaptive A/B."""
+            if done >= most:
+                return 0
+            outcome = judge(config, plan, base, head, allow_caliber_mismatch=allow_caliber_mismatch, save=False)
+            if not any(c.verdict.awaiting_confirmation for rows in outcome.comparisons.values() for c in rows):
+                return 0
+            return min(max(2, config.noise.ab_min_pairs - done), most - done)
+    base, head = execute(config, plan, progress=progress, more=more)
     if not any(head.samples.values()):
         raise ZlopsError("the PR compare measured nothing on HEAD: " + "; ".join(head.errors or ["no results"]))
     return judge(config, plan, base, head, allow_caliber_mismatch=allow_caliber_mismatch)

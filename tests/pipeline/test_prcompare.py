@@ -189,3 +189,30 @@ def test_a_device_held_by_another_benchmark_is_waited_for(upstream: Upstream, ma
     waits = [json.loads(m.read_text())["lock_wait_s"] for d in (run_dir, head_dir)
              for m in (d / "default").glob("*/manifest.json")]
     assert len(waits) == 2 and max(waits) >= 1.5  # whichever side ran first waited for the nightly
+
+
+@pytest.mark.slow
+def test_a_compare_with_its_defaults_confirms_a_2x_change_by_adding_pairs(upstream: Upstream, tmp_path: Path) -> None:
+    """Found by a user: with pairs 1 (the default) a 2x slower op stayed "? suspect" and the Overall line
+    said 0 regressed. The compare now adds interleaved pairs while suspects remain (noise judge)."""
+    from fake_upstream import config_data
+
+    c1 = upstream.commit(BASE, "main")
+    upstream.branch("feature/slow-alpha", c1)
+    upstream.checkout("feature/slow-alpha")
+    upstream.commit({"alpha": 2.0, "beta": 2.0}, "alpha twice the work")
+    upstream.checkout("main")
+    data = config_data(tmp_path / "home", upstream.path)
+    data["judge"] = "noise"
+    config = parse_config(data, source="test.yaml")
+    outcome = run_compare(config, {"suite": "fake", "ref": "feature/slow-alpha"}, label="adaptive")
+    rows = {c.case: c for c in outcome.comparisons["default"]}
+    assert rows["alpha"].verdict is Verdict.SEVERE, rows["alpha"].judgement.note
+    assert rows["beta"].verdict is Verdict.UNCHANGED
+    figures = rows["alpha"].figures
+    assert figures is not None and figures.reference_label.startswith("A/B base")
+    pairs_run = pipeline.open_store(config).get_run(outcome.plan.head_key).meta["pairs_run"]
+    assert config.noise.ab_min_pairs <= pairs_run <= config.noise.ab_pairs
+    assert len(figures.runs_base) == len(figures.runs_head) == pairs_run
+    text = report(config, outcome).text
+    assert "0 regressed" not in text and "+100.00%" in text
