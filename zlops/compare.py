@@ -76,21 +76,43 @@ class JudgeInputs:
     processes: Mapping[SeriesKey, Sequence[float]] = field(default_factory=dict)
 
 
-def _judge(judge: Judge, base: BaselinePoint, res: CaseResult, key: SeriesKey, thresholds: Thresholds,
-           extra: JudgeInputs) -> Judgement:
+def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[Judgement | None, str]:
+    """INCOMPARABLE when the caliber check refused this baseline (and no override), and the caliber note."""
     report = extra.caliber.get((key[0], base.run_key))
     caliber_note = "; ".join(report.lines()) if report is not None and (report.refused or report.warnings) else ""
     if report is not None and report.refused and not extra.allow_caliber_mismatch:
-        return Judgement(Verdict.INCOMPARABLE, None, None, None, caliber_note)
-    if judge is JUDGES.get("noise"):
-        judgement = judge(base.samples, res.samples, res.lower_is_better, thresholds,  # type: ignore[call-arg]
-                          history=list(extra.history.get(key, ())), telemetry=extra.telemetry.get(key[0]),
-                          policy=extra.policy, processes=list(extra.processes.get(key, ())))
-    else:
-        judgement = judge(base.samples, res.samples, res.lower_is_better, thresholds)
-    if caliber_note:
-        judgement = replace(judgement, note="; ".join(n for n in (judgement.note, caliber_note) if n))
-    return judgement
+        return Judgement(Verdict.INCOMPARABLE, None, None, None, caliber_note), caliber_note
+    if report is not None and report.refused:   # allowed by --allow-caliber-mismatch: marked wherever shown
+        caliber_note = f"caliber mismatch ALLOWED by --allow-caliber-mismatch: {caliber_note}"
+    return None, caliber_note
+
+
+def _with_note(judgement: Judgement, note: str) -> Judgement:
+    return replace(judgement, note="; ".join(n for n in (judgement.note, note) if n)) if note else judgement
+
+
+def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, BaselinePoint]], thresholds: Thresholds,
+               extra: JudgeInputs) -> dict[SeriesKey, Judgement]:
+    """Every pending series' judgement; the noise judge runs vectorized over all of them at once."""
+    from zlops.judge import noise_judge_many
+
+    out: dict[SeriesKey, Judgement] = {}
+    batch: list[tuple[SeriesKey, CaseResult, BaselinePoint, str]] = []
+    for key, res, base in pending:
+        refused, note = _caliber(base, key, extra)
+        if refused is not None:
+            out[key] = refused
+        elif judge is JUDGES.get("noise"):
+            batch.append((key, res, base, note))
+        else:
+            out[key] = _with_note(judge(base.samples, res.samples, res.lower_is_better, thresholds), note)
+    if batch:
+        judged = noise_judge_many(
+            [(b.samples, r.samples, r.lower_is_better, list(extra.history.get(k, ())), extra.telemetry.get(k[0]),
+              list(extra.processes.get(k, ()))) for k, r, b, _ in batch], thresholds, policy=extra.policy)
+        for (key, _, _, note), judgement in zip(batch, judged, strict=True):
+            out[key] = _with_note(judgement, note)
+    return out
 
 
 def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey, CaseResult],
@@ -103,18 +125,24 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
     """
     extra = inputs or JudgeInputs()
     rows: list[Comparison] = []
+    pending: list[tuple[SeriesKey, CaseResult, BaselinePoint]] = []
+    bases: dict[SeriesKey, BaselinePoint | None] = {}
+    for key in sorted(head):
+        res = head[key]
+        base = baselines.get(key)
+        if base is not None and base.unit != res.unit:
+            base = BaselinePoint(base.run_key, base.sha, res.unit,
+                                 tuple(metrics.convert(v, base.unit, res.unit) for v in base.samples))
+        bases[key] = base
+        if base is not None:
+            pending.append((key, res, base))
+    judged = _judge_all(judge, pending, thresholds, extra)
     for key in sorted(head):
         pool, case, metric = key
         res = head[key]
-        base = baselines.get(key)
-        if base is None:
-            judgement = Judgement(Verdict.NEW, None, None, None, "no accepted baseline on an ancestor commit")
-        else:
-            if base.unit != res.unit:
-                base = BaselinePoint(base.run_key, base.sha, res.unit,
-                                     tuple(metrics.convert(v, base.unit, res.unit) for v in base.samples))
-            judgement = _judge(judge, base, res, key, thresholds, extra)
-        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, base, res.samples,
+        judgement = judged.get(key) or Judgement(Verdict.NEW, None, None, None,
+                                                 "no accepted baseline on an ancestor commit")
+        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key], res.samples,
                                judgement))
     for key in sorted(baselines):
         pool, case, metric = key

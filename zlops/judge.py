@@ -84,6 +84,36 @@ def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: b
                      figures=night_figures(night, n_samples=len(head), lower_is_better=lower_is_better))
 
 
+def noise_judge_many(items: Sequence[tuple[Sequence[float], Sequence[float], bool, Sequence[float],
+                                          Mapping[str, Any] | None, Sequence[float]]],
+                     thresholds: Thresholds, *, policy: Policy | None = None) -> list[Judgement]:
+    """:func:`noise_judge` for many series at once (``zlops.stats.frame``: vectorized, same verdicts).
+
+    ``items``: per series (baseline samples, tonight's samples, lower_is_better, history, telemetry,
+    processes). Series the vectorized path does not cover are judged one by one.
+    """
+    from zlops import stats
+    from zlops.stats.frame import judge_many
+
+    pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
+                              regression_pct=thresholds.regression_pct)
+    fast = judge_many([list(i[3]) for i in items], [list(i[1]) for i in items], [i[2] for i in items], policy=pol,
+                      telemetry=[i[4] for i in items], processes=[list(i[5]) for i in items])
+    out: list[Judgement] = []
+    for (base, head, lower, history, telemetry, processes), fv in zip(items, fast, strict=True):
+        if fv is None:
+            out.append(noise_judge(base, head, lower, thresholds, history=history, telemetry=telemetry,
+                                   policy=policy, processes=processes))
+            continue
+        n = len(head)
+        figures = Figures(reference=fv.reference, reference_label=fv.reference_text, value=fv.value,
+                          value_label=f"tonight, {n} sample{'s' if n != 1 else ''}", lower_is_better=lower,
+                          threshold_pct=fv.threshold_pct, noise_pct=fv.noise_pct)
+        out.append(Judgement(STATE_VERDICTS[fv.state.value], fv.change_pct, fv.worse_pct, fv.threshold_pct,
+                             fv.reason, figures=figures))
+    return out
+
+
 def night_figures(night: Any, *, n_samples: int, lower_is_better: bool) -> Figures | None:
     """The figures of a night's screening (:class:`zlops.stats.NightResult`): its reference and tonight's median."""
     if night.reference is None or night.value is None:

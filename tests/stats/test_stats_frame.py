@@ -1,0 +1,68 @@
+"""The vectorized judge (zlops.stats.frame) gives exactly the per-series judge's verdicts (issue 13)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zlops.judge import noise_judge
+from zlops.model import Thresholds
+from zlops.stats import Policy
+from zlops.stats.frame import judge_many
+
+
+def _per_series(history: list[float], tonight: list[float], lower: bool, policy: Policy,
+                telemetry: dict | None = None) -> object:
+    return noise_judge(tonight, tonight, lower, Thresholds(policy.potential_pct, policy.regression_pct),
+                       history=history, telemetry=telemetry, policy=policy)
+
+
+def _check(cases: list[tuple[list[float], list[float], bool, dict | None]], policy: Policy) -> int:
+    got = judge_many([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases], policy=policy,
+                     telemetry=[c[3] for c in cases])
+    fast = 0
+    for (hist, tonight, lower, tel), fv in zip(cases, got, strict=True):
+        want = _per_series(hist, tonight, lower, policy, tel)
+        if fv is None:
+            continue
+        fast += 1
+        assert fv.state.value == want.verdict.value, (hist, tonight, fv, want)
+        assert fv.reason == want.note, (fv.reason, want.note)
+        assert want.figures is not None
+        assert fv.reference == pytest.approx(want.figures.reference, rel=1e-12)
+        assert fv.value == pytest.approx(want.figures.value, rel=1e-12)
+        assert fv.reference_text == want.figures.reference_label
+        assert fv.threshold_pct == pytest.approx(want.threshold_pct, rel=1e-12)
+        assert fv.change_pct == pytest.approx(want.change_pct, rel=1e-9, abs=1e-12)
+    return fast
+
+
+def test_the_vectorized_judge_agrees_on_the_real_h200_a_a_nights(real_noise: dict[str, list[float]]) -> None:
+    cases = []
+    for values in real_noise.values():
+        for t in range(2, len(values)):
+            cases.append((values[:t], [values[t]], True, None))
+            cases.append((values[:t], [values[t] * 1.05], True, None))   # an injected 5% slowdown
+            cases.append((values[:t], [values[t] * 0.9], False, None))   # throughput direction
+    fast = _check(cases, Policy())
+    assert fast >= len(cases) // 2   # most of the real corpus takes the fast path
+
+
+def test_the_vectorized_judge_agrees_on_synthetic_series() -> None:
+    rng = np.random.default_rng(11)
+    cases = []
+    for i in range(400):
+        noise = [0.001, 0.003, 0.01, 0.03][i % 4]
+        nights = int(rng.integers(2, 40))
+        hist = list(100 * np.exp(rng.normal(0, noise, nights)))
+        if i % 5 == 0:                                   # last night stepped (a held-out suspect)
+            hist[-1] *= 1.08
+        if i % 7 == 0:                                   # and tonight too: two-night confirmation
+            hist[-2] *= 1.08
+        step = [1.0, 1.04, 1.1, 0.9, 1.5][i % 5]
+        tonight = list(100 * step * np.exp(rng.normal(0, noise, int(rng.integers(1, 12)))))
+        tel = {"below_90pct_peak_share": 0.5} if i % 23 == 0 else None
+        cases.append((hist, tonight, bool(i % 3), tel))
+    fast = _check(cases, Policy())
+    assert fast >= 200
+    assert _check(cases[:120], Policy(min_samples=3, window=10, min_nights=4, k=2.0)) > 0
