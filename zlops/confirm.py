@@ -194,6 +194,14 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
         budget, chosen = pool_budget(ctx, pool, members)
         if not chosen:
             continue
+        need = 2 * cfg.noise.ab_min_pairs * budget.run_s
+        if need > budget.seconds:   # an A/B that cannot reach its first decision is time thrown away
+            costs[pool] = {"runs": 0, "seconds": 0.0, "night_s": round(budget.night_s, 2),
+                           "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": 0,
+                           "stopped": f"skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
+                                      f"{budget.seconds:.0f} s (noise.ab_budget_share / ab_budget_s); suspects "
+                                      "wait for a second night"}
+            continue
 
         def judged(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
                    chosen: list[Comparison] = chosen,

@@ -103,7 +103,8 @@ def demo_config_data(home: Path, *, rounds: int, workers: int, judge: str = "sim
         }},
         "thresholds": {"potential_pct": 2, "regression_pct": 5},
         "judge": judge,
-        "noise": {"ab_pairs": 7},
+        # the demo's CPU suite runs in ~1 s a night, so a share of it buys no A/B: give it seconds
+        "noise": {"ab_pairs": 7, "ab_budget_s": 300},
         "slack": {"channel": "#perf-nightly"},
     }
 

@@ -40,7 +40,7 @@ def test_a_caliber_change_refuses_the_comparison_and_says_which_axis(
     assert {c.verdict for c in verdicts.values()} == {Verdict.INCOMPARABLE}
     assert "!!! [caliber] rounds: 5 != 7" in verdicts["alpha"].judgement.note
     assert "!!! [caliber] rounds: 5 != 7 (pool local)" in n2.report.table
-    assert n2.summary.overall_line() == "Overall: 0 of 0 cases improved, 0 regressed"
+    assert n2.summary.overall_line() == "Overall: 0 of 0 cases improved, 0 regressed; 2 incomparable (caliber)"
     # released explicitly: judged, and still says what it found
     allowed = _with(more_rounds, allow_caliber_mismatch=True)
     n3 = run_nightly(allowed, "fake", sha=c2, run_label="n3")
@@ -88,22 +88,28 @@ def _quiet_nights(upstream: Upstream, config: Config, n: int = 7) -> None:
 
 def test_ab_confirms_a_real_step_the_same_night(tmp_path: Path, upstream: Upstream,
                                                 make_config: Callable[..., Config]) -> None:
-    config = _with(make_config(), judge="noise", noise__ab_pairs=7)
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600)
     _quiet_nights(upstream, config)
     step = upstream.commit({"alpha": 1.10, "beta": 2.0}, "alpha 10% slower")
     night = run_nightly(config, "fake", sha=step, run_label="step")
     alpha = {c.case: c for c in night.summary.comparisons}["alpha"]
     assert alpha.verdict is Verdict.SEVERE, alpha.judgement.note
-    assert "confirmed by A/B" in alpha.judgement.note and "A/B 7+7 runs" in alpha.judgement.note
+    # adaptive: the A/B starts with ab_min_pairs (5) pairs and stops as soon as they decide
+    assert "confirmed by A/B" in alpha.judgement.note and "A/B 5+5" in alpha.judgement.note
+    assert alpha.figures is not None and alpha.figures.runs_head == (1.1,) * 5
     ab_runs = sorted(p.name for p in (night.report.markdown.parent / "ab" / "local").iterdir())
-    assert len(ab_runs) == 14 and sum(n.endswith("A") for n in ab_runs) == 7
+    assert len(ab_runs) == 10 and sum(n.endswith("A") for n in ab_runs) == 5
+    from zlops import pipeline as _pipeline
+
+    cost = _pipeline.open_store(config).get_run(night.summary.run_key).meta["ab"]["local"]
+    assert cost["runs"] == 10 and cost["stopped"] == "decided" and cost["cases"] == "all"
     assert not any((config.worktrees_dir / "fake").iterdir())  # both A/B worktrees removed
 
 
 def test_ab_clears_a_slow_night_that_does_not_reproduce(tmp_path: Path, upstream: Upstream,
                                                         make_config: Callable[..., Config]) -> None:
     flag = tmp_path / "slow-once"
-    config = _with(make_config(), judge="noise", noise__ab_pairs=7, suites__fake__env={"FAKE_SLOW_ONCE": str(flag)})
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600, suites__fake__env={"FAKE_SLOW_ONCE": str(flag)})
     _quiet_nights(upstream, config)
     same = upstream.commit({"alpha": 1.0, "beta": 2.0005}, "nothing that matters")
     flag.write_text("x")  # the nightly run is 10% slow by accident; the A/B reruns are not
@@ -124,7 +130,7 @@ def test_too_few_ab_pairs_for_alpha_is_a_config_error(make_config: Callable[...,
 def test_a_confirmed_step_is_not_announced_again_the_next_nights(tmp_path: Path, upstream: Upstream,
                                                                  make_config: Callable[..., Config]) -> None:
     """After the step is confirmed, the series' reference restarts at the new level."""
-    config = _with(make_config(), judge="noise", noise__ab_pairs=7)
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600)
     _quiet_nights(upstream, config)
     step = upstream.commit({"alpha": 1.10, "beta": 2.0}, "alpha 10% slower")
     assert {c.case: c.verdict for c in run_nightly(config, "fake", sha=step, run_label="s").summary.comparisons}[
