@@ -109,7 +109,8 @@ def test_ab_confirms_a_real_step_the_same_night(tmp_path: Path, upstream: Upstre
 def test_ab_clears_a_slow_night_that_does_not_reproduce(tmp_path: Path, upstream: Upstream,
                                                         make_config: Callable[..., Config]) -> None:
     flag = tmp_path / "slow-once"
-    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600, suites__fake__env={"FAKE_SLOW_ONCE": str(flag)})
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600,
+                   suites__fake__env={"FAKE_SLOW_ONCE": str(flag)})
     _quiet_nights(upstream, config)
     same = upstream.commit({"alpha": 1.0, "beta": 2.0005}, "nothing that matters")
     flag.write_text("x")  # the nightly run is 10% slow by accident; the A/B reruns are not
