@@ -36,10 +36,10 @@ def test_compare_rows_flagged_ones_bold(summary: CompareSummary, run: RunRecord,
                                         shards: list[ShardOutcome], tmp_path: Path) -> None:
     lines = _report(summary, run, shards, tmp_path).splitlines()
     assert ("| **matmul_bf16** | **latency** | **1240 us** | **1608 us** | **+368 us** "
-            "| **+29.66%** | **!! REGRESSION** |") in lines
-    assert "| add_fp32 | latency | 890.3 us | 850 us | -40.3 us | -4.53% | improved |" in lines
-    assert "| conv2d | latency | - | 3.25 ms | - | - | new |" in lines
-    assert "| attention | latency | 7 ms | - | - | - | MISSING |" in lines
+            "| **+29.66%** | **!! REGRESSION** | **baseline 1111111** |") in lines
+    assert "| add_fp32 | latency | 890.3 us | 850 us | -40.3 us | -4.53% | improved | baseline 1111111 |" in lines
+    assert "| conv2d | latency | - | 3.25 ms | - | - | new | - |" in lines
+    assert "| attention | latency | 7 ms | - | - | - | MISSING | baseline 1111111 |" in lines
     assert lines.index("### cuda") < lines.index("### npu")
     assert "**Overall: 1 of 5 cases improved, 2 regressed**" in lines
 
@@ -51,7 +51,7 @@ def test_flagged_section_links_plots_relative_to_artifacts_root(
     assert flagged.index("### !! REGRESSION: npu / matmul_bf16 (latency)") < flagged.index(
         "### ! potential: cuda / gemm (latency)")
     assert "[![trend of matmul_bf16](plots/npu%20matmul_bf16.png)](plots/npu%20matmul_bf16.png)" in flagged
-    assert "+29.66%: 1240 us -> 1608 us (baseline `1111111`)." in flagged
+    assert "+29.66%: 1240 us -> 1608 us (Base = baseline 1111111)." in flagged
     assert "- cuda / attention (latency): in the baseline, no value tonight" in flagged
     assert str(tmp_path) not in text
 

@@ -29,8 +29,8 @@ matmul_bf16    1240 us    1608 us   +368 us     +29.66%  !! REGRESSION
 softmax      480000 us  481000 us  +1000 us      +0.21%
 
 Flagged:
-  !! REGRESSION  npu / matmul_bf16 (latency): +29.66% (1240 us -> 1608 us)
-  ! potential    cuda / gemm (latency): +2.80% (12.5 ms -> 12.85 ms)
+  !! REGRESSION  npu / matmul_bf16 (latency): +29.66% (1240 us -> 1608 us; Base = baseline 1111111)
+  ! potential    cuda / gemm (latency): +2.80% (12.5 ms -> 12.85 ms; Base = baseline 1111111)
 
 Overall: 1 of 5 cases improved, 2 regressed
 """

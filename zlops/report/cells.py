@@ -113,6 +113,34 @@ def marker(verdict: Verdict) -> str:
     return MARKERS[verdict]
 
 
+def reference_text(c: Comparison) -> str:
+    """What "Base" is for this row: the verdict's reference label, else the baseline commit."""
+    if c.figures is not None:
+        extra = ""
+        if c.figures.ci_pct is not None:
+            lo, hi = c.figures.ci_pct
+            extra = f"; 95% CI [{lo:+.2f}%, {hi:+.2f}%]"
+        return f"{c.figures.reference_label}{extra}"
+    if c.base is not None:
+        return f"baseline {short_sha(c.base.sha)}"
+    return NONE
+
+
+#: verdicts whose reason a report names beside the row (never a bare word)
+EXPLAINED = (Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.INCOMPARABLE, Verdict.FAILED, Verdict.SUSPECT,
+             Verdict.SUSPECT_IMPROVED)
+
+
+def reason_lines(comparisons: Iterable[Comparison]) -> list[str]:
+    """``marker  pool / case (metric): reason`` for every row whose verdict needs its reason said."""
+    out = []
+    for c in sorted_comparisons(comparisons):
+        if c.verdict in EXPLAINED:
+            reason = (c.judgement.note or "no reason recorded").splitlines()[0]
+            out.append(f"{marker(c.verdict)}  {series_name(c)}: {reason}")
+    return out
+
+
 def short_sha(sha: str) -> str:
     return sha[:SHORT_SHA]
 

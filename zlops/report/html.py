@@ -16,7 +16,7 @@ from urllib.parse import quote
 from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict
 from zlops.report import cells
 from zlops.report.markdown import telemetry_line
-from zlops.report.table import row_cells
+from zlops.report.table import caliber_lines, row_cells
 
 PlotKey = tuple[str, str, str]
 
@@ -86,8 +86,14 @@ def html_report(
         out += [f'<figure><a href="{_src(p, artifacts_root)}"><img src="{_src(p, artifacts_root)}" '
                 f'alt="{_e(title)}"></a><figcaption>{_e(title)}</figcaption></figure>' for title, p in overview]
         out.append("</div>")
+    caliber = caliber_lines(summary.comparisons)
+    if caliber:   # a caliber break is a wall: said before any delta
+        out += ["<h2>Caliber</h2>", "<ul>", *(f"<li>{_e(line)}</li>" for line in caliber), "</ul>"]
     out += _flagged(summary, plots, artifacts_root)
     out += _comparison_tables(summary)
+    reasons = cells.reason_lines(summary.comparisons)
+    if reasons:
+        out += ["<h2>Not decided or not judged</h2>", "<ul>", *(f"<li>{_e(r)}</li>" for r in reasons), "</ul>"]
     out += _shards(shards, artifacts_root)
     if telemetry:
         out += ["<h2>Telemetry</h2>", "<table><tr><th>Pool</th><th>Device</th><th>During the benchmark</th></tr>"]
@@ -98,8 +104,9 @@ def html_report(
         "<h2>Notes</h2>", "<ul>",
         (f"<li>Potential regression: worse than the baseline by more than {potential_pct:g}%; regression: "
         f"worse by more than {regression_pct:g}%; improved: better by more than {potential_pct:g}%.</li>"),
-        ("<li>Change (%) is (HEAD - Base) / Base of the medians; whether positive is worse depends on the "
-        "metric (lower is better for times, higher for throughput).</li>"),
+        ("<li>Base is what the verdict compared tonight with (named in the Reference column), HEAD tonight's "
+         "value; Change (%) is (HEAD - Base) / Base of exactly these two; whether positive is worse depends on "
+         "the metric (lower is better for times, higher for throughput).</li>"),
         "</ul>", "</body></html>", "",
     ]
     return "\n".join(out)
@@ -123,7 +130,7 @@ def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path 
         head = cells.fmt_value(c.head_value, c.unit)
         out.append(f'<div class="flag"><h3>{_e(cells.marker(c.verdict))}: {_e(cells.series_name(c))}</h3>')
         out.append(f"<p>{_e(change)}: {_e(base)} → {_e(head)}"
-                   + (f" (baseline <code>{_e(cells.short_sha(c.base.sha))}</code>)" if c.base else "") + "</p>")
+                   + (f" (Base = {_e(cells.reference_text(c))})" if c.base or c.figures else "") + "</p>")
         if c.judgement.note:
             out.append(f'<p class="muted">{_e(c.judgement.note.strip().splitlines()[0])}</p>')
         plot = plots.get((c.pool, c.case, c.metric))
@@ -141,7 +148,7 @@ def _comparison_tables(summary: CompareSummary) -> list[str]:
         return [*out, "<p>No comparisons.</p>"]
     for pool, comparisons in groups.items():
         out += [f"<h3>{_e(pool)}</h3>", ("<table><tr><th>Case</th><th>Metric</th><th>Base</th><th>HEAD</th>"
-                "<th>Delta</th><th>Change (%)</th><th>Verdict</th></tr>")]
+                "<th>Delta</th><th>Change (%)</th><th>Verdict</th><th>Reference</th></tr>")]
         out += [_row(c) for c in comparisons]
         out.append("</table>")
     return out
@@ -150,7 +157,8 @@ def _comparison_tables(summary: CompareSummary) -> list[str]:
 def _row(c: Comparison) -> str:
     case, base, head, delta, change, mark = row_cells(c, c.case)
     nums = "".join(f"<td class=num>{_e(v)}</td>" for v in (base, head, delta, change))
-    return f'<tr class="{c.verdict.value}"><td>{_e(case)}</td><td>{_e(c.metric)}</td>{nums}<td>{_e(mark)}</td></tr>'
+    return (f'<tr class="{c.verdict.value}"><td>{_e(case)}</td><td>{_e(c.metric)}</td>{nums}<td>{_e(mark)}</td>'
+            f"<td>{_e(cells.reference_text(c))}</td></tr>")
 
 
 def _shards(shards: Sequence[ShardOutcome], root: Path | None) -> list[str]:

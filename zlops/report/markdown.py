@@ -22,7 +22,7 @@ from zlops.model import (
 )
 from zlops.partition import schedule_section
 from zlops.report import cells
-from zlops.report.table import row_cells
+from zlops.report.table import caliber_lines, row_cells
 
 PlotKey = tuple[str, str, str]  # (pool, case, metric)
 
@@ -66,8 +66,14 @@ def markdown_report(
     # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.partition)
     out += schedule_section(run.meta.get("partition"), shards)
     out += _telemetry_section(telemetry or {})
+    caliber = caliber_lines(summary.comparisons)
+    if caliber:   # a caliber break is a wall: said before any delta
+        out += ["## Caliber", "", *(f"- {_cell(line)}" for line in caliber), ""]
     out += _compare_section(summary)
     out += _flagged_section(summary, plots, artifacts_root, telemetry or {})
+    reasons = cells.reason_lines(summary.comparisons)
+    if reasons:
+        out += ["## Not decided or not judged", "", *(f"- {_cell(r)}" for r in reasons), ""]
     out += [
         "## Notes",
         "",
@@ -78,7 +84,9 @@ def markdown_report(
          f"±{potential_pct:g}% is treated as noise."),
         ("- Change (%) is (HEAD - Base) / Base; whether a positive change is worse depends on the "
          "metric (lower is better for times, higher for throughput)."),
-        "- Base and HEAD are medians of the samples of each side.",
+        ("- Base is what the verdict compared tonight with (its reference: the median of the last accepted "
+         "nights, a level of a multi-modal series, or the A/B base runs), HEAD tonight's value (or the A/B head "
+         "runs); Delta and Change (%) are computed from exactly these two. The Reference column names it."),
         "",
     ]
     return "\n".join(out)
@@ -138,12 +146,12 @@ def _compare_section(summary: CompareSummary) -> list[str]:
         out += [
             f"### {pool}",
             "",
-            "| Case | Metric | Base | HEAD | Delta | Change (%) | Verdict |",
-            "|---|---|---:|---:|---:|---:|---|",
+            "| Case | Metric | Base | HEAD | Delta | Change (%) | Verdict | Reference |",
+            "|---|---|---:|---:|---:|---:|---|---|",
         ]
         for c in comparisons:
             case, base, head, delta, change, mark = row_cells(c, c.case)
-            row = [_cell(case), _cell(c.metric), base, head, delta, change, mark]
+            row = [_cell(case), _cell(c.metric), base, head, delta, change, mark, _cell(cells.reference_text(c))]
             if c.verdict.flagged:
                 row = [f"**{x}**" for x in row]
             out.append("| " + " | ".join(row) + " |")
@@ -177,7 +185,7 @@ def _flagged_entry(c: Comparison, plot: Path | None, root: Path | None) -> list[
     base = cells.fmt_value(c.base_value, cells.base_unit(c))
     head = cells.fmt_value(c.head_value, c.unit)
     change = cells.fmt_change(cells.change_pct(c))
-    baseline = f" (baseline `{cells.short_sha(c.base.sha)}`)" if c.base is not None else ""
+    baseline = f" (Base = {_cell(cells.reference_text(c))})" if c.base is not None or c.figures else ""
     out = [
         f"### {cells.marker(c.verdict)}: {_cell(cells.series_name(c))}",
         "",

@@ -51,6 +51,10 @@ def compare_table(
     if flagged:
         lines += ["", "Flagged:"]
         lines += [f"  {_flag_line(c)}" for c in flagged]
+    reasons = cells.reason_lines(summary.comparisons)
+    if reasons:
+        lines += ["", "Not decided or not judged (why):"]
+        lines += [f"  {r}" for r in reasons]
     lines += ["", summary.overall_line()]
     return "\n".join(lines) + "\n"
 
@@ -115,4 +119,5 @@ def _flag_line(c: Comparison) -> str:
     base = cells.fmt_value(c.base_value, cells.base_unit(c))
     head = cells.fmt_value(c.head_value, c.unit)
     change = cells.fmt_change(cells.change_pct(c))
-    return f"{cells.marker(c.verdict):<13}  {cells.series_name(c)}: {change} ({base} -> {head})"
+    return (f"{cells.marker(c.verdict):<13}  {cells.series_name(c)}: {change} ({base} -> {head}; "
+            f"Base = {cells.reference_text(c)})")
