@@ -82,9 +82,7 @@ def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[J
     caliber_note = "; ".join(report.lines()) if report is not None and (report.refused or report.warnings) else ""
     if report is not None and report.refused and not extra.allow_caliber_mismatch:
         return Judgement(Verdict.INCOMPARABLE, None, None, None, caliber_note), caliber_note
-    if report is not None and report.refused:   # allowed by --allow-caliber-mismatch: marked wherever shown
-        caliber_note = f"caliber mismatch ALLOWED by --allow-caliber-mismatch: {caliber_note}"
-    return None, caliber_note
+    return None, caliber_note   # an allowed mismatch says so in its own lines (CaliberReport.lines)
 
 
 def _with_note(judgement: Judgement, note: str) -> Judgement:
