@@ -15,6 +15,7 @@ from typing import Any
 from zlops.alerts import commit_range, op_family
 from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict
 from zlops.report import cells
+from zlops.report.table import caliber_lines
 
 #: Slack's limits: 50 blocks per message, 3000 characters per section text, 150 per header.
 MAX_BLOCKS = 50
@@ -124,6 +125,9 @@ def slack_summary_messages(
                if counts[Verdict.SUSPECT_IMPROVED] else "")
         ),
     ]
+    caliber = caliber_lines(summary.comparisons)
+    if caliber:   # a caliber break (or an allowed mismatch) is said before any delta, as in the report
+        top += _list_blocks(":warning: *Caliber*", [_esc(line) for line in caliber])
     if alerts.lines or alerts.counts or alerts.still_open:
         moved = ", ".join(f"{n} {state}" for state, n in sorted(alerts.counts.items()) if n)
         title = (f":bell: *Alerts*: {moved or 'no changes'} · {alerts.still_open} still open "
