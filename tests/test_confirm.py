@@ -38,7 +38,8 @@ def test_a_threshold_above_the_severe_line_is_judged_not_crashed(tmp_path: Path,
     saved, metas = [], []
     monkeypatch.setattr(confirm_mod.pipeline, "open_store", lambda cfg: type("S", (), {
         "save_comparisons": lambda self, key, rows: saved.append(rows),
-        "update_run_meta": lambda self, key, values: metas.append(values)})())
+        "update_run_meta": lambda self, key, values: metas.append(values),
+        "get_run": lambda self, key: None})())
     ctx = confirm_mod.pipeline.RunContext(config, "s", "nightly:s:2", "b" * 40)
     out = confirm_mod.confirm(ctx, _summary(threshold=5.64))
     (row,) = out.comparisons

@@ -184,7 +184,11 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
                 and (pools is None or c.pool in pools)]
     if not suspects:
         return summary
-    policy = cfg.noise.policy(cfg.thresholds_value())
+    from zlops import judging
+
+    run = pipeline.open_store(cfg).get_run(ctx.run_key)
+    setup, _ = judging.for_run(run.meta if run is not None else None, cfg)
+    policy = setup.policy or cfg.noise.policy(setup.thresholds)
     groups: dict[tuple[str, str], list[Comparison]] = defaultdict(list)
     for c in suspects:
         groups[(c.pool, c.base.sha if c.base else "")].append(c)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zlops import pipeline
+from zlops import judging, pipeline
 from zlops.config import Config
 from zlops.confirm import confirm
 from zlops.errors import ZlopsError
@@ -64,7 +64,8 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
         table = compare_table(summary)
         text_path = ctx.run_dir / "report.txt"
         text_path.write_text(table + "\n", encoding="utf-8")
-        thresholds = ctx.config.thresholds_value()
+        setup, _ = judging.for_run(run.meta, ctx.config)   # what the run was judged with, not today's config
+        thresholds = setup.thresholds
         band = thresholds.potential_pct
         channel = ctx.config.slack.channel if ctx.config.slack else "#perf-nightly"
         nightly = run.kind == "nightly"
@@ -91,7 +92,7 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
                              encoding="utf-8")
         sent = announce(store, run=run, summary=summary, shards=shards, channel=channel, client=slack_client,
                         run_dir=ctx.run_dir, figures=figures, digest=digest, report_files=(md_path, html_path),
-                        thresholds=pcts, judge=ctx.config.judge, expected_pools=ctx.suite.pools)
+                        thresholds=pcts, judge=setup.judge, expected_pools=ctx.suite.pools)
     return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures)
 
 

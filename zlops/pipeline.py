@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from zlops import __version__, envs, gitops, telemetry
+from zlops import __version__, envs, gitops, judging, telemetry
 from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
 from zlops.errors import GitError, ParseError, ZlopsError
@@ -323,12 +323,15 @@ def compare(ctx: RunContext, *, progress: Progress | None = None) -> CompareSumm
         candidates = store.baseline_candidates(ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key)
         baselines, newest = cmp.pick_baselines(candidates)
         head = cmp.pool_results(store.results(ctx.run_key))
-        inputs = judge_inputs(ctx, store, head, baselines, set(shas))
+        setup = judging.from_config(ctx.config)
+        inputs = judge_inputs(ctx, store, head, baselines, set(shas), setup=setup)
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
-                                     newest_baseline_run=newest, judge=get_judge(ctx.config.judge),
-                                     thresholds=ctx.config.thresholds_value(), inputs=inputs)
+                                     newest_baseline_run=newest, judge=get_judge(setup.judge),
+                                     thresholds=setup.thresholds, inputs=inputs)
         rows = annotate_change_points(ctx, store, rows, set(shas))
         store.save_comparisons(ctx.run_key, rows)
+        store.update_run_meta(ctx.run_key, {judging.META_KEY: setup.to_dict(),
+                                            "baselines": sorted(newest.values())})
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
 
 
@@ -456,10 +459,12 @@ def after_wall(points: list[Any], wall: str | None) -> list[Any]:
 
 
 def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseResult],
-                 baselines: dict[cmp.SeriesKey, Any], ancestors: set[str]) -> cmp.JudgeInputs:
+                 baselines: dict[cmp.SeriesKey, Any], ancestors: set[str],
+                 setup: judging.JudgingSetup | None = None) -> cmp.JudgeInputs:
     """Caliber checks per (pool, baseline run); for the noise judge also history and telemetry."""
     from zlops.identity import check_caliber
 
+    setup = setup or judging.from_config(ctx.config)
     tonight = _pool_extras(store, ctx.run_key)
     failed_pools: dict[str, str] = {}
     for o in store.shards(ctx.run_key):
@@ -474,12 +479,12 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
         caliber[(pool, base_run)] = check_caliber(
             base_extras[0].get("identity") if base_extras else None,
             tonight[pool][0].get("identity") if tonight.get(pool) else None,
-            allow_mismatch=ctx.config.allow_caliber_mismatch, base_label=f"baseline {base_sha}",
+            allow_mismatch=setup.allow_caliber_mismatch, base_label=f"baseline {base_sha}",
             head_label="tonight")
-    if ctx.config.judge != "noise":
-        return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=ctx.config.allow_caliber_mismatch,
+    if setup.judge != "noise" or setup.policy is None:
+        return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=setup.allow_caliber_mismatch,
                                failed_pools=failed_pools)
-    policy = ctx.config.noise.policy(ctx.config.thresholds_value())
+    policy = setup.policy
     points_of = {key: [p for p in store.series_history(ctx.suite_name, *key, limit=policy.window)
                        if p.run_key != ctx.run_key and p.sha in ancestors] for key in head}
     walls = caliber_walls(store, ctx, {p.run_key for pts in points_of.values() for p in pts}, tonight)
@@ -496,7 +501,7 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
         telemetry[pool] = max(summaries, key=lambda t: (t.get("below_90pct_peak_share") or 0.0,
                                                         t.get("temp_max_c") or 0.0))
     return cmp.JudgeInputs(history=history, telemetry=telemetry, policy=policy, caliber=caliber,
-                           allow_caliber_mismatch=ctx.config.allow_caliber_mismatch, failed_pools=failed_pools,
+                           allow_caliber_mismatch=setup.allow_caliber_mismatch, failed_pools=failed_pools,
                            processes=processes)
 
 

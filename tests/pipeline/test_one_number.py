@@ -95,3 +95,6 @@ def test_every_rendering_shows_the_verdicts_own_numbers(upstream: Upstream, make
                                             run_key=night.summary.run_key)
     threads = [json.dumps(i.payload, ensure_ascii=False) for i in items if "New regression" in json.dumps(i.payload)]
     assert threads and all(f"*{change}*  {b} → {h}" in t for t in threads), threads
+    # the run keeps what it was judged with (issue 13): a later report or rescore reads it from there
+    meta = open_store(config).get_run(night.summary.run_key).meta
+    assert meta["judging"]["judge"] == "noise" and meta["judging"]["policy"]["window"] == 8
