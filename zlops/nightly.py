@@ -78,7 +78,9 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
         if nightly:
             update_alerts(store, run=run, summary=summary, channel=channel, band_pct=band, trends=figures.trends)
             digest, alert_lines = alert_digest(store, run_key=ctx.run_key, suite=ctx.suite_name)
-        telemetry = {k: v["telemetry"] for k, v in store.shard_extras(ctx.run_key).items() if v.get("telemetry")}
+        backends = {(s.pool, s.device): s.backend for s in shards}  # names the clock (CPU, SM, AI Core)
+        telemetry = {k: {"backend": backends.get(k), **v["telemetry"]}
+                     for k, v in store.shard_extras(ctx.run_key).items() if v.get("telemetry")}
         pcts = (thresholds.potential_pct, thresholds.regression_pct)
         md_path = ctx.run_dir / "report.md"
         md_path.write_text(markdown_report(summary, run=run, shards=shards, plots=figures.trends, thresholds=pcts,

@@ -235,7 +235,7 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
                 outcome = replace(outcome, status=ShardStatus.FAILED,
                                   error=f"results file {outcome.results_file} holds no cases")
     manifest = read_manifest(outcome.artifact_dir) or {}
-    summary = telemetry.summarize_dir(outcome.artifact_dir)
+    summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
     open_store(ctx.config).record_shard(ctx.run_key, outcome, results if outcome.status is ShardStatus.OK else (),
                                         telemetry=summary, identity=manifest.get("identity"))
     return outcome

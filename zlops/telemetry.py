@@ -129,6 +129,34 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return rows
 
 
+#: What each backend's ``sm_clock_mhz`` column measures (one registry; every rendering asks it): a
+#: CPU pool's clock is the CPU's, an Ascend NPU's the AI Core's, the GPUs' the streaming multiprocessors'.
+CLOCK_NAMES: dict[str, str] = {"cpu": "CPU", "cuda": "SM", "musa": "SM", "rocm": "SM", "ascend": "AI Core"}
+
+
+def clock_name(backend: str | None) -> str:
+    """``CPU``, ``SM`` or ``AI Core`` for a backend (or an alias of one); ``device`` when unknown."""
+    if not backend:
+        return "device"
+    from zlops.backends import resolve_backend_name
+    from zlops.errors import BackendUnavailable
+
+    try:
+        return CLOCK_NAMES.get(resolve_backend_name(backend), "device")
+    except BackendUnavailable:
+        return "device"
+
+
+def clock_label(backend: str | None) -> str:
+    """The clock in prose: ``CPU clock``, ``SM clock``, ``AI Core clock``."""
+    return f"{clock_name(backend)} clock"
+
+
+def clock_axis_label(backend: str | None) -> str:
+    """The clock on a figure's axis: ``CPU MHz``, ``SM MHz``, ``AI Core MHz``."""
+    return f"{clock_name(backend)} MHz"
+
+
 #: a sample counts as "busy" when the device reports at least this utilization
 BUSY_UTIL_PCT = 5.0
 

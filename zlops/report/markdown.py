@@ -23,6 +23,7 @@ from zlops.model import (
 from zlops.partition import schedule_section
 from zlops.report import cells
 from zlops.report.table import row_cells
+from zlops.telemetry import clock_label
 
 PlotKey = tuple[str, str, str]  # (pool, case, metric)
 
@@ -90,7 +91,8 @@ def telemetry_line(t: Mapping[str, Any]) -> str:
         return f"no telemetry ({_first_line(t.get('error')) or 'sampler unavailable'})" if t else "no telemetry"
     parts = []
     if t.get("sm_clock_median_mhz") is not None:
-        parts.append(f"SM clock {t['sm_clock_median_mhz']:.0f} MHz median, {t['sm_clock_min_mhz']:.0f} min")
+        parts.append(f"{clock_label(t.get('backend'))} {t['sm_clock_median_mhz']:.0f} MHz median, "
+                     f"{t['sm_clock_min_mhz']:.0f} min")
         parts.append(f"{100 * t.get('below_90pct_peak_share', 0.0):.0f}% of busy samples below 90% of peak")
     if t.get("temp_max_c") is not None:
         parts.append(f"{t['temp_max_c']:.0f} °C max")
