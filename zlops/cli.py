@@ -63,6 +63,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     suites = [args.suite] if args.suite else sorted(config.suites)
     if args.sha and len(suites) > 1:
         raise ConfigError("--sha needs --suite: a commit belongs to one suite's upstream")
+    if args.promote and not args.suite:
+        raise ConfigError("--promote needs --suite: it overrides one suite's baseline rules")
     slack = config.slack
     client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
     progress = make_progress(args.interactive)
@@ -71,7 +73,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         for name in suites:
             config.suite(name)
             result = run_nightly(config, name, sha=args.sha, run_label=args.run_id, progress=progress,
-                                 slack_client=client)
+                                 slack_client=client, promote=args.promote)
             progress.note(result.report.table)
             progress.note(f"report: {result.report.markdown}")
             for p in result.report.plots:
@@ -366,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 3 when a case is flagged at this level")
     n.add_argument("--allow-caliber-mismatch", action="store_true",
                    help="judge series whose baseline was measured on another caliber (still printed as !!! [caliber])")
+    n.add_argument("--promote", action="store_true",
+                   help="accept the run as the baseline although its commit is older than the current baseline, "
+                        "off the branch's first-parent line, or a caliber break (backfills); needs --suite")
     n.set_defaults(func=cmd_nightly)
 
     c = sub.add_parser("config", help="configuration tools")

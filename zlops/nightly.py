@@ -7,7 +7,7 @@ them in order in one process, with the worktree cleaned up whatever happens.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from zlops import pipeline
 from zlops.config import Config
 from zlops.confirm import confirm
 from zlops.errors import ZlopsError
-from zlops.model import CompareSummary, ShardOutcome, ShardStatus
+from zlops.model import CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus
 from zlops.nightly_figures import RunFigures
 from zlops.notify import NotifyResult
 from zlops.progress import LogProgress, Progress
@@ -61,7 +61,10 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
         summary = CompareSummary(ctx.run_key, ctx.suite_name, ctx.sha, tuple(store.comparisons(ctx.run_key)))
         shards = store.shards(ctx.run_key)
         ctx.run_dir.mkdir(parents=True, exist_ok=True)
-        table = compare_table(summary)
+        run, baseline_line = with_promotion(ctx, run)
+        table = compare_table(summary) + (f"\nbaseline: {baseline_line}" if baseline_line else "")
+        if baseline_line:
+            progress.note(f"baseline: {baseline_line}")
         text_path = ctx.run_dir / "report.txt"
         text_path.write_text(table + "\n", encoding="utf-8")
         thresholds = ctx.config.thresholds_value()
@@ -97,6 +100,22 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
     return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures)
 
 
+def with_promotion(ctx: pipeline.RunContext, run: RunRecord) -> tuple[RunRecord, str]:
+    """The run with its promotion decision in ``meta["promotion"]`` (the report says whether and why
+    it becomes the baseline), and that decision as a line. A finished run keeps the decision its
+    promote step stored; a running one (the report step comes before promotion) gets a preview."""
+    from zlops.promotion import decide
+
+    if run.kind != "nightly":
+        return run, ""
+    stored = run.meta.get("promotion")
+    if run.status is RunStatus.RUNNING or not isinstance(stored, dict):
+        stored = decide(ctx).to_json()
+        run = replace(run, meta={**run.meta, "promotion": stored})
+    verdict = "promoted to baseline" if stored.get("accepted") else "not promoted"
+    return run, f"{verdict}: {stored.get('reason', '')}"
+
+
 @dataclass(frozen=True)
 class NightlyResult:
     run_key: str
@@ -122,12 +141,15 @@ def record_env_failure(ctx: pipeline.RunContext, error: str) -> None:
 
 
 def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_label: str | None = None,
-                progress: Progress | None = None, slack_client: Any = None) -> NightlyResult:
-    """fetch -> prepare -> run every device -> ingest -> compare -> report -> promote -> cleanup."""
+                progress: Progress | None = None, slack_client: Any = None, promote: bool = False) -> NightlyResult:
+    """fetch -> prepare -> run every device -> ingest -> compare -> report -> promote -> cleanup.
+
+    ``promote`` accepts the run as a baseline although it is older than the current one on the
+    branch line, off it, or a caliber break (a backfill; :mod:`zlops.promotion`)."""
     progress = progress or LogProgress()
     label = run_label or "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     run_key = pipeline.make_run_key("nightly", suite_name, label)
-    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress)
+    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress, promote=promote)
     try:
         try:
             pipeline.prepare(ctx, progress=progress)

@@ -132,11 +132,15 @@ def resolve_auto_devices(config: Config, suite_name: str) -> tuple[tuple[str, tu
 # --- fetch --------------------------------------------------------------------------------------
 
 def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = None,
-          progress: Progress | None = None) -> RunContext:
+          progress: Progress | None = None, promote: bool = False) -> RunContext:
     """Mirror + fetch the suite's branch, resolve the commit to measure, record the run.
 
     A retry of the same run keeps the commit it chose the first time, even if upstream moved.
+    ``promote`` (recorded in the run's meta) makes the promote step accept the run although it is
+    not newer on the branch line or breaks the caliber (:mod:`zlops.promotion`): backfills.
     """
+    if not isinstance(promote, bool):
+        raise ZlopsError(f"promote must be true or false, got {promote!r}")
     progress = progress or LogProgress()
     suite = config.suite(suite_name)
     store = open_store(config)
@@ -166,7 +170,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
             status=RunStatus.RUNNING, started_at=datetime.now(timezone.utc),
             meta={"zlops_version": __version__, "host": socket.gethostname(), "branch_head": head,
                   "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0],
-                  "auto_devices": [[p, list(d)] for p, d in auto]}))
+                  "auto_devices": [[p, list(d)] for p, d in auto], "promote": promote}))
     return RunContext(config, suite_name, run_key, chosen, auto)
 
 
@@ -441,13 +445,23 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
 
 
 def promote(ctx: RunContext) -> bool:
-    """Accept the run as a baseline when at least one shard produced data; mark the run finished."""
+    """Accept the run as a baseline when :func:`zlops.promotion.decide` says so (a valid run on the
+    branch line, not older than the current baseline, no caliber break, or the explicit promote flag);
+    record the decision and its reason in the run's meta (``promotion``); mark the run finished."""
+    from zlops.promotion import decide
+
     store = open_store(ctx.config)
     ok = any(o.status is ShardStatus.OK for o in store.shards(ctx.run_key))
-    store.set_accepted(ctx.run_key, ok)
+    decision = decide(ctx)
+    run = store.get_run(ctx.run_key)
+    if run is not None:
+        store.upsert_run(replace(run, meta={"promotion": decision.to_json()}))
+    if not decision.accept:
+        log.info("run %s not promoted: %s", ctx.run_key, decision.reason)
+    store.set_accepted(ctx.run_key, decision.accept)
     store.set_run_status(ctx.run_key, RunStatus.DONE if ok else RunStatus.FAILED,
                          finished_at=datetime.now(timezone.utc))
-    return ok
+    return decision.accept
 
 
 def cleanup(ctx: RunContext) -> None:

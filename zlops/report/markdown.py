@@ -59,6 +59,8 @@ def markdown_report(
         f"- {cells.header_line(summary, None, None)}",
         f"- Run status: {run.status.value}" + (" (baseline promotion follows this report)"
                                                 if run.status.value == "running" else ""),
+        *([f"- Baseline: {promotion_line(run.meta['promotion'])}"]
+          if isinstance(run.meta.get("promotion"), dict) else []),  # zlops.promotion: whether and why
         "",
     ]
     if alerts:  # the regression lifecycle's changes tonight (zlops.announce)
@@ -83,6 +85,11 @@ def markdown_report(
         "",
     ]
     return "\n".join(out)
+
+
+def promotion_line(p: Mapping[str, Any]) -> str:
+    """Whether the run became (or will become) the baseline, and why (``run.meta["promotion"]``)."""
+    return f"{'promoted' if p.get('accepted') else 'not promoted'}: {p.get('reason', '')}"
 
 
 def telemetry_line(t: Mapping[str, Any]) -> str:

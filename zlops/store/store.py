@@ -118,6 +118,10 @@ class Store:
         """Runs, newest started first."""
         return self._query(runs.list_runs, suite=suite, kind=kind, limit=limit)
 
+    def accepted_runs(self, suite: str, *, kind: str = "nightly") -> list[RunRecord]:
+        """Every accepted (baseline) run of a suite, newest started first."""
+        return self._query(runs.accepted_runs, suite, kind=kind)
+
     def record_shard(self, run_key: str, outcome: ShardOutcome, results: Sequence[CaseResult] = (),
                      *, telemetry: Mapping[str, Any] | None = None,
                      identity: Mapping[str, Any] | None = None) -> None:
