@@ -61,7 +61,8 @@ def test_an_older_commit_is_reported_never_promoted(upstream: Upstream, make_con
 
     # the same commit measured again moves nothing backwards: it may be promoted
     again = run_nightly(config, "fake", sha=c3, run_label="n3-again")
-    assert again.accepted and "the same commit as the current baseline" in str(_promotion(config, again.run_key)["reason"])
+    assert again.accepted
+    assert "the same commit as the current baseline" in str(_promotion(config, again.run_key)["reason"])
 
     # a backfill with the explicit flag is promoted, and says what it overrode
     backfill = run_nightly(config, "fake", sha=c1, run_label="backfill-c1", promote=True)
