@@ -332,8 +332,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    from zlops.rescore import rescore
+    from zlops.rescore import rescore, show_lines
 
+    if args.show:
+        print("\n".join(show_lines(_config(args), args.run_key)))
+        return EXIT_OK
     result = rescore(_config(args), args.run_key)
     print("\n".join(result.lines()))
     return EXIT_OK
@@ -407,6 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "criteria (the previous verdicts stay in the archive)")
     rs.add_argument("run_key")
     rs.add_argument("--config")
+    rs.add_argument("--show", action="store_true",
+                    help="list the run's archived compare tables (when, why, verdict counts); changes nothing")
     rs.set_defaults(func=cmd_rescore)
 
     rep = sub.add_parser("report", help="re-render the report of a stored run")

@@ -17,6 +17,7 @@ import re
 import socket
 import statistics
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -316,29 +317,57 @@ def ingest(ctx: RunContext) -> dict[str, int]:
 
 # --- compare, promote, cleanup --------------------------------------------------------------------
 
-def compare(ctx: RunContext, *, progress: Progress | None = None) -> CompareSummary:
-    """Judge every series of the run against its baseline and store the comparison rows."""
+def compare(ctx: RunContext, *, progress: Progress | None = None,
+            baseline_runs: Mapping[str, Sequence[str]] | None = None, as_of: datetime | None = None,
+            save: bool = True) -> CompareSummary:
+    """Judge every series of the run against its baseline and store the comparison rows.
+
+    The run's meta keeps what the night compared with (``baseline_runs``: pool -> the baseline run
+    keys its series used) and the flags it judged under (``compare_flags``), so a rescore judges
+    against the same night. ``baseline_runs`` restricts the baselines to those runs; ``as_of`` leaves
+    out every run that finished (baselines) or started (history) at or after it: a rescore sees what
+    the night saw, never a later run. ``save=False`` judges without storing anything (rescore decides).
+    """
     progress = progress or LogProgress()
     store = open_store(ctx.config)
     with progress.step("compare", suite=ctx.suite_name, commit=ctx.sha[:12]):
         mirror = gitops.ensure_mirror(ctx.suite.repo, ctx.mirror_path)
         shas = gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)
         candidates = store.baseline_candidates(ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key)
+        candidates = [c for c in candidates if (as_of is None or c[4] < as_of) and
+                      (baseline_runs is None or c[3].run_key in baseline_runs.get(c[0], ()))]
         baselines, newest = cmp.pick_baselines(candidates)
         head = cmp.pool_results(store.results(ctx.run_key))
-        inputs = judge_inputs(ctx, store, head, baselines, set(shas))
+        inputs = judge_inputs(ctx, store, head, baselines, set(shas), as_of=as_of)
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
                                      newest_baseline_run=newest, judge=get_judge(ctx.config.judge),
                                      thresholds=ctx.config.thresholds_value(), inputs=inputs)
-        rows = annotate_change_points(ctx, store, rows, set(shas))
-        store.save_comparisons(ctx.run_key, rows)
+        rows = annotate_change_points(ctx, store, rows, set(shas), as_of=as_of)
+        if save:
+            store.save_comparisons(ctx.run_key, rows)
+            _record_compare_setup(ctx, store, rows)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
+
+
+def _record_compare_setup(ctx: RunContext, store: Store, rows: Sequence[Any]) -> None:
+    """Keep in the run's meta which baseline runs the night used and the flags it judged under."""
+    run = store.get_run(ctx.run_key)
+    if run is None:
+        return
+    used: dict[str, set[str]] = {}
+    for c in rows:
+        if c.base is not None:
+            used.setdefault(c.pool, set()).add(c.base.run_key)
+    store.upsert_run(replace(run, meta={
+        "baseline_runs": {pool: sorted(keys) for pool, keys in sorted(used.items())},
+        "compare_flags": {"allow_caliber_mismatch": bool(ctx.config.allow_caliber_mismatch)}}))
 
 
 CHANGE_POINT_VERDICTS = frozenset({Verdict.SUSPECT, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE})
 
 
-def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ancestors: set[str]) -> list[Any]:
+def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ancestors: set[str], *,
+                           as_of: datetime | None = None) -> list[Any]:
     """Name the first bad night of a flagged series (E-divisive over its history, zlops.stats).
 
     A step names tonight; a slow creep, where no single night moved by more than the threshold,
@@ -352,7 +381,7 @@ def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ances
             out.append(c)
             continue
         points = [p for p in store.series_history(ctx.suite_name, c.pool, c.case, c.metric, limit=60)
-                  if p.run_key != ctx.run_key and p.sha in ancestors]
+                  if p.run_key != ctx.run_key and p.sha in ancestors and (as_of is None or p.when < as_of)]
         if len(points) < 5:
             out.append(c)
             continue
@@ -406,7 +435,8 @@ def since_last_change(store: Store, points: list[Any], key: cmp.SeriesKey) -> li
 
 
 def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseResult],
-                 baselines: dict[cmp.SeriesKey, Any], ancestors: set[str]) -> cmp.JudgeInputs:
+                 baselines: dict[cmp.SeriesKey, Any], ancestors: set[str], *,
+                 as_of: datetime | None = None) -> cmp.JudgeInputs:
     """Caliber checks per (pool, baseline run); for the noise judge also history and telemetry."""
     from zlops.identity import check_caliber
 
@@ -433,7 +463,7 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     history = {}
     for key in head:
         points = [p for p in store.series_history(ctx.suite_name, *key, limit=policy.window)
-                  if p.run_key != ctx.run_key and p.sha in ancestors]
+                  if p.run_key != ctx.run_key and p.sha in ancestors and (as_of is None or p.when < as_of)]
         history[key] = [p.median for p in since_last_change(store, points, key)]
     telemetry = {}
     for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
