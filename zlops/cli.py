@@ -78,7 +78,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             progress.note(f"report: {result.report.markdown}")
             for p in result.report.plots:
                 progress.note(f"plot:   {p}")
-            progress.note(f"slack:  {result.report.slack.status} ({result.report.slack.path})")
+            if result.report.slack is not None:
+                progress.note(f"slack:  {result.report.slack.status} ({result.report.slack.path})")
             bad = {"regression": (Verdict.REGRESSION, Verdict.SEVERE),
                    "potential": (Verdict.REGRESSION, Verdict.SEVERE, Verdict.POTENTIAL)}
             flagged += result.summary.count(*bad.get(args.fail_on, ()))
@@ -129,9 +130,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     run = open_store(config).get_run(args.run_key)
     if run is None:
         raise ZlopsError(f"unknown run {args.run_key!r}; list runs with `zlops runs`")
-    out = report(context_for(config, run.suite, run.run_key))
+    out = report(context_for(config, run.suite, run.run_key), rerender=True)
     print(out.table)
     print(f"report: {out.markdown}")
+    note = out.markdown.parent / "rerender.txt"
+    if note.exists():  # what the re-render read, and that the original artifacts were left alone
+        print(note.read_text(encoding="utf-8"), end="")
     return EXIT_OK
 
 
@@ -414,7 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="list the run's archived compare tables (when, why, verdict counts); changes nothing")
     rs.set_defaults(func=cmd_rescore)
 
-    rep = sub.add_parser("report", help="re-render the report of a stored run")
+    rep = sub.add_parser("report", help="re-render the report of a stored run from what was stored at it, into a new "
+                                        "rerender-<n>/ folder (the original artifacts, alerts and Slack are untouched)")
     rep.add_argument("run_key")
     rep.add_argument("--config")
     rep.set_defaults(func=cmd_report)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import re
 import statistics
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +61,14 @@ def figure_name(*parts: str) -> str:
 
 def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: CompareSummary,
                      shards: list[ShardOutcome], out_dir: Path, band_pct: float,
-                     references: Mapping[SeriesKey, tuple[float, str, str]] | None = None) -> RunFigures:
+                     references: Mapping[SeriesKey, tuple[float, str, str]] | None = None,
+                     as_of: datetime | None = None, ancestors: Collection[str] | None = None) -> RunFigures:
     """Draw every figure of the run into ``out_dir`` (see the module docstring).
 
     ``references`` (value, unit, label) per series: the open alerts' references; these series get
-    a trend whatever their verdict, with the reference drawn in.
+    a trend whatever their verdict, with the reference drawn in. A trend's history is the run's as
+    of then: runs started before ``as_of`` whose commit is in ``ancestors`` (when given), so a
+    re-render of an old run never draws the nights that came after it.
     """
     from zlops.report import figures
     from zlops.report.plots import trend_plot
@@ -83,7 +87,8 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
         key = (c.pool, c.case, c.metric)
         if c.verdict not in PLOTTED and key not in references:
             continue
-        history = [h for h in store.series_history(suite, c.pool, c.case, c.metric) if h.run_key != run_key]
+        history = [h for h in store.series_history(suite, c.pool, c.case, c.metric, before=as_of)
+                   if h.run_key != run_key and (ancestors is None or h.sha in ancestors)]
         telemetry = [night(h.run_key, c.pool) for h in history]
         if c.head_samples:
             telemetry.append(night(run_key, c.pool))

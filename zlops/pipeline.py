@@ -350,17 +350,20 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
 
 
 def _record_compare_setup(ctx: RunContext, store: Store, rows: Sequence[Any]) -> None:
-    """Keep in the run's meta which baseline runs the night used and the flags it judged under."""
+    """Keep in the run's meta which baseline runs the night used, the flags and the thresholds it
+    judged under (a rescore and a re-render read them from the run, not from today's config)."""
     run = store.get_run(ctx.run_key)
     if run is None:
         return
+    thresholds = ctx.config.thresholds_value()
     used: dict[str, set[str]] = {}
     for c in rows:
         if c.base is not None:
             used.setdefault(c.pool, set()).add(c.base.run_key)
     store.upsert_run(replace(run, meta={
         "baseline_runs": {pool: sorted(keys) for pool, keys in sorted(used.items())},
-        "compare_flags": {"allow_caliber_mismatch": bool(ctx.config.allow_caliber_mismatch)}}))
+        "compare_flags": {"allow_caliber_mismatch": bool(ctx.config.allow_caliber_mismatch)},
+        "thresholds": {"potential_pct": thresholds.potential_pct, "regression_pct": thresholds.regression_pct}}))
 
 
 CHANGE_POINT_VERDICTS = frozenset({Verdict.SUSPECT, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE})

@@ -145,7 +145,8 @@ def report(suite: str) -> dict[str, Any]:
 
     ctx = _ctx(suite)
     out = do_report(ctx, slack_client=_slack_client(ctx.config))
-    return {"markdown": str(out.markdown), "plots": [str(p) for p in out.plots], "slack": out.slack.status}
+    return {"markdown": str(out.markdown), "plots": [str(p) for p in out.plots],
+            "slack": out.slack.status if out.slack else None}
 
 
 @task

@@ -148,11 +148,12 @@ class Store:
                            exclude_run_key=exclude_run_key, kind=kind)
 
     def series_history(self, suite: str, pool: str, case: str, metric: str, *, limit: int = 60,
-                       kind: str = "nightly",
-                       include_run_key: str | None = None) -> list[HistoryPoint]:
-        """The newest ``limit`` accepted points of a series, oldest first (see :mod:`.series`)."""
+                       kind: str = "nightly", include_run_key: str | None = None,
+                       before: datetime | None = None) -> list[HistoryPoint]:
+        """The newest ``limit`` accepted points of a series (of runs started before ``before``), oldest
+        first (see :mod:`.series`)."""
         return self._query(series.series_history, suite, pool, case, metric, limit=limit,
-                           kind=kind, include_run_key=include_run_key)
+                           kind=kind, include_run_key=include_run_key, before=before)
 
     # -- comparisons and notifications -------------------------------------------------------
 
