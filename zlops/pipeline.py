@@ -241,7 +241,16 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
                                   error=f"results file {outcome.results_file} holds no cases")
     manifest = read_manifest(outcome.artifact_dir) or {}
     summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
-    open_store(ctx.config).record_shard(ctx.run_key, outcome, results if outcome.status is ShardStatus.OK else (),
+    if outcome.status is ShardStatus.OK:  # measured beside a busy host or a foreign device process?
+        from zlops.contention import shard_invalid_reason
+
+        reason = shard_invalid_reason(summary, ctx.config.host_limits(outcome.pool))
+        if reason:
+            outcome = replace(outcome, status=ShardStatus.INVALID, error=reason)
+            log.warning("shard %s/%s invalid: %s", outcome.pool, outcome.device, reason)
+    # an invalid shard's results are kept as evidence; compare never judges them
+    keep = outcome.status in (ShardStatus.OK, ShardStatus.INVALID)
+    open_store(ctx.config).record_shard(ctx.run_key, outcome, results if keep else (),
                                         telemetry=summary, identity=manifest.get("identity"))
     return outcome
 
@@ -265,6 +274,14 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
                                    ended_at=None)
             open_store(ctx.config).record_shard(ctx.run_key, outcome)
             return outcome
+    limits = ctx.config.host_limits(pool)
+    if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
+        from zlops.contention import wait_for_quiet
+
+        waited = wait_for_quiet(limits)
+        if not waited.quiet:
+            progress.note(f"shard {pool}/{device}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); "
+                          "running anyway, the run's own figures decide whether it is valid")
     spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
                      backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
                      artifact_dir=ctx.shard_dir(pool, device), cases=cases)
@@ -337,16 +354,42 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
         candidates = [c for c in candidates if (as_of is None or c[4] < as_of) and
                       (baseline_runs is None or c[3].run_key in baseline_runs.get(c[0], ()))]
         baselines, newest = cmp.pick_baselines(candidates)
-        head = cmp.pool_results(store.results(ctx.run_key))
+        invalid = {(o.pool, o.device): o.error or "invalid" for o in store.shards(ctx.run_key)
+                   if o.status is ShardStatus.INVALID}
+        results = store.results(ctx.run_key)
+        head = cmp.pool_results([r for r in results if (r[0], r[1]) not in invalid])
         inputs = judge_inputs(ctx, store, head, baselines, set(shas), as_of=as_of)
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
                                      newest_baseline_run=newest, judge=get_judge(ctx.config.judge),
                                      thresholds=ctx.config.thresholds_value(), inputs=inputs)
+        rows = invalid_rows(ctx.suite_name, rows, results, invalid, head, baselines)
         rows = annotate_change_points(ctx, store, rows, set(shas), as_of=as_of)
         if save:
             store.save_comparisons(ctx.run_key, rows)
             _record_compare_setup(ctx, store, rows)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
+
+
+def invalid_rows(suite: str, rows: list[Any], results: Sequence[tuple[str, int, CaseResult]],
+                 invalid: Mapping[tuple[str, int], str], head: Mapping[cmp.SeriesKey, CaseResult],
+                 baselines: Mapping[cmp.SeriesKey, Any]) -> list[Any]:
+    """A series measured tonight only by INVALID shards (a busy host, a foreign device process) is an
+    INVALID row with the shard's reason, never judged: its numbers measure the contention."""
+    from zlops.model import Comparison, Judgement
+
+    why: dict[cmp.SeriesKey, tuple[CaseResult, list[str]]] = {}
+    for pool, device, res in results:
+        key = (pool, res.case, res.metric)
+        if (pool, device) in invalid and key not in head:
+            notes = why.setdefault(key, (res, []))[1]
+            notes.append(f"shard {pool}/{device} invalid: {invalid[(pool, device)]}")
+    if not why:
+        return rows
+    out = [c for c in rows if (c.pool, c.case, c.metric) not in why]
+    for key, (res, notes) in sorted(why.items()):
+        out.append(Comparison(suite, key[0], key[1], key[2], res.unit, res.lower_is_better, baselines.get(key), None,
+                              Judgement(Verdict.INVALID, None, None, None, "; ".join(notes))))
+    return out
 
 
 def _record_compare_setup(ctx: RunContext, store: Store, rows: Sequence[Any]) -> None:
