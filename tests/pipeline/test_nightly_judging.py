@@ -191,5 +191,11 @@ def test_nightly_cli_exits_4_on_a_caliber_break(tmp_path: Path, upstream: Upstre
     path.write_text(yaml.safe_dump(more.model_dump(mode="json")))
     assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n2"]) == 4
     assert "!!! [caliber] rounds: 5 != 7" in caplog.text
+    # n2 was not promoted (a caliber break): n3 is still judged against n1, across the caliber, by the flag
     assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n3",
-                 "--allow-caliber-mismatch", "--fail-on", "regression"]) == 0  # n2 is now a same-caliber baseline
+                 "--allow-caliber-mismatch", "--fail-on", "regression"]) == 3
+    # the new caliber accepted explicitly once: from then on a same-caliber baseline
+    assert main(["--plain", "nightly", "--config", str(path), "--suite", "fake", "--sha", c2, "--run-id", "n4",
+                 "--promote"]) == 4
+    assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n5",
+                 "--fail-on", "regression"]) == 0
