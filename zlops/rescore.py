@@ -21,6 +21,7 @@ from pathlib import Path
 
 from zlops import __version__, pipeline
 from zlops.config import Config
+from zlops.contention import shard_invalid_reason
 from zlops.errors import ParseError, ZlopsError
 from zlops.formats import parse_results
 from zlops.model import CaseResult, CompareSummary, Comparison, ShardOutcome, ShardStatus
@@ -110,14 +111,16 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
             status, error = ShardStatus.FAILED, f"malformed results: {exc}"
         else:
             status, error = (ShardStatus.OK, None) if results else (ShardStatus.FAILED, f"{path} holds no cases")
+        extra = extras.get((outcome.pool, outcome.device), {})
         if outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
             status, error = outcome.status, outcome.error  # a crash stays a crash, whatever the file says
             results = []
-        elif outcome.status not in (ShardStatus.OK, ShardStatus.FAILED) and status is ShardStatus.OK:
-            status, error = outcome.status, outcome.error  # invalid (host busy) stays invalid: the data is tainted
+        elif status is ShardStatus.OK:  # today's contention limits on what was sampled beside the run
+            reason = shard_invalid_reason(extra.get("telemetry"), config.host_limits(outcome.pool))
+            if reason:
+                status, error = ShardStatus.INVALID, reason
         if status is not ShardStatus.OK:
             failed.append(f"{outcome.pool}/{outcome.device}: {error}")
-        extra = extras.get((outcome.pool, outcome.device), {})
         store.record_shard(run_key, replace(outcome, status=status, error=error, results_file=path),
                            results, telemetry=extra.get("telemetry"), identity=extra.get("identity"))
         reparsed += 1

@@ -151,3 +151,29 @@ def test_rescore_keeps_the_flags_the_night_ran_with(upstream: Upstream, make_con
     result = rescore(parse_config(data), n2.run_key)  # today's config lacks the flag; the night had it
     assert {c.case: c.verdict for c in result.summary.comparisons}["alpha"] is Verdict.POTENTIAL
     assert result.revision is None
+
+
+def test_rescore_applies_today_s_contention_limits_to_what_was_sampled(
+        upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({"alpha": 1.03, "beta": 2.0})
+    config = make_config()
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
+    store = pipeline.open_store(config)
+    # what the sampler recorded beside the run: a host 1.8 cores busy with something else
+    (shard,) = store.shards(n2.run_key)
+    extra = store.shard_extras(n2.run_key)[(shard.pool, shard.device)]
+    results = [r for _, _, r in store.results(n2.run_key)]
+    store.record_shard(n2.run_key, shard, results, telemetry={**extra["telemetry"], "foreign_cpu_mean_pct": 180.0},
+                       identity=extra["identity"])
+    data = config.model_dump()
+    data["pools"]["local"]["max_foreign_cpu_pct"] = 25
+    result = rescore(parse_config(data), n2.run_key)
+    assert store.shards(n2.run_key)[0].status is ShardStatus.INVALID
+    assert {c.verdict for c in result.summary.comparisons} == {Verdict.INVALID}
+    assert all("host busy: other processes used 180% CPU (limit 25%)" in c.judgement.note
+               for c in result.summary.comparisons)
+    back = rescore(config, n2.run_key)  # without the limit the same samples are judged again
+    assert store.shards(n2.run_key)[0].status is ShardStatus.OK
+    assert {c.case: c.verdict for c in back.summary.comparisons}["alpha"] is Verdict.POTENTIAL
