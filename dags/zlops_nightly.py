@@ -1,7 +1,8 @@
 """zlops nightly: one DAG per suite of $ZLOPS_CONFIG (dag id ``zlops_nightly_<suite>``).
 
 fetch -> env -> run per device (one Airflow pool with one slot per device) -> ingest -> compare ->
-report -> promote_baseline -> cleanup (always). The tasks live in zlops.airflow.tasks; this file only
+report -> promote_baseline (only a newer run on the branch line, unless the ``promote`` param says so)
+-> cleanup (always). The tasks live in zlops.airflow.tasks; this file only
 chooses schedules, params and pools. Create the pools once with ``zlops airflow sync-pools``.
 """
 
@@ -29,6 +30,10 @@ for suite_name, suite in sorted(config.suites.items()):
         params={
             "sha": Param(None, type=["null", "string"], pattern=SHA_PATTERN, title="Commit",
                          description="Measure this commit of the branch instead of its head (full or short SHA)"),
+            "promote": Param(False, type="boolean", title="Promote to baseline",
+                             description="Accept this run as the baseline although its commit is older than the "
+                                         "current baseline, off the branch's first-parent line, or a caliber break "
+                                         "(backfills, an intended driver or timer change)"),
         },
     ) as dag:
         nightly_pipeline(config, suite_name)

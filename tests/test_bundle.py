@@ -107,8 +107,50 @@ def test_a_shard_that_never_finished_is_a_problem(tmp_path: Path) -> None:
 
 def test_an_identity_without_caliber_axes_is_a_problem(tmp_path: Path) -> None:
     ident = {k: v for k, v in identity().items() if k not in ("timer", "tuner_cache")}
-    report = verify_bundle(make_bundle(tmp_path / "b", CASES, ident=ident, manifest_extra={"identity": None}))
-    assert report.problems == ("run_identity.json lacks caliber axes: timer, tuner_cache",)
+    report = verify_bundle(make_bundle(tmp_path / "b", CASES, ident=ident))
+    assert report.problems == ("manifest.json key identity lacks caliber axes: timer, tuner_cache",
+                               "run_identity.json lacks caliber axes: timer, tuner_cache")
+
+
+def test_a_deleted_manifest_identity_is_a_problem(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "b", CASES)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    del manifest["identity"]
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    assert verify_bundle(bundle).problems == (
+        "manifest.json key identity is missing: the shard's caliber was deleted or never recorded",)
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (None, "manifest.json key identity is null: the shard's caliber is unknown"),
+    ("cuda", "manifest.json key identity: expected a JSON object, got str"),
+    ({"backend": "cuda"}, ("manifest.json key identity lacks caliber axes: device_model, driver, toolkit, timer, "
+                          "direct_repeat, rounds, bench_level, shape_mode, tuner_cache, pins, framework")),
+])
+def test_a_null_or_stripped_manifest_identity_is_a_problem(tmp_path: Path, value: object, said: str) -> None:
+    report = verify_bundle(make_bundle(tmp_path / "b", CASES, manifest_extra={"identity": value}))
+    assert report.problems == (said,)
+
+
+def test_an_identity_of_another_backend_is_a_problem(tmp_path: Path) -> None:
+    ident = identity(backend="ascend")
+    report = verify_bundle(make_bundle(tmp_path / "b", CASES, ident=ident))
+    assert report.problems == ("run_identity.json key backend 'ascend' disagrees with manifest.json key backend 'cuda'",
+                               ("manifest.json key identity.backend 'ascend' disagrees with manifest.json key "
+                               "backend 'cuda'"))
+    # an alias of the same backend agrees
+    assert verify_bundle(make_bundle(tmp_path / "c", CASES, manifest_extra={"backend": "nvidia"})).ok
+
+
+def test_a_bundle_filed_under_another_pool_or_device_is_a_problem(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "run" / "h200" / "3", CASES, device=1)
+    assert verify_bundle(bundle).problems == ("manifest.json key device 1 disagrees with the bundle's folder 3/",)
+    other = make_bundle(tmp_path / "run" / "a100" / "0", CASES)
+    assert verify_bundle(other).problems == (
+        "manifest.json key pool 'h200' disagrees with the bundle's folder a100/0/",)
+    bad = make_bundle(tmp_path / "x", CASES, manifest_extra={"pool": None, "device": "0"})
+    assert verify_bundle(bad).problems == ("manifest.json key pool None is not a pool name",
+                                           "manifest.json key device '0' is not a device index")
 
 
 def test_a_garbled_identity_is_a_problem(tmp_path: Path) -> None:

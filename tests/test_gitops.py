@@ -237,3 +237,19 @@ def test_merge_base_of_a_branch_and_main(upstream: LocalRepo, mirror: gitops.Mir
     gitops.fetch_branch(mirror, "main")
     gitops.fetch_branch(mirror, "dev")
     assert gitops.merge_base(mirror, main, dev) == fork
+
+
+def test_first_parent_line_leaves_out_merged_side_commits(upstream: LocalRepo, mirror: gitops.Mirror) -> None:
+    base = upstream.commit({"n.txt": "0"})
+    upstream.checkout("-b", "feature")
+    side = upstream.commit({"f.txt": "1"})
+    upstream.checkout("main")
+    mid = upstream.commit({"n.txt": "1"})
+    git(upstream.path, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    merge = git(upstream.path, "rev-parse", "HEAD")
+    gitops.fetch_branch(mirror, "main")
+    assert gitops.first_parent_line(mirror, "main", max_count=100) == [merge, mid, base]
+    assert side in gitops.ancestors(mirror, merge, max_count=100)  # an ancestor, but not on the line
+    assert gitops.first_parent_line(mirror, "main", max_count=2) == [merge, mid]
+    with pytest.raises(GitError, match="invalid branch name"):
+        gitops.first_parent_line(mirror, "--all", max_count=5)

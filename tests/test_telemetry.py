@@ -41,8 +41,8 @@ def test_csv_has_the_fixed_columns_and_empty_cells_for_missing_values(tmp_path: 
     body = records[1:]
     assert len(body) >= 2 and len(body) % 2 == 0
     first, second = body[0], body[1]
-    assert first[0] and first[1:] == ["0", "1980", "", "61.5", "700.25", "100", ""]
-    assert second[1:] == ["1", "", "", "", "", "", "1024"]
+    assert first[0] and first[1:] == ["0", "1980", "", "61.5", "700.25", "100", "", "", "", ""]
+    assert second[1:] == ["1", "", "", "", "", "", "1024", "", "", ""]
     rows = read_csv(tmp_path / "shard" / CSV_NAME)
     assert rows[0]["sm_clock_mhz"] == 1980.0 and rows[0]["mem_clock_mhz"] is None and rows[1]["index"] == 1
     assert not (tmp_path / "shard" / ERR_NAME).exists()

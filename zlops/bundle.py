@@ -191,27 +191,95 @@ def _check_results(bundle: Path, manifest: dict[str, Any], problems: list[str],
 
 
 def _check_identity(bundle: Path, manifest: dict[str, Any], problems: list[str]) -> None:
+    """Both identities (the manifest's ``identity`` and run_identity.json) are present, complete
+    (every caliber axis of :mod:`zlops.identity`), agree with each other, and agree with where the
+    manifest says the shard ran: its backend, and its pool and device when the bundle sits in a run
+    folder's ``<pool>/<device>/``. A bundle without a trustworthy identity can be compared with nothing.
+    """
+    recorded = _manifest_identity(manifest, problems)
+    _check_placement(bundle, manifest, problems)
     path = bundle / IDENTITY_FILE
     if not path.is_file():
         problems.append(f"{IDENTITY_FILE} is missing: no comparison can use this shard")
-        return
-    ident = read_identity(path)
-    if ident is None:
-        problems.append(f"{IDENTITY_FILE} is not a JSON object (truncated or garbled?)")
-        return
-    version = ident.get("identity_version")
-    if isinstance(version, int) and version > IDENTITY_VERSION:
-        problems.append(f"{IDENTITY_FILE} identity_version {version} is newer than this zlops reads "
-                        f"({IDENTITY_VERSION}); upgrade zlops")
-    missing = missing_axes(ident)
-    if missing:
-        problems.append(f"{IDENTITY_FILE} lacks caliber axes: {', '.join(missing)}")
-    recorded = manifest.get("identity")
-    if isinstance(recorded, dict) and not missing_axes(recorded):
+        ident = None
+    else:
+        ident = read_identity(path)
+        if ident is None:
+            problems.append(f"{IDENTITY_FILE} is not a JSON object (truncated or garbled?)")
+    if ident is not None:
+        version = ident.get("identity_version")
+        if isinstance(version, int) and version > IDENTITY_VERSION:
+            problems.append(f"{IDENTITY_FILE} identity_version {version} is newer than this zlops reads "
+                            f"({IDENTITY_VERSION}); upgrade zlops")
+        missing = missing_axes(ident)
+        if missing:
+            problems.append(f"{IDENTITY_FILE} lacks caliber axes: {', '.join(missing)}")
+        _check_backend(f"{IDENTITY_FILE} key backend", ident, manifest, problems)
+    if recorded is not None:
+        _check_backend(f"{MANIFEST} key identity.backend", recorded, manifest, problems)
+    if recorded is not None and ident is not None and not missing_axes(recorded) and not missing_axes(ident):
         differ = differing_axes(recorded, ident)
         if differ:
             problems.append(f"{IDENTITY_FILE} disagrees with the manifest's identity on "
                             + ", ".join(f"{axis} ({a!r} in manifest, {b!r} in file)" for axis, a, b in differ))
+
+
+def _manifest_identity(manifest: dict[str, Any], problems: list[str]) -> dict[str, Any] | None:
+    """The manifest's ``identity`` object when it is there; a problem naming the key otherwise."""
+    if "identity" not in manifest:
+        problems.append(f"{MANIFEST} key identity is missing: the shard's caliber was deleted or never recorded")
+        return None
+    recorded = manifest["identity"]
+    if recorded is None:
+        problems.append(f"{MANIFEST} key identity is null: the shard's caliber is unknown")
+        return None
+    if not isinstance(recorded, dict):
+        problems.append(f"{MANIFEST} key identity: expected a JSON object, got {type(recorded).__name__}")
+        return None
+    missing = missing_axes(recorded)
+    if missing:
+        problems.append(f"{MANIFEST} key identity lacks caliber axes: {', '.join(missing)}")
+    return recorded
+
+
+def _canonical_backend(name: Any) -> str | None:
+    from zlops.backends import resolve_backend_name
+    from zlops.errors import BackendUnavailable
+
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        return resolve_backend_name(name)
+    except BackendUnavailable:
+        return None
+
+
+def _check_backend(where: str, ident: dict[str, Any], manifest: dict[str, Any], problems: list[str]) -> None:
+    said, ran = ident.get("backend"), manifest.get("backend")
+    if said is None or ran is None:
+        if ran is None:
+            return  # the manifest's own missing backend is reported once, by _check_placement
+        problems.append(f"{where} is {said!r}: the identity does not say which backend measured")
+        return
+    if _canonical_backend(said) != _canonical_backend(ran) or _canonical_backend(said) is None:
+        problems.append(f"{where} {said!r} disagrees with {MANIFEST} key backend {ran!r}")
+
+
+def _check_placement(bundle: Path, manifest: dict[str, Any], problems: list[str]) -> None:
+    backend, pool, device = manifest.get("backend"), manifest.get("pool"), manifest.get("device")
+    if not isinstance(backend, str) or _canonical_backend(backend) is None:
+        problems.append(f"{MANIFEST} key backend {backend!r} is not a known backend")
+    if not isinstance(pool, str) or not pool:
+        problems.append(f"{MANIFEST} key pool {pool!r} is not a pool name")
+    if type(device) is not int or device < 0:
+        problems.append(f"{MANIFEST} key device {device!r} is not a device index")
+        return
+    if bundle.name.isdigit():  # laid out as a run folder's <pool>/<device>/: the folder names must agree
+        if int(bundle.name) != device:
+            problems.append(f"{MANIFEST} key device {device} disagrees with the bundle's folder {bundle.name}/")
+        if isinstance(pool, str) and bundle.parent.name != pool:
+            problems.append(f"{MANIFEST} key pool {pool!r} disagrees with the bundle's folder "
+                            f"{bundle.parent.name}/{bundle.name}/")
 
 
 def _ts(value: Any) -> datetime | None:

@@ -63,6 +63,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     suites = [args.suite] if args.suite else sorted(config.suites)
     if args.sha and len(suites) > 1:
         raise ConfigError("--sha needs --suite: a commit belongs to one suite's upstream")
+    if args.promote and not args.suite:
+        raise ConfigError("--promote needs --suite: it overrides one suite's baseline rules")
     slack = config.slack
     client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
     progress = make_progress(args.interactive)
@@ -71,12 +73,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         for name in suites:
             config.suite(name)
             result = run_nightly(config, name, sha=args.sha, run_label=args.run_id, progress=progress,
-                                 slack_client=client)
+                                 slack_client=client, promote=args.promote)
             progress.note(result.report.table)
             progress.note(f"report: {result.report.markdown}")
             for p in result.report.plots:
                 progress.note(f"plot:   {p}")
-            progress.note(f"slack:  {result.report.slack.status} ({result.report.slack.path})")
+            if result.report.slack is not None:
+                progress.note(f"slack:  {result.report.slack.status} ({result.report.slack.path})")
             bad = {"regression": (Verdict.REGRESSION, Verdict.SEVERE),
                    "potential": (Verdict.REGRESSION, Verdict.SEVERE, Verdict.POTENTIAL)}
             flagged += result.summary.count(*bad.get(args.fail_on, ()))
@@ -127,9 +130,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     run = open_store(config).get_run(args.run_key)
     if run is None:
         raise ZlopsError(f"unknown run {args.run_key!r}; list runs with `zlops runs`")
-    out = report(context_for(config, run.suite, run.run_key))
+    out = report(context_for(config, run.suite, run.run_key), rerender=True)
     print(out.table)
     print(f"report: {out.markdown}")
+    note = out.markdown.parent / "rerender.txt"
+    if note.exists():  # what the re-render read, and that the original artifacts were left alone
+        print(note.read_text(encoding="utf-8"), end="")
     return EXIT_OK
 
 
@@ -330,8 +336,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    from zlops.rescore import rescore
+    from zlops.rescore import rescore, show_lines
 
+    if args.show:
+        print("\n".join(show_lines(_config(args), args.run_key)))
+        return EXIT_OK
     result = rescore(_config(args), args.run_key)
     print("\n".join(result.lines()))
     return EXIT_OK
@@ -366,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 3 when a case is flagged at this level")
     n.add_argument("--allow-caliber-mismatch", action="store_true",
                    help="judge series whose baseline was measured on another caliber (still printed as !!! [caliber])")
+    n.add_argument("--promote", action="store_true",
+                   help="accept the run as the baseline although its commit is older than the current baseline, "
+                        "off the branch's first-parent line, or a caliber break (backfills); needs --suite")
     n.set_defaults(func=cmd_nightly)
 
     c = sub.add_parser("config", help="configuration tools")
@@ -402,9 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
                                         "criteria (the previous verdicts stay in the archive)")
     rs.add_argument("run_key")
     rs.add_argument("--config")
+    rs.add_argument("--show", action="store_true",
+                    help="list the run's archived compare tables (when, why, verdict counts); changes nothing")
     rs.set_defaults(func=cmd_rescore)
 
-    rep = sub.add_parser("report", help="re-render the report of a stored run")
+    rep = sub.add_parser("report", help="re-render the report of a stored run from what was stored at it, into a new "
+                                        "rerender-<n>/ folder (the original artifacts, alerts and Slack are untouched)")
     rep.add_argument("run_key")
     rep.add_argument("--config")
     rep.set_defaults(func=cmd_report)

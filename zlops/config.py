@@ -63,6 +63,16 @@ class PoolConfig(_Strict):
     require_idle: bool | None = Field(
         default=None, description="wait for (then skip) a device a foreign process is using; default: on for "
                                   "accelerators, off for cpu")
+    # host contention (zlops.contention); unset: the global contention section's value
+    max_foreign_cpu_pct: float | None = Field(
+        default=None, ge=0, description="other processes' CPU during the run (% of one CPU, mean) beyond which a "
+                                        "shard is invalid")
+    max_host_load: float | None = Field(default=None, ge=0, description="1-minute load average a shard waits "
+                                                                      "to fall under before it runs")
+    max_steal_pct: float | None = Field(default=None, ge=0, le=100, description="hypervisor steal (%) beyond "
+                                                                               "which a shard is invalid")
+    contention_wait_s: float | None = Field(default=None, ge=0, description="how long a shard waits for the "
+                                                                          "host to quiet down before it runs")
 
     @property
     def explicit_devices(self) -> list[int] | None:
@@ -263,6 +273,15 @@ class ThresholdsConfig(_Strict):
         return Thresholds(self.potential_pct, self.regression_pct)
 
 
+class ContentionConfig(_Strict):
+    """Host contention limits for every pool (a pool's own keys win); unset: recorded, never a gate."""
+
+    max_foreign_cpu_pct: float | None = Field(default=None, ge=0, description="see pools.<name>.max_foreign_cpu_pct")
+    max_host_load: float | None = Field(default=None, ge=0, description="see pools.<name>.max_host_load")
+    max_steal_pct: float | None = Field(default=None, ge=0, le=100, description="see pools.<name>.max_steal_pct")
+    contention_wait_s: float = Field(default=0.0, ge=0, description="see pools.<name>.contention_wait_s")
+
+
 class NoiseConfig(_Strict):
     """Knobs of the noise-aware judge (``judge: noise``); see docs/statistics.md for the defaults."""
 
@@ -319,6 +338,7 @@ class Config(_Strict):
         default="noise", description="noise: per-series noise model + same-device A/B confirmation (zlops.stats); "
                                      "simple: the seed's fixed 2%/5% rule on the change of medians")
     noise: NoiseConfig = Field(default_factory=lambda: NoiseConfig())
+    contention: ContentionConfig = Field(default_factory=lambda: ContentionConfig())
     allow_caliber_mismatch: bool = Field(default=False, description="publish deltas across calibers (still "
                                          "printed as !!! [caliber])")
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
@@ -439,6 +459,20 @@ class Config(_Strict):
 
     def thresholds_value(self) -> Thresholds:
         return self.thresholds.to_thresholds()
+
+    def host_limits(self, pool: str) -> Any:
+        """The pool's contention limits (:class:`zlops.contention.HostLimits`): its own keys, else the
+        global ``contention`` section's."""
+        from zlops.contention import HostLimits
+
+        own, glob = self.pools[pool], self.contention
+
+        def pick(name: str) -> Any:
+            value = getattr(own, name)
+            return getattr(glob, name) if value is None else value
+
+        return HostLimits(max_foreign_cpu_pct=pick("max_foreign_cpu_pct"), max_host_load=pick("max_host_load"),
+                          max_steal_pct=pick("max_steal_pct"), contention_wait_s=float(pick("contention_wait_s")))
 
 
 def _loc(loc: tuple[Any, ...]) -> str:

@@ -138,6 +138,15 @@ def ancestors(mirror: Mirror, sha: str, *, max_count: int) -> list[str]:
     return [line for line in out.split() if line]
 
 
+def first_parent_line(mirror: Mirror, branch: str, *, max_count: int) -> list[str]:
+    """The branch's first-parent line, newest first (at most ``max_count`` commits): the commits the
+    branch itself moved through, without the commits of merged side branches."""
+    validate_branch(branch)
+    out = mirror.git("rev-list", "--first-parent", f"--max-count={int(max_count)}", "--end-of-options",
+                     f"refs/heads/{branch}", what="git rev-list --first-parent")
+    return [line for line in out.split() if line]
+
+
 def merge_base(mirror: Mirror, a: str, b: str) -> str:
     return mirror.git("merge-base", "--end-of-options", a, b, what="git merge-base").strip()
 

@@ -66,6 +66,7 @@ class ShardStatus(str, Enum):
     FAILED = "failed"        # non-zero exit, or its results could not be parsed
     TIMEOUT = "timeout"      # killed at the suite's timeout_s (whole process group)
     SKIPPED = "skipped"      # never started: device busy past the wait, or backend unavailable
+    INVALID = "invalid"      # ran, but beside a busy host or a foreign device process: not judged (zlops.contention)
 
 
 @dataclass(frozen=True)

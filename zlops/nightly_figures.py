@@ -4,7 +4,7 @@ Gathers what each figure needs from the store and the shard artifacts, then call
 functions of :mod:`zlops.report.plots` and :mod:`zlops.report.figures`:
 
 - a trend per flagged, suspect or improved series (and per series with an open alert, with the
-  alert's reference drawn in), with its baseline band and a telemetry strip: the median SM clock
+  alert's reference drawn in), with its baseline band and a telemetry strip: the median clock
   and the max temperature of the pool's shards on each night (from the shard telemetry summaries
   the store keeps);
 - the paired-ratio chart of the run; the phase breakdown (simpler-style results); strong scaling
@@ -19,14 +19,15 @@ from __future__ import annotations
 import logging
 import re
 import statistics
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from zlops.model import CompareSummary, ShardOutcome, Verdict
 from zlops.store import Store
-from zlops.telemetry import CSV_NAME, read_csv
+from zlops.telemetry import CSV_NAME, clock_axis_label, clock_label, read_csv
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,14 @@ def figure_name(*parts: str) -> str:
 
 def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: CompareSummary,
                      shards: list[ShardOutcome], out_dir: Path, band_pct: float,
-                     references: Mapping[SeriesKey, tuple[float, str, str]] | None = None) -> RunFigures:
+                     references: Mapping[SeriesKey, tuple[float, str, str]] | None = None,
+                     as_of: datetime | None = None, ancestors: Collection[str] | None = None) -> RunFigures:
     """Draw every figure of the run into ``out_dir`` (see the module docstring).
 
     ``references`` (value, unit, label) per series: the open alerts' references; these series get
-    a trend whatever their verdict, with the reference drawn in.
+    a trend whatever their verdict, with the reference drawn in. A trend's history is the run's as
+    of then: runs started before ``as_of`` whose commit is in ``ancestors`` (when given), so a
+    re-render of an old run never draws the nights that came after it.
     """
     from zlops.report import figures
     from zlops.report.plots import trend_plot
@@ -79,17 +83,19 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
 
     trends: dict[SeriesKey, Path] = {}
     references = references or {}
+    backends = {s.pool: s.backend for s in shards}  # the clock's name follows the pool's backend
     for c in summary.comparisons:
         key = (c.pool, c.case, c.metric)
         if c.verdict not in PLOTTED and key not in references:
             continue
-        history = [h for h in store.series_history(suite, c.pool, c.case, c.metric) if h.run_key != run_key]
+        history = [h for h in store.series_history(suite, c.pool, c.case, c.metric, before=as_of)
+                   if h.run_key != run_key and (ancestors is None or h.sha in ancestors)]
         telemetry = [night(h.run_key, c.pool) for h in history]
         if c.head_samples:
             telemetry.append(night(run_key, c.pool))
         drawn = _guard(f"trend of {key}", lambda c=c, history=history, telemetry=telemetry, key=key: trend_plot(
             history, c, out_dir / figure_name(*key), band_pct=band_pct, telemetry=telemetry,
-            reference=references.get(key)))
+            reference=references.get(key), clock_label=clock_axis_label(backends.get(c.pool))))
         if drawn is not None:
             trends[key] = drawn
 
@@ -106,7 +112,8 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
             continue
         drawn = _guard(f"telemetry of {s.pool}/{s.device}", lambda s=s, rows=rows: figures.telemetry_timeline(
             rows, out_dir / figure_name("telemetry", s.pool, str(s.device)),
-            title=f"{s.pool} / device {s.device}: telemetry during the benchmark"))
+            title=f"{s.pool} / device {s.device}: telemetry during the benchmark",
+            clock_label=f"{clock_label(s.backend)} (MHz)"))
         if drawn is not None:
             timelines[(s.pool, s.device)] = drawn
     return RunFigures(trends, ratio, phases, scaling, timelines)
@@ -114,7 +121,7 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
 
 def _telemetry_by_pool(extras: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, tuple[float | None,
                                                                                                 float | None]]:
-    """Per pool: the median of its shards' median SM clocks, and the max of their max temperatures."""
+    """Per pool: the median of its shards' median clocks, and the max of their max temperatures."""
     clocks: dict[str, list[float]] = {}
     temps: dict[str, list[float]] = {}
     for (pool, _device), extra in extras.items():

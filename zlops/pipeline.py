@@ -17,7 +17,7 @@ import re
 import socket
 import statistics
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -133,11 +133,15 @@ def resolve_auto_devices(config: Config, suite_name: str) -> tuple[tuple[str, tu
 # --- fetch --------------------------------------------------------------------------------------
 
 def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = None,
-          progress: Progress | None = None) -> RunContext:
+          progress: Progress | None = None, promote: bool = False) -> RunContext:
     """Mirror + fetch the suite's branch, resolve the commit to measure, record the run.
 
     A retry of the same run keeps the commit it chose the first time, even if upstream moved.
+    ``promote`` (recorded in the run's meta) makes the promote step accept the run although it is
+    not newer on the branch line or breaks the caliber (:mod:`zlops.promotion`): backfills.
     """
+    if not isinstance(promote, bool):
+        raise ZlopsError(f"promote must be true or false, got {promote!r}")
     progress = progress or LogProgress()
     suite = config.suite(suite_name)
     store = open_store(config)
@@ -167,7 +171,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
             status=RunStatus.RUNNING, started_at=datetime.now(timezone.utc),
             meta={"zlops_version": __version__, "host": socket.gethostname(), "branch_head": head,
                   "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0],
-                  "auto_devices": [[p, list(d)] for p, d in auto]}))
+                  "auto_devices": [[p, list(d)] for p, d in auto], "promote": promote}))
     return RunContext(config, suite_name, run_key, chosen, auto)
 
 
@@ -236,8 +240,17 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
                 outcome = replace(outcome, status=ShardStatus.FAILED,
                                   error=f"results file {outcome.results_file} holds no cases")
     manifest = read_manifest(outcome.artifact_dir) or {}
-    summary = telemetry.summarize_dir(outcome.artifact_dir)
-    open_store(ctx.config).record_shard(ctx.run_key, outcome, results if outcome.status is ShardStatus.OK else (),
+    summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
+    if outcome.status is ShardStatus.OK:  # measured beside a busy host or a foreign device process?
+        from zlops.contention import shard_invalid_reason
+
+        reason = shard_invalid_reason(summary, ctx.config.host_limits(outcome.pool))
+        if reason:
+            outcome = replace(outcome, status=ShardStatus.INVALID, error=reason)
+            log.warning("shard %s/%s invalid: %s", outcome.pool, outcome.device, reason)
+    # an invalid shard's results are kept as evidence; compare never judges them
+    keep = outcome.status in (ShardStatus.OK, ShardStatus.INVALID)
+    open_store(ctx.config).record_shard(ctx.run_key, outcome, results if keep else (),
                                         telemetry=summary, identity=manifest.get("identity"))
     return outcome
 
@@ -261,6 +274,14 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
                                    ended_at=None)
             open_store(ctx.config).record_shard(ctx.run_key, outcome)
             return outcome
+    limits = ctx.config.host_limits(pool)
+    if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
+        from zlops.contention import wait_for_quiet
+
+        waited = wait_for_quiet(limits)
+        if not waited.quiet:
+            progress.note(f"shard {pool}/{device}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); "
+                          "running anyway, the run's own figures decide whether it is valid")
     spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
                      backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
                      artifact_dir=ctx.shard_dir(pool, device), cases=cases)
@@ -313,32 +334,88 @@ def ingest(ctx: RunContext) -> dict[str, int]:
 
 # --- compare, promote, cleanup --------------------------------------------------------------------
 
-def compare(ctx: RunContext, *, progress: Progress | None = None) -> CompareSummary:
-    """Judge every series of the run against its baseline and store the comparison rows."""
+def compare(ctx: RunContext, *, progress: Progress | None = None,
+            baseline_runs: Mapping[str, Sequence[str]] | None = None, as_of: datetime | None = None,
+            save: bool = True, setup: judging.JudgingSetup | None = None) -> CompareSummary:
+    """Judge every series of the run against its baseline and store the comparison rows.
+
+    The run's meta keeps what the night compared with (``baseline_runs``: pool -> the baseline run
+    keys its series used) and the flags it judged under (``compare_flags``), so a rescore judges
+    against the same night. ``baseline_runs`` restricts the baselines to those runs; ``as_of`` leaves
+    out every run that finished (baselines) or started (history) at or after it: a rescore sees what
+    the night saw, never a later run. ``save=False`` judges without storing anything (rescore decides).
+    """
     progress = progress or LogProgress()
     store = open_store(ctx.config)
     with progress.step("compare", suite=ctx.suite_name, commit=ctx.sha[:12]):
         mirror = gitops.ensure_mirror(ctx.suite.repo, ctx.mirror_path)
         shas = gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)
         candidates = store.baseline_candidates(ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key)
+        candidates = [c for c in candidates if (as_of is None or c[4] < as_of) and
+                      (baseline_runs is None or c[3].run_key in baseline_runs.get(c[0], ()))]
         baselines, newest = cmp.pick_baselines(candidates)
-        head = cmp.pool_results(store.results(ctx.run_key))
-        setup = judging.from_config(ctx.config)
-        inputs = judge_inputs(ctx, store, head, baselines, set(shas), setup=setup)
+        invalid = {(o.pool, o.device): o.error or "invalid" for o in store.shards(ctx.run_key)
+                   if o.status is ShardStatus.INVALID}
+        results = store.results(ctx.run_key)
+        head = cmp.pool_results([r for r in results if (r[0], r[1]) not in invalid])
+        setup = setup or judging.from_config(ctx.config)
+        inputs = judge_inputs(ctx, store, head, baselines, set(shas), setup=setup, as_of=as_of)
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
                                      newest_baseline_run=newest, judge=get_judge(setup.judge),
                                      thresholds=setup.thresholds, inputs=inputs)
-        rows = annotate_change_points(ctx, store, rows, set(shas))
-        store.save_comparisons(ctx.run_key, rows)
-        store.update_run_meta(ctx.run_key, {judging.META_KEY: setup.to_dict(),
-                                            "baselines": sorted(newest.values())})
+        rows = invalid_rows(ctx.suite_name, rows, results, invalid, head, baselines)
+        rows = annotate_change_points(ctx, store, rows, set(shas), as_of=as_of)
+        if save:
+            store.save_comparisons(ctx.run_key, rows)
+            _record_compare_setup(ctx, store, rows, setup)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
+
+
+def invalid_rows(suite: str, rows: list[Any], results: Sequence[tuple[str, int, CaseResult]],
+                 invalid: Mapping[tuple[str, int], str], head: Mapping[cmp.SeriesKey, CaseResult],
+                 baselines: Mapping[cmp.SeriesKey, Any]) -> list[Any]:
+    """A series measured tonight only by INVALID shards (a busy host, a foreign device process) is an
+    INVALID row with the shard's reason, never judged: its numbers measure the contention."""
+    from zlops.model import Comparison, Judgement
+
+    why: dict[cmp.SeriesKey, tuple[CaseResult, list[str]]] = {}
+    for pool, device, res in results:
+        key = (pool, res.case, res.metric)
+        if (pool, device) in invalid and key not in head:
+            notes = why.setdefault(key, (res, []))[1]
+            notes.append(f"shard {pool}/{device} invalid: {invalid[(pool, device)]}")
+    if not why:
+        return rows
+    out = [c for c in rows if (c.pool, c.case, c.metric) not in why]
+    for key, (res, notes) in sorted(why.items()):
+        out.append(Comparison(suite, key[0], key[1], key[2], res.unit, res.lower_is_better, baselines.get(key), None,
+                              Judgement(Verdict.INVALID, None, None, None, "; ".join(notes))))
+    return out
+
+
+def _record_compare_setup(ctx: RunContext, store: Store, rows: Sequence[Any], setup: judging.JudgingSetup) -> None:
+    """Keep in the run's meta which baseline runs the night used, the flags and the judging setup it
+    judged under (a rescore and a re-render read them from the run, not from today's config)."""
+    run = store.get_run(ctx.run_key)
+    if run is None:
+        return
+    thresholds = setup.thresholds
+    used: dict[str, set[str]] = {}
+    for c in rows:
+        if c.base is not None:
+            used.setdefault(c.pool, set()).add(c.base.run_key)
+    store.upsert_run(replace(run, meta={
+        "baseline_runs": {pool: sorted(keys) for pool, keys in sorted(used.items())},
+        "compare_flags": {"allow_caliber_mismatch": bool(setup.allow_caliber_mismatch)},
+        "thresholds": {"potential_pct": thresholds.potential_pct, "regression_pct": thresholds.regression_pct},
+        judging.META_KEY: setup.to_dict()}))
 
 
 CHANGE_POINT_VERDICTS = frozenset({Verdict.SUSPECT, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE})
 
 
-def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ancestors: set[str]) -> list[Any]:
+def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ancestors: set[str], *,
+                           as_of: datetime | None = None) -> list[Any]:
     """Name the first bad night of a flagged series (E-divisive over its history, zlops.stats).
 
     A step names tonight; a slow creep, where no single night moved by more than the threshold,
@@ -352,7 +429,7 @@ def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ances
             out.append(c)
             continue
         points = [p for p in store.series_history(ctx.suite_name, c.pool, c.case, c.metric, limit=60)
-                  if p.run_key != ctx.run_key and p.sha in ancestors]
+                  if p.run_key != ctx.run_key and p.sha in ancestors and (as_of is None or p.when < as_of)]
         if len(points) < 5:
             out.append(c)
             continue
@@ -459,8 +536,8 @@ def after_wall(points: list[Any], wall: str | None) -> list[Any]:
 
 
 def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseResult],
-                 baselines: dict[cmp.SeriesKey, Any], ancestors: set[str],
-                 setup: judging.JudgingSetup | None = None) -> cmp.JudgeInputs:
+                 baselines: dict[cmp.SeriesKey, Any], ancestors: set[str], *,
+                 setup: judging.JudgingSetup | None = None, as_of: datetime | None = None) -> cmp.JudgeInputs:
     """Caliber checks per (pool, baseline run); for the noise judge also history and telemetry."""
     from zlops.identity import check_caliber
 
@@ -486,7 +563,8 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
                                failed_pools=failed_pools)
     policy = setup.policy
     points_of = {key: [p for p in store.series_history(ctx.suite_name, *key, limit=policy.window)
-                       if p.run_key != ctx.run_key and p.sha in ancestors] for key in head}
+                       if p.run_key != ctx.run_key and p.sha in ancestors and (as_of is None or p.when < as_of)]
+                 for key in head}
     walls = caliber_walls(store, ctx, {p.run_key for pts in points_of.values() for p in pts}, tonight)
     evidence = store.verdict_evidence(sorted({p.run_key for pts in points_of.values() for p in pts}))
     history, processes = {}, {}
@@ -506,13 +584,23 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
 
 
 def promote(ctx: RunContext) -> bool:
-    """Accept the run as a baseline when at least one shard produced data; mark the run finished."""
+    """Accept the run as a baseline when :func:`zlops.promotion.decide` says so (a valid run on the
+    branch line, not older than the current baseline, no caliber break, or the explicit promote flag);
+    record the decision and its reason in the run's meta (``promotion``); mark the run finished."""
+    from zlops.promotion import decide
+
     store = open_store(ctx.config)
     ok = any(o.status is ShardStatus.OK for o in store.shards(ctx.run_key))
-    store.set_accepted(ctx.run_key, ok)
+    decision = decide(ctx)
+    run = store.get_run(ctx.run_key)
+    if run is not None:
+        store.upsert_run(replace(run, meta={"promotion": decision.to_json()}))
+    if not decision.accept:
+        log.info("run %s not promoted: %s", ctx.run_key, decision.reason)
+    store.set_accepted(ctx.run_key, decision.accept)
     store.set_run_status(ctx.run_key, RunStatus.DONE if ok else RunStatus.FAILED,
                          finished_at=datetime.now(timezone.utc))
-    return ok
+    return decision.accept
 
 
 def cleanup(ctx: RunContext) -> None:

@@ -3,8 +3,13 @@
 Parsers and judging criteria change (the seed's IR-fingerprint criterion changed twice and moved 24
 operators between verdicts); re-running a screen costs hours, re-reading the artifacts seconds.
 Rescoring re-parses every shard's results file with today's adapter, replaces the run's result rows,
-judges again with today's judge and thresholds, and keeps the compare table it replaces in the
-store's archive, so the original verdicts stay beside the new ones.
+judges again with today's judge and thresholds against the night's own baseline (the baseline runs
+its compare recorded in the run's meta; for a run compared before they were recorded, the runs that
+finished before it started), with the flags the night ran with (``--allow-caliber-mismatch``), and
+keeps the compare table it replaces in the store's archive, so the original verdicts stay beside the
+new ones. It refuses, with a non-zero exit, when a shard that produced data has lost its artifacts: it
+re-derives verdicts from what was measured or not at all. A rescore that changes no row stores
+nothing and adds no archive revision. ``zlops rescore --show RUN`` lists the archived revisions.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from pathlib import Path
 
 from zlops import __version__, pipeline
 from zlops.config import Config
+from zlops.contention import shard_invalid_reason
 from zlops.errors import ParseError, ZlopsError
 from zlops.formats import parse_results
-from zlops.model import CaseResult, CompareSummary, Comparison, ShardStatus
+from zlops.model import CaseResult, CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest
+from zlops.store.comparisons import archive_comparisons, save_comparisons
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +50,19 @@ class RescoreChange:
 @dataclass(frozen=True)
 class RescoreResult:
     run_key: str
-    revision: int                       # archive revision that holds the previous table
+    revision: int | None                # archive revision that holds the previous table; None: nothing changed
     summary: CompareSummary
     changes: tuple[RescoreChange, ...]
     reparsed: int
     failed: tuple[str, ...]
+    baseline_note: str = ""
 
     def lines(self) -> list[str]:
-        out = [(f"rescored {self.run_key}: {self.reparsed} shard(s) re-parsed; previous verdicts kept as "
-                f"archive revision {self.revision}")]
+        kept = ("nothing changed: no archive revision added" if self.revision is None else
+                f"previous verdicts kept as archive revision {self.revision}")
+        out = [f"rescored {self.run_key}: {self.reparsed} shard(s) re-parsed; {kept}"]
+        if self.baseline_note:
+            out.append(f"  baseline: {self.baseline_note}")
         out += [f"  shard {f}" for f in self.failed]
         moved = [c for c in self.changes if c.changed]
         out.append(f"{len(moved)} of {len(self.changes)} series changed:")
@@ -73,13 +84,24 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     run = store.get_run(run_key)
     if run is None:
         raise ZlopsError(f"unknown run {run_key!r}; list runs with `zlops runs`")
+    flags = run.meta.get("compare_flags") or {}
+    if "allow_caliber_mismatch" in flags:  # judge under the flags the night ran with
+        config = config.model_copy(update={"allow_caliber_mismatch": bool(flags["allow_caliber_mismatch"])})
     ctx = pipeline.context_for(config, run.suite, run_key)
+    shards = store.shards(run_key)
+    files = {(o.pool, o.device): _results_path(o) for o in shards}
+    gone = [f"{o.pool}/{o.device} ({files[(o.pool, o.device)] or 'no results file recorded'})" for o in shards
+            if o.status is ShardStatus.OK and not (files[(o.pool, o.device)] and files[(o.pool, o.device)].exists())]
+    if gone or not shards:
+        what = ", ".join(gone) if gone else "the run has no shard"
+        raise ZlopsError(f"cannot rescore {run_key}: the artifacts it would re-derive from are gone: {what}. Rescore "
+                         "re-parses what was measured; it will not re-judge stored rows as if they were re-read. "
+                         "Restore the artifacts folder, or keep the stored verdicts")
     before = {(c.pool, c.case, c.metric): c for c in store.comparisons(run_key)}
     extras = store.shard_extras(run_key)
     reparsed, failed = 0, []
-    for outcome in store.shards(run_key):
-        manifest = read_manifest(outcome.artifact_dir) or {}
-        path = Path(manifest["results_file"]) if manifest.get("results_file") else outcome.results_file
+    for outcome in shards:
+        path = files[(outcome.pool, outcome.device)]
         if path is None or not path.exists():
             continue  # nothing was written: the shard's status stands
         results: list[CaseResult] = []
@@ -89,20 +111,92 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
             status, error = ShardStatus.FAILED, f"malformed results: {exc}"
         else:
             status, error = (ShardStatus.OK, None) if results else (ShardStatus.FAILED, f"{path} holds no cases")
+        extra = extras.get((outcome.pool, outcome.device), {})
         if outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
             status, error = outcome.status, outcome.error  # a crash stays a crash, whatever the file says
             results = []
+        elif status is ShardStatus.OK:  # today's contention limits on what was sampled beside the run
+            reason = shard_invalid_reason(extra.get("telemetry"), config.host_limits(outcome.pool))
+            if reason:
+                status, error = ShardStatus.INVALID, reason
         if status is not ShardStatus.OK:
             failed.append(f"{outcome.pool}/{outcome.device}: {error}")
-        extra = extras.get((outcome.pool, outcome.device), {})
         store.record_shard(run_key, replace(outcome, status=status, error=error, results_file=path),
                            results, telemetry=extra.get("telemetry"), identity=extra.get("identity"))
         reparsed += 1
-    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    revision = store.archive_comparisons(run_key, reason=f"rescore at {when} by zlops {__version__} "
-                                                          f"(judge {config.judge})")
-    summary = pipeline.compare(ctx)
+    baseline_runs = run.meta.get("baseline_runs")
+    if isinstance(baseline_runs, dict):
+        note = "the night's own: " + (", ".join(sorted({k for keys in baseline_runs.values() for k in keys}))
+                                      or "none (every series was new)")
+    else:
+        baseline_runs = None
+        note = ("the run recorded no baseline runs (compared before zlops kept them): the newest accepted runs "
+                "that finished before it started")
+    summary = pipeline.compare(ctx, baseline_runs=baseline_runs, as_of=run.started_at, save=False)
     after = {(c.pool, c.case, c.metric): c for c in summary.comparisons}
     changes = tuple(RescoreChange(*key, before.get(key), after.get(key)) for key in sorted(before.keys() | after))
+    revision = None
+    if any(_differs(before.get(k), after.get(k)) for k in before.keys() | after):
+        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with store.session() as session:  # archive and replace in one transaction
+            revision = archive_comparisons(session, run_key, when=datetime.now(timezone.utc),
+                                           reason=f"rescore at {when} by zlops {__version__} (judge {config.judge})")
+            save_comparisons(session, run_key, summary.comparisons)
     log.info("rescored %s: %d changed", run_key, sum(c.changed for c in changes))
-    return RescoreResult(run_key, revision, summary, changes, reparsed, tuple(failed))
+    return RescoreResult(run_key, revision, summary, changes, reparsed, tuple(failed), note)
+
+
+def _results_path(outcome: ShardOutcome) -> Path | None:
+    manifest = read_manifest(outcome.artifact_dir) or {}
+    return Path(manifest["results_file"]) if manifest.get("results_file") else outcome.results_file
+
+
+def _differs(a: Comparison | None, b: Comparison | None) -> bool:
+    """Whether two versions of a row differ in anything the store keeps (verdict, figures, note, sides)."""
+    if a is None or b is None:
+        return a is not b
+    return (a.verdict, a.judgement.change_pct, a.judgement.worse_pct, a.judgement.threshold_pct, a.judgement.note,
+            a.unit, a.base, a.head_samples) != (b.verdict, b.judgement.change_pct, b.judgement.worse_pct,
+                                                b.judgement.threshold_pct, b.judgement.note, b.unit, b.base,
+                                                b.head_samples)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One archived compare table of a run (``zlops rescore --show``)."""
+
+    revision: int
+    archived_at: datetime
+    reason: str
+    counts: tuple[tuple[str, int], ...]
+
+
+def revisions(config: Config, run_key: str) -> list[Revision]:
+    """The archived compare tables of ``run_key``, oldest first, with their verdict counts."""
+    store = pipeline.open_store(config)
+    if store.get_run(run_key) is None:
+        raise ZlopsError(f"unknown run {run_key!r}; list runs with `zlops runs`")
+    return [Revision(rev, when, reason, _counts(rows))
+            for rev, when, reason, rows in store.archived_comparisons(run_key)]
+
+
+def _counts(rows: list[Comparison]) -> tuple[tuple[str, int], ...]:
+    counts: dict[str, int] = {}
+    for c in rows:
+        counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
+    return tuple(sorted(counts.items()))
+
+
+def show_lines(config: Config, run_key: str) -> list[str]:
+    """The run's archived revisions, then its current table, one line each with verdict counts."""
+    store = pipeline.open_store(config)
+    past = revisions(config, run_key)
+
+    def fmt(counts: tuple[tuple[str, int], ...]) -> str:
+        return ", ".join(f"{n} {v}" for v, n in counts) or "no rows"
+
+    out = [f"{run_key}: {len(past)} archived revision(s)"]
+    out += [f"  revision {r.revision}  {r.archived_at.isoformat(timespec='seconds')}  {r.reason}: {fmt(r.counts)}"
+            for r in past]
+    out.append(f"  current: {fmt(_counts(store.comparisons(run_key)))}")
+    return out

@@ -1,8 +1,10 @@
 """Device telemetry sampled beside every benchmark shard: one CSV schema on every backend.
 
 ``telemetry.csv`` columns: timestamp, index, sm_clock_mhz, mem_clock_mhz, temp_c, power_w, util_pct,
-mem_used_mib (empty cell = the device does not report it). Telemetry is evidence, not a gate: a
-missing or unpermitted sampler writes its reason to ``telemetry.err`` and the benchmark runs unchanged.
+mem_used_mib, and the host beside the benchmark (the cpu backend; :mod:`zlops.contention`): load1,
+foreign_cpu_pct (other processes' CPU, % of one CPU), steal_pct (empty cell = not reported).
+Telemetry is evidence: a missing or unpermitted sampler writes its reason to ``telemetry.err`` and the
+benchmark runs unchanged; whether a contended run can be judged is :mod:`zlops.contention`'s call.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ("timestamp", "index", "sm_clock_mhz", "mem_clock_mhz", "temp_c", "power_w", "util_pct", "mem_used_mib")
+COLUMNS = ("timestamp", "index", "sm_clock_mhz", "mem_clock_mhz", "temp_c", "power_w", "util_pct", "mem_used_mib",
+           "load1", "foreign_cpu_pct", "steal_pct")
 CSV_NAME = "telemetry.csv"
 ERR_NAME = "telemetry.err"
 
@@ -34,10 +37,14 @@ class TelemetrySample:
     util_pct: float | None = None
     mem_used_mib: float | None = None
     timestamp: str = ""
+    load1: float | None = None
+    foreign_cpu_pct: float | None = None
+    steal_pct: float | None = None
 
     def row(self) -> list[str]:
         ts = self.timestamp or datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        vals = (self.sm_clock_mhz, self.mem_clock_mhz, self.temp_c, self.power_w, self.util_pct, self.mem_used_mib)
+        vals = (self.sm_clock_mhz, self.mem_clock_mhz, self.temp_c, self.power_w, self.util_pct, self.mem_used_mib,
+                self.load1, self.foreign_cpu_pct, self.steal_pct)
         return [ts, str(self.index), *("" if v is None else f"{v:g}" for v in vals)]
 
 
@@ -129,6 +136,34 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return rows
 
 
+#: What each backend's ``sm_clock_mhz`` column measures (one registry; every rendering asks it): a
+#: CPU pool's clock is the CPU's, an Ascend NPU's the AI Core's, the GPUs' the streaming multiprocessors'.
+CLOCK_NAMES: dict[str, str] = {"cpu": "CPU", "cuda": "SM", "musa": "SM", "rocm": "SM", "ascend": "AI Core"}
+
+
+def clock_name(backend: str | None) -> str:
+    """``CPU``, ``SM`` or ``AI Core`` for a backend (or an alias of one); ``device`` when unknown."""
+    if not backend:
+        return "device"
+    from zlops.backends import resolve_backend_name
+    from zlops.errors import BackendUnavailable
+
+    try:
+        return CLOCK_NAMES.get(resolve_backend_name(backend), "device")
+    except BackendUnavailable:
+        return "device"
+
+
+def clock_label(backend: str | None) -> str:
+    """The clock in prose: ``CPU clock``, ``SM clock``, ``AI Core clock``."""
+    return f"{clock_name(backend)} clock"
+
+
+def clock_axis_label(backend: str | None) -> str:
+    """The clock on a figure's axis: ``CPU MHz``, ``SM MHz``, ``AI Core MHz``."""
+    return f"{clock_name(backend)} MHz"
+
+
 #: a sample counts as "busy" when the device reports at least this utilization
 BUSY_UTIL_PCT = 5.0
 
@@ -164,11 +199,23 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out["power_mean_w"] = statistics.fmean(power)
     if util:
         out["util_mean_pct"] = statistics.fmean(util)
+    load, foreign, steal = col("load1"), col("foreign_cpu_pct"), col("steal_pct")
+    if load:
+        out["load1_max"] = max(load)
+    if foreign:  # the mean over the whole run comes from contention.json when the sampler wrote it
+        out.update(foreign_cpu_mean_pct=round(statistics.fmean(foreign), 1), foreign_cpu_max_pct=max(foreign))
+    if steal:
+        out["steal_max_pct"] = max(steal)
     return out
 
 
 def summarize_dir(out_dir: Path) -> dict[str, Any]:
-    summary = summarize(read_csv(out_dir / CSV_NAME))
+    """The shard's summary: its telemetry.csv, what the contention watch kept (``contention.json``:
+    the run's mean foreign CPU, the busiest foreign processes, foreign device processes), and the
+    reason telemetry is missing (``telemetry.err``)."""
+    from zlops.contention import read_contention
+
+    summary = {**summarize(read_csv(out_dir / CSV_NAME)), **read_contention(out_dir)}
     err = out_dir / ERR_NAME
     if err.exists():
         summary["error"] = err.read_text(encoding="utf-8", errors="replace").strip()[-500:]

@@ -88,6 +88,15 @@ def test_bad_sha_param_is_rejected(airflow_db: None, zlops_config: tuple[Path, U
         dag.test(run_conf={"sha": "--upload-pack=x"})
 
 
+def test_promote_param_is_a_validated_boolean(airflow_db: None, zlops_config: tuple[Path, Upstream]) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = dagbag().get_dag("zlops_nightly_fake")
+    assert dag.params["promote"] is False  # off unless a person asks for a backfill
+    with pytest.raises(ParamValidationError):
+        dag.test(run_conf={"promote": "yes"})
+
+
 @pytest.mark.slow
 def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
                                                      zlops_config: tuple[Path, Upstream]) -> None:
@@ -119,6 +128,12 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
     shards = {s.device: s.status for s in store.shards(run.run_key)}
     assert shards == {0: ShardStatus.OK, 1: ShardStatus.FAILED}
     assert not any((config.worktrees_dir / "fake").iterdir())
+    # a backfill of the older c1 is promoted only because the trigger's promote param says so
+    third = dag.test(run_conf={"sha": c1, "promote": True})
+    backfill = store.get_run(pipeline.make_run_key("nightly", "fake", third.run_id))
+    assert backfill is not None and backfill.sha == c1 and backfill.accepted
+    assert backfill.meta["promotion"]["forced"] is True
+    assert f"overriding: commit {c1[:7]} is older than the current baseline" in backfill.meta["promotion"]["reason"]
 
 
 @pytest.mark.slow

@@ -46,3 +46,10 @@ def test_max_and_limit_values_are_never_taken_for_current_ones() -> None:
             "Power Readings": {"Power Limit": "600W", "Power Draw ": "150W"}}]
     (s,) = parse_mthreads_gmi_json(json.dumps(doc))
     assert (s.index, s.sm_clock_mhz, s.power_w) == (3, 1000.0, 150.0)
+
+
+def test_process_pids_of_the_real_s80_table() -> None:
+    from zlops.backends.parsers.mthreads_gmi import parse_mthreads_gmi_pids
+
+    assert parse_mthreads_gmi_pids(S80.read_text()) == {0: [(120, "...ird_party/bin/llama-box/llama-box"),
+                                                            (2022, "...ird_party/bin/llama-box/llama-box")]}

@@ -91,3 +91,13 @@ def test_fake_910b_table_parses_busy_devices_and_no_space_before_slash() -> None
     assert [(d.index, d.memory_used_mib, d.processes) for d in devices][1:5] == [
         (1, 0.0, 0), (2, 59356.0, 1), (3, 59356.0, 1), (4, 0.0, 0)]
     assert {d.model for d in devices} == {"910B3"} and {d.memory_total_mib for d in devices} == {65536.0}
+
+
+def test_process_pids_per_logical_device() -> None:
+    from zlops.backends.parsers.npu_smi import parse_npu_smi_pids
+
+    pids = parse_npu_smi_pids(A800_9010.read_text(), A800_9010_MAP.read_text())
+    assert sorted(pids) == list(range(8))
+    assert pids[0] == [(37656, "hlt_host_devmm_"), (37664, "hlt_host_devmm_"), (37640, "hlt_host_devmm_"),
+                       (37648, "hlt_host_devmm_")]
+    assert parse_npu_smi_pids(A800_3000_OLD.read_text()) is None  # no process table: cannot say

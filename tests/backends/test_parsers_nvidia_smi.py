@@ -155,3 +155,14 @@ def test_default_table_idle_and_under_load() -> None:
 def test_timestamp_that_is_not_one_is_empty() -> None:
     assert parse_timestamp("[N/A]") == "" and parse_timestamp(None) == ""
     assert re.fullmatch(r"2026-07-03T22:10:46\.109", parse_timestamp("2026/07/03 22:10:46.109"))
+
+
+def test_compute_app_pids_per_gpu_index_of_a_real_h200() -> None:
+    from zlops.backends.parsers.nvidia_smi import parse_compute_app_pids
+
+    apps = (DATA / "h200_compute_apps_pids_two_procs.csv").read_text()
+    gpus = (DATA / "h200_index_uuid.csv").read_text()
+    assert parse_compute_app_pids(apps, gpus) == {0: [(538, "/opt/torch/.venv/bin/python3"),
+                                                      (540, "/opt/torch/.venv/bin/python3")]}
+    assert parse_compute_app_pids((DATA / "h200_580.159.04_compute_apps_idle.csv").read_text(), gpus) == {}
+    assert parse_compute_app_pids(apps, "index, uuid\n") == {}  # a UUID without an index is nobody's

@@ -41,11 +41,17 @@ def test_a_caliber_change_refuses_the_comparison_and_says_which_axis(
     assert "!!! [caliber] rounds: 5 != 7" in verdicts["alpha"].judgement.note
     assert "!!! [caliber] rounds: 5 != 7 (pool local)" in n2.report.table
     assert n2.summary.overall_line() == "Overall: 0 of 0 cases improved, 0 regressed; 2 incomparable (caliber)"
+    assert not n2.accepted  # a caliber break never becomes the baseline by itself (zlops.promotion)
     # released explicitly: judged, and still says what it found
     allowed = _with(more_rounds, allow_caliber_mismatch=True)
     n3 = run_nightly(allowed, "fake", sha=c2, run_label="n3")
-    # n2 (rounds 7, accepted) is now the baseline of the same caliber: no mismatch at all
-    assert {c.verdict for c in n3.summary.comparisons} == {Verdict.UNCHANGED}
+    alpha = {c.case: c for c in n3.summary.comparisons}["alpha"]
+    assert alpha.verdict is Verdict.REGRESSION and "rounds: 5 != 7" in alpha.judgement.note
+    assert not n3.accepted
+    # the new caliber accepted once, explicitly: from then on like is compared with like
+    assert run_nightly(more_rounds, "fake", sha=c2, run_label="n4", promote=True).accepted
+    n5 = run_nightly(more_rounds, "fake", sha=c2, run_label="n5")
+    assert {c.verdict for c in n5.summary.comparisons} == {Verdict.UNCHANGED}
 
 
 def test_allow_caliber_mismatch_judges_and_still_prints(upstream: Upstream,
@@ -192,5 +198,11 @@ def test_nightly_cli_exits_4_on_a_caliber_break(tmp_path: Path, upstream: Upstre
     path.write_text(yaml.safe_dump(more.model_dump(mode="json")))
     assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n2"]) == 4
     assert "!!! [caliber] rounds: 5 != 7" in caplog.text
+    # n2 was not promoted (a caliber break): n3 is still judged against n1, across the caliber, by the flag
     assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n3",
-                 "--allow-caliber-mismatch", "--fail-on", "regression"]) == 0  # n2 is now a same-caliber baseline
+                 "--allow-caliber-mismatch", "--fail-on", "regression"]) == 3
+    # the new caliber accepted explicitly once: from then on a same-caliber baseline
+    assert main(["--plain", "nightly", "--config", str(path), "--suite", "fake", "--sha", c2, "--run-id", "n4",
+                 "--promote"]) == 4
+    assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n5",
+                 "--fail-on", "regression"]) == 0

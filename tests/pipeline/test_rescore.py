@@ -42,6 +42,17 @@ def test_new_criteria_rejudge_and_the_old_verdicts_stay_beside(upstream: Upstrea
     # rescoring twice keeps both earlier tables
     rescore(config, n2.run_key)
     assert [r for r, *_ in store.archived_comparisons(n2.run_key)] == [1, 2]
+    # a rescore that changes nothing stores nothing and adds no revision, however often it runs
+    for _ in range(2):
+        same = rescore(config, n2.run_key)
+        assert same.revision is None and not any(c.changed for c in same.changes)
+        assert "nothing changed: no archive revision added" in same.lines()[0]
+    assert [r for r, *_ in store.archived_comparisons(n2.run_key)] == [1, 2]
+    shown = rescore_mod.show_lines(config, n2.run_key)
+    assert shown[0] == f"{n2.run_key}: 2 archived revision(s)"
+    assert shown[1].startswith("  revision 1  ") and "rescore at" in shown[1]
+    assert shown[1].endswith(": 1 potential, 1 unchanged") and shown[2].endswith(": 1 regression, 1 unchanged")
+    assert shown[3] == "  current: 1 potential, 1 unchanged"
 
 
 def test_a_fixed_parser_turns_a_failed_shard_into_data(upstream: Upstream, make_config: Callable[..., Config],
@@ -77,5 +88,92 @@ def test_rescore_cli(upstream: Upstream, make_config: Callable[..., Config], tmp
     path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
     assert main(["--plain", "rescore", n1.run_key, "--config", str(path)]) == 0
     out = capsys.readouterr().out
-    assert f"rescored {n1.run_key}: 1 shard(s) re-parsed; previous verdicts kept as archive revision 1" in out
+    assert f"rescored {n1.run_key}: 1 shard(s) re-parsed; nothing changed: no archive revision added" in out
+    assert main(["--plain", "rescore", "--show", n1.run_key, "--config", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{n1.run_key}: 0 archived revision(s)", "  current: 2 new"]
     assert main(["--plain", "rescore", "nightly:fake:nope", "--config", str(path)]) == 1
+    assert main(["--plain", "rescore", "--show", "nightly:fake:nope", "--config", str(path)]) == 1
+
+
+def test_rescore_refuses_when_the_artifacts_are_gone(upstream: Upstream, make_config: Callable[..., Config],
+                                                     tmp_path, capsys) -> None:
+    import shutil
+
+    import yaml
+
+    from zlops.cli import main
+
+    c1 = upstream.commit(BASE)
+    config = make_config()
+    n1 = run_nightly(config, "fake", sha=c1, run_label="n1")
+    store = pipeline.open_store(config)
+    rows = store.comparisons(n1.run_key)
+    shutil.rmtree(pipeline.context_for(config, "fake", n1.run_key).run_dir)
+    path = tmp_path / "zlops.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    assert main(["--plain", "rescore", n1.run_key, "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot rescore {n1.run_key}: the artifacts it would re-derive from are gone: local/0 (" in err
+    assert store.comparisons(n1.run_key) == rows and store.archived_comparisons(n1.run_key) == []
+
+
+def test_rescore_judges_against_the_night_s_own_baseline(upstream: Upstream,
+                                                          make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({"alpha": 1.03, "beta": 2.0})
+    config = make_config()
+    n1 = run_nightly(config, "fake", sha=c1, run_label="n1")
+    n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
+    store = pipeline.open_store(config)
+    assert store.get_run(n2.run_key).meta["baseline_runs"] == {"local": [n1.run_key]}
+    assert {c.case: c.verdict for c in n2.summary.comparisons}["alpha"] is Verdict.POTENTIAL
+    # a later accepted run of the same commit: the newest baseline candidate for c2 from now on
+    later = run_nightly(config, "fake", sha=c2, run_label="n2-again")
+    assert later.accepted
+    result = rescore(config, n2.run_key)
+    alpha = {c.case: c for c in result.summary.comparisons}["alpha"]
+    assert alpha.verdict is Verdict.POTENTIAL and alpha.base.run_key == n1.run_key
+    assert result.revision is None and f"baseline: the night's own: {n1.run_key}" in result.lines()[1]
+
+
+def test_rescore_keeps_the_flags_the_night_ran_with(upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({"alpha": 1.03, "beta": 2.0})
+    config = make_config()
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    data = config.model_dump()
+    data["suites"]["fake"]["rounds"] = 3  # another caliber, judged anyway by an explicit flag
+    allowed = parse_config({**data, "allow_caliber_mismatch": True})
+    n2 = run_nightly(allowed, "fake", sha=c2, run_label="n2")
+    assert {c.case: c.verdict for c in n2.summary.comparisons}["alpha"] is Verdict.POTENTIAL
+    store = pipeline.open_store(config)
+    assert store.get_run(n2.run_key).meta["compare_flags"] == {"allow_caliber_mismatch": True}
+    result = rescore(parse_config(data), n2.run_key)  # today's config lacks the flag; the night had it
+    assert {c.case: c.verdict for c in result.summary.comparisons}["alpha"] is Verdict.POTENTIAL
+    assert result.revision is None
+
+
+def test_rescore_applies_today_s_contention_limits_to_what_was_sampled(
+        upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({"alpha": 1.03, "beta": 2.0})
+    config = make_config()
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
+    store = pipeline.open_store(config)
+    # what the sampler recorded beside the run: a host 1.8 cores busy with something else
+    (shard,) = store.shards(n2.run_key)
+    extra = store.shard_extras(n2.run_key)[(shard.pool, shard.device)]
+    results = [r for _, _, r in store.results(n2.run_key)]
+    store.record_shard(n2.run_key, shard, results, telemetry={**extra["telemetry"], "foreign_cpu_mean_pct": 180.0},
+                       identity=extra["identity"])
+    data = config.model_dump()
+    data["pools"]["local"]["max_foreign_cpu_pct"] = 25
+    result = rescore(parse_config(data), n2.run_key)
+    assert store.shards(n2.run_key)[0].status is ShardStatus.INVALID
+    assert {c.verdict for c in result.summary.comparisons} == {Verdict.INVALID}
+    assert all("host busy: other processes used 180% CPU (limit 25%)" in c.judgement.note
+               for c in result.summary.comparisons)
+    back = rescore(config, n2.run_key)  # without the limit the same samples are judged again
+    assert store.shards(n2.run_key)[0].status is ShardStatus.OK
+    assert {c.case: c.verdict for c in back.summary.comparisons}["alpha"] is Verdict.POTENTIAL

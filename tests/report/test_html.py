@@ -53,7 +53,8 @@ def _render(summary: CompareSummary, run: RunRecord, shards: list[ShardOutcome],
                        overview=[("Paired ratio per case", root / "plots" / "run__ratio.png")],
                        alerts=["#1 matmul_bf16 (npu, latency): new regression (thread opened)"],
                        expected_pools=["cuda", "npu", "musa"],
-                       telemetry={("npu", 0): {"samples": 9, "sm_clock_median_mhz": 1980.0, "sm_clock_min_mhz": 345.0,
+                       telemetry={("npu", 0): {"backend": "cuda", "samples": 9, "sm_clock_median_mhz": 1980.0,
+                                               "sm_clock_min_mhz": 345.0,
                                                "below_90pct_peak_share": 0.1, "temp_max_c": 49.0}})
 
 

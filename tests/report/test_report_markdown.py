@@ -81,7 +81,7 @@ def test_nothing_flagged(run: RunRecord) -> None:
 
 def test_telemetry_is_shown_per_shard_and_next_to_flagged_deltas(summary: CompareSummary, run: RunRecord,
                                                                   shards: list[ShardOutcome]) -> None:
-    telemetry = {("npu", 0): {"samples": 9, "busy_samples": 4, "sm_clock_median_mhz": 1980.0,
+    telemetry = {("npu", 0): {"backend": "cuda", "samples": 9, "busy_samples": 4, "sm_clock_median_mhz": 1980.0,
                               "sm_clock_min_mhz": 1950.0, "below_90pct_peak_share": 0.0, "temp_max_c": 49.0,
                               "power_mean_w": 219.2}}
     text = markdown_report(summary, run=run, shards=shards, telemetry=telemetry)

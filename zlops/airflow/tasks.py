@@ -40,12 +40,19 @@ def _ctx(suite: str) -> Any:
 
 @task(retries=2, retry_delay=timedelta(minutes=2))
 def fetch(suite: str) -> dict[str, str]:
-    """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run."""
+    """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run
+    (the ``promote`` param, a boolean, lets the promote step accept an older or caliber-break run)."""
     from zlops.pipeline import fetch as do_fetch
 
-    sha = (get_current_context()["params"] or {}).get("sha") or None
-    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=sha)
-    return {"run_key": ctx.run_key, "sha": ctx.sha}
+    params = get_current_context()["params"] or {}
+    sha = params.get("sha") or None
+    promote = params.get("promote", False)
+    if promote is None:
+        promote = False
+    if not isinstance(promote, bool):
+        raise ValueError(f"the promote param must be true or false, got {promote!r}")
+    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=sha, promote=promote)
+    return {"run_key": ctx.run_key, "sha": ctx.sha, "promote": promote}
 
 
 @task(retries=1, retry_delay=timedelta(minutes=1))
@@ -138,14 +145,22 @@ def report(suite: str) -> dict[str, Any]:
 
     ctx = _ctx(suite)
     out = do_report(ctx, slack_client=_slack_client(ctx.config))
-    return {"markdown": str(out.markdown), "plots": [str(p) for p in out.plots], "slack": out.slack.status}
+    return {"markdown": str(out.markdown), "plots": [str(p) for p in out.plots],
+            "slack": out.slack.status if out.slack else None}
 
 
 @task
-def promote(suite: str) -> dict[str, bool]:
+def promote(suite: str) -> dict[str, Any]:
+    """Accept the run as a baseline only when it moves the baseline forward on the branch line
+    (zlops.promotion); the decision's reason is kept in the run's meta and returned."""
+    from zlops.pipeline import open_store
     from zlops.pipeline import promote as do_promote
 
-    return {"accepted": do_promote(_ctx(suite))}
+    ctx = _ctx(suite)
+    accepted = do_promote(ctx)
+    run = open_store(ctx.config).get_run(ctx.run_key)
+    reason = (run.meta.get("promotion") or {}).get("reason") if run else None
+    return {"accepted": accepted, "reason": reason}
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)

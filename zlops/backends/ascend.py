@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zlops.backends.base import DeviceBackend, DeviceInfo
-from zlops.backends.parsers.npu_smi import parse_npu_smi, parse_npu_smi_samples
+from zlops.backends.parsers.npu_smi import parse_npu_smi, parse_npu_smi_pids, parse_npu_smi_samples
 from zlops.backends.tools import polling_sampler, requested_devices, run_tool
 from zlops.errors import ZlopsError
 from zlops.telemetry import TelemetrySample, TelemetrySampler
@@ -51,4 +51,14 @@ class Backend(DeviceBackend):
                 mapping.append(_mapping_text())
             return parse_npu_smi_samples(text, mapping[0])
 
-        return polling_sampler(out_dir, [SMI, "info"], parse, wanted, interval_s=interval_s)
+        sampler = polling_sampler(out_dir, [SMI, "info"], parse, wanted, interval_s=interval_s)
+        if not devices:
+            return sampler
+        from zlops.contention import DeviceProcessWatch
+
+        return DeviceProcessWatch(sampler, devices, self.device_processes)  # a foreign process invalidates
+
+    def device_processes(self) -> dict[int, list[tuple[int, str]]] | None:
+        """Logical device index -> [(pid, name)] from ``npu-smi info``'s process table (None when the
+        layout has none)."""
+        return parse_npu_smi_pids(run_tool([SMI, "info"]).stdout, _mapping_text())

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zlops.backends.base import DeviceBackend, DeviceInfo
-from zlops.telemetry import PollingSampler, TelemetrySample, TelemetrySampler
+from zlops.telemetry import TelemetrySample, TelemetrySampler
 
 
 def _cpu_model() -> str:
@@ -33,20 +33,26 @@ class Backend(DeviceBackend):
                            extra=cpus)]
 
     def telemetry_sampler(self, devices: Sequence[int], out_dir: Path, *, interval_s: float = 1.0) -> TelemetrySampler:
+        """The CPU's clock, temperature, utilization and memory, and beside them what else runs on
+        the host (load average, other processes' CPU, steal; :mod:`zlops.contention`)."""
         import psutil
+
+        from zlops.contention import HostContentionSampler, HostReading
 
         psutil.cpu_percent(None)  # prime the counter: the first call always answers 0.0
 
-        def read() -> Iterable[TelemetrySample]:
+        def read(host: HostReading) -> Iterable[TelemetrySample]:
             freq = psutil.cpu_freq()
             temps: dict[str, Any] = getattr(psutil, "sensors_temperatures", dict)() or {}
             temp = max((t.current for group in temps.values() for t in group if t.current), default=None)
             mem = psutil.virtual_memory()
             return [TelemetrySample(index=int(d), sm_clock_mhz=freq.current if freq else None, temp_c=temp,
                                     util_pct=psutil.cpu_percent(None),
-                                    mem_used_mib=(mem.total - mem.available) / 2**20) for d in devices]
+                                    mem_used_mib=(mem.total - mem.available) / 2**20, load1=host.load1,
+                                    foreign_cpu_pct=host.foreign_cpu_pct, steal_pct=host.steal_pct)
+                    for d in devices]
 
-        return PollingSampler(out_dir, read, interval_s=interval_s)
+        return HostContentionSampler(out_dir, read, interval_s=interval_s)
 
     def identity(self, devices: Sequence[int]) -> dict[str, Any]:
         ident = super().identity(devices)

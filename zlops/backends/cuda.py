@@ -19,6 +19,7 @@ from zlops.backends.base import DeviceBackend, DeviceInfo
 from zlops.backends.parsers.nvidia_smi import (
     ENUM_FIELDS,
     TELEMETRY_FIELDS,
+    parse_compute_app_pids,
     parse_compute_apps,
     parse_nvidia_smi,
     parse_nvidia_smi_samples,
@@ -126,4 +127,15 @@ class Backend(DeviceBackend):
         def parse(text: str) -> list[TelemetrySample]:
             return parse_nvidia_smi_samples(text, tz=tz)
 
-        return StreamingSampler(out_dir, telemetry_argv(wanted, interval_s), parse, wanted)
+        sampler = StreamingSampler(out_dir, telemetry_argv(wanted, interval_s), parse, wanted)
+        if not devices:  # nothing named (zlops telemetry over every GPU): no device is the shard's
+            return sampler
+        from zlops.contention import DeviceProcessWatch
+
+        return DeviceProcessWatch(sampler, devices, self.device_processes)  # a foreign process invalidates
+
+    def device_processes(self) -> dict[int, list[tuple[int, str]]]:
+        """GPU index -> [(pid, name)] of its compute processes (nvidia-smi's compute-apps query)."""
+        apps = run_tool([SMI, "--query-compute-apps=gpu_uuid,pid,process_name", "--format=csv"]).stdout
+        gpus = run_tool([SMI, "--query-gpu=index,uuid", "--format=csv"]).stdout
+        return parse_compute_app_pids(apps, gpus)

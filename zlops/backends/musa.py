@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zlops.backends.base import DeviceBackend, DeviceInfo
-from zlops.backends.parsers.mthreads_gmi import parse_mthreads_gmi, parse_mthreads_gmi_json
+from zlops.backends.parsers.mthreads_gmi import parse_mthreads_gmi, parse_mthreads_gmi_json, parse_mthreads_gmi_pids
 from zlops.backends.tools import polling_sampler, requested_devices, run_tool
 from zlops.telemetry import TelemetrySampler
 
@@ -30,4 +30,13 @@ class Backend(DeviceBackend):
     def telemetry_sampler(self, devices: Sequence[int], out_dir: Path, *, interval_s: float = 1.0) -> TelemetrySampler:
         """Polls ``mthreads-gmi --json``: the same columns as cuda (clocks, temperature, power, utilization, memory)."""
         wanted = requested_devices(self.spec.visibility_env, devices)
-        return polling_sampler(out_dir, [GMI, "--json"], parse_mthreads_gmi_json, wanted, interval_s=interval_s)
+        sampler = polling_sampler(out_dir, [GMI, "--json"], parse_mthreads_gmi_json, wanted, interval_s=interval_s)
+        if not devices:
+            return sampler
+        from zlops.contention import DeviceProcessWatch
+
+        return DeviceProcessWatch(sampler, devices, self.device_processes)  # a foreign process invalidates
+
+    def device_processes(self) -> dict[int, list[tuple[int, str]]]:
+        """Device index -> [(pid, name)] from the default table's process section."""
+        return parse_mthreads_gmi_pids(run_tool([GMI]).stdout)

@@ -284,12 +284,15 @@ def _seconds(rows: Sequence[Mapping[str, Any]]) -> list[float | None]:
     return [None if s is None else (s - first).total_seconds() for s in stamps]
 
 
-def telemetry_timeline(rows: Sequence[Mapping[str, Any]], out_path: Path, *, title: str) -> Path | None:
-    """One shard's telemetry.csv rows over time: SM clock, temperature and power, one line per device.
+def telemetry_timeline(rows: Sequence[Mapping[str, Any]], out_path: Path, *, title: str,
+                       clock_label: str = "clock (MHz)") -> Path | None:
+    """One shard's telemetry.csv rows over time: clock, temperature and power, one line per device.
+
+    ``clock_label`` names the clock by the shard's backend (``CPU clock (MHz)`` on a CPU pool).
 
     A panel per quantity that has at least two samples; None when none has.
     """
-    series = (("sm_clock_mhz", "SM clock (MHz)", "#1f77b4"), ("temp_c", "temp (°C)", "#d62728"),
+    series = (("sm_clock_mhz", clock_label, "#1f77b4"), ("temp_c", "temp (°C)", "#d62728"),
               ("power_w", "power (W)", "#ff7f0e"))
     present = [s for s in series if sum(1 for r in rows if r.get(s[0]) is not None) >= 2]
     if not present:  # a single sample is not a timeline

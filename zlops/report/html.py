@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict
 from zlops.report import cells
-from zlops.report.markdown import telemetry_line
+from zlops.report.markdown import promotion_line, telemetry_line
 from zlops.report.table import caliber_lines, row_cells
 
 PlotKey = tuple[str, str, str]
@@ -77,6 +77,8 @@ def html_report(
         f"<li>{_e(cells.header_line(summary, None, None))}</li>",
         f"<li>Pools: {len(ran)} run{_pools(', {n} invalid', invalid)}{_pools(', {n} missing', missing)}</li>",
         f"<li><strong>{_e(summary.overall_line())}</strong></li>",
+        *([f"<li>Baseline: {_e(promotion_line(run.meta['promotion']))}</li>"]
+          if isinstance(run.meta.get("promotion"), dict) else []),  # zlops.promotion: whether and why
         "</ul>",
     ]
     if alerts:

@@ -23,6 +23,7 @@ from zlops.model import (
 from zlops.partition import schedule_section
 from zlops.report import cells
 from zlops.report.table import caliber_lines, row_cells
+from zlops.telemetry import clock_label
 
 PlotKey = tuple[str, str, str]  # (pool, case, metric)
 
@@ -58,6 +59,8 @@ def markdown_report(
         f"- {cells.header_line(summary, None, None)}",
         f"- Run status: {run.status.value}" + (" (baseline promotion follows this report)"
                                                 if run.status.value == "running" else ""),
+        *([f"- Baseline: {promotion_line(run.meta['promotion'])}"]
+          if isinstance(run.meta.get("promotion"), dict) else []),  # zlops.promotion: whether and why
         "",
     ]
     if alerts:  # the regression lifecycle's changes tonight (zlops.announce)
@@ -92,13 +95,19 @@ def markdown_report(
     return "\n".join(out)
 
 
+def promotion_line(p: Mapping[str, Any]) -> str:
+    """Whether the run became (or will become) the baseline, and why (``run.meta["promotion"]``)."""
+    return f"{'promoted' if p.get('accepted') else 'not promoted'}: {p.get('reason', '')}"
+
+
 def telemetry_line(t: Mapping[str, Any]) -> str:
     """One shard's telemetry summary in a phrase: what a delta's reader needs to rule heat out."""
     if not t or not t.get("samples"):
         return f"no telemetry ({_first_line(t.get('error')) or 'sampler unavailable'})" if t else "no telemetry"
     parts = []
     if t.get("sm_clock_median_mhz") is not None:
-        parts.append(f"SM clock {t['sm_clock_median_mhz']:.0f} MHz median, {t['sm_clock_min_mhz']:.0f} min")
+        parts.append(f"{clock_label(t.get('backend'))} {t['sm_clock_median_mhz']:.0f} MHz median, "
+                     f"{t['sm_clock_min_mhz']:.0f} min")
         parts.append(f"{100 * t.get('below_90pct_peak_share', 0.0):.0f}% of busy samples below 90% of peak")
     if t.get("temp_max_c") is not None:
         parts.append(f"{t['temp_max_c']:.0f} °C max")

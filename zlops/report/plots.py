@@ -55,6 +55,7 @@ def trend_plot(
     band_pct: float = 2.0,
     telemetry: Sequence[tuple[float | None, float | None]] | None = None,
     reference: tuple[float, str, str] | None = None,
+    clock_label: str = "clock MHz",
 ) -> Path:
     """Draw the trend of one series to a PNG at ``out_path`` and return the path.
 
@@ -64,11 +65,12 @@ def trend_plot(
     The baseline median is a horizontal line with a ``±band_pct`` band (the potential threshold).
     History and baseline are converted to ``comparison.unit`` with :func:`zlops.metrics.convert`;
     a unit that does not convert raises ``ValueError`` rather than plot two scales on one axis.
-    ``telemetry`` gives each night (the history, then tonight) its (median SM clock MHz, max
+    ``telemetry`` gives each night (the history, then tonight) its (median clock MHz, max
     temperature °C), drawn in a strip under the trend: clock on the left axis, temperature on a
     twin axis, so a step in the series can be set against throttling or heat at a glance.
     ``reference`` = (value, unit, label) draws another level as a dotted line, e.g. the reference of
     an open alert (back within its band = fixed) when the rolling baseline has moved on.
+    ``clock_label`` names the clock axis by the pool's backend (:func:`zlops.telemetry.clock_axis_label`).
     Inputs are not modified.
     """
     series = [(cells.short_sha(p.sha), _in_unit(p.samples, p.unit, comparison.unit, p.run_key))
@@ -110,7 +112,7 @@ def trend_plot(
         _set_ticks(strip if strip is not None else ax, labels)
         ax.set_xlim(-0.5, max(len(labels), 1) - 0.5)
         if strip is not None:
-            _draw_telemetry(strip, list(telemetry or ())[: max(len(labels), 1)])
+            _draw_telemetry(strip, list(telemetry or ())[: max(len(labels), 1)], clock_label)
             strip.set_xlabel("night (oldest to newest)")
         else:
             ax.set_xlabel("night (oldest to newest)")
@@ -181,8 +183,9 @@ def _draw_tonight(ax: Axes, x: int, c: Comparison) -> None:
     )
 
 
-def _draw_telemetry(ax: Axes, nights: Sequence[tuple[float | None, float | None]]) -> None:
-    """Median SM clock per night (left axis) and max temperature (twin right axis); gaps where unknown.
+def _draw_telemetry(ax: Axes, nights: Sequence[tuple[float | None, float | None]],
+                    clock_label: str = "clock MHz") -> None:
+    """Median clock per night (left axis) and max temperature (twin right axis); gaps where unknown.
 
     A quantity no night reports gets no axis (a CPU pool has a clock but no temperature).
     """
@@ -192,7 +195,7 @@ def _draw_telemetry(ax: Axes, nights: Sequence[tuple[float | None, float | None]
     ax.grid(True, axis="y", alpha=0.3)
     if any(c is not None for c, _ in nights):
         ax.plot(xs, clock, "s-", color=CLOCK_COLOUR, markersize=5, linewidth=1.4)
-        ax.set_ylabel("SM MHz", color=CLOCK_COLOUR, fontsize=FONT_SIZE - 1)
+        ax.set_ylabel(clock_label, color=CLOCK_COLOUR, fontsize=FONT_SIZE - 1)
         ax.tick_params(axis="y", colors=CLOCK_COLOUR, labelsize=FONT_SIZE - 2)
     else:
         ax.set_yticks([])

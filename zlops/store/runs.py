@@ -116,6 +116,13 @@ def list_runs(session: Session, *, suite: str | None = None, kind: str | None = 
     return [_record(row) for row in session.scalars(query)]
 
 
+def accepted_runs(session: Session, suite: str, *, kind: str = "nightly") -> list[RunRecord]:
+    """Every accepted (baseline) run of ``suite``/``kind``, newest started first."""
+    query = (select(Run).where(Run.suite == suite, Run.kind == kind, Run.accepted.is_(True))
+             .order_by(Run.started_at.desc(), Run.id.desc()))
+    return [_record(row) for row in session.scalars(query)]
+
+
 def record_shard(session: Session, run_key: str, outcome: ShardOutcome,
                  results: Sequence[CaseResult] = (), *, telemetry: Mapping[str, Any] | None = None,
                  identity: Mapping[str, Any] | None = None) -> None:

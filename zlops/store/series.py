@@ -77,12 +77,12 @@ def _pool_samples(rows: Iterable[Any],
 
 def series_history(session: Session, suite: str, pool: str, case: str, metric: str, *,
                    limit: int = 60, kind: str = "nightly",
-                   include_run_key: str | None = None) -> list[HistoryPoint]:
+                   include_run_key: str | None = None, before: datetime | None = None) -> list[HistoryPoint]:
     """The newest ``limit`` points of one series, returned OLDEST first (for trend plots).
 
     Points come from the accepted runs of ``suite``/``kind``, plus ``include_run_key`` (tonight's
     run, of any kind, before it is accepted) when it belongs to ``suite``; ``when`` is the run's
-    ``started_at``.
+    ``started_at``. ``before``: only runs started before it (a run's history as of then).
     """
     if limit < 1:
         raise ValueError(f"series_history: limit must be >= 1, got {limit}")
@@ -90,7 +90,8 @@ def series_history(session: Session, suite: str, pool: str, case: str, metric: s
     if include_run_key is not None:
         runs = or_(runs, Run.run_key == include_run_key)
     where = (Run.suite == suite, runs, Shard.pool == pool, Shard.status == ShardStatus.OK.value,
-             Result.case == case, Result.metric == metric)
+             Result.case == case, Result.metric == metric,
+             *(() if before is None else (Run.started_at < before,)))
     newest = session.scalars(
         select(Run.id)
         .join(Shard, Shard.run_id == Run.id).join(Result, Result.shard_id == Shard.id)

@@ -122,6 +122,10 @@ class Store:
         """Runs, newest started first."""
         return self._query(runs.list_runs, suite=suite, kind=kind, limit=limit)
 
+    def accepted_runs(self, suite: str, *, kind: str = "nightly") -> list[RunRecord]:
+        """Every accepted (baseline) run of a suite, newest started first."""
+        return self._query(runs.accepted_runs, suite, kind=kind)
+
     def record_shard(self, run_key: str, outcome: ShardOutcome, results: Sequence[CaseResult] = (),
                      *, telemetry: Mapping[str, Any] | None = None,
                      identity: Mapping[str, Any] | None = None) -> None:
@@ -148,11 +152,12 @@ class Store:
                            exclude_run_key=exclude_run_key, kind=kind)
 
     def series_history(self, suite: str, pool: str, case: str, metric: str, *, limit: int = 60,
-                       kind: str = "nightly",
-                       include_run_key: str | None = None) -> list[HistoryPoint]:
-        """The newest ``limit`` accepted points of a series, oldest first (see :mod:`.series`)."""
+                       kind: str = "nightly", include_run_key: str | None = None,
+                       before: datetime | None = None) -> list[HistoryPoint]:
+        """The newest ``limit`` accepted points of a series (of runs started before ``before``), oldest
+        first (see :mod:`.series`)."""
         return self._query(series.series_history, suite, pool, case, metric, limit=limit,
-                           kind=kind, include_run_key=include_run_key)
+                           kind=kind, include_run_key=include_run_key, before=before)
 
     # -- comparisons and notifications -------------------------------------------------------
 

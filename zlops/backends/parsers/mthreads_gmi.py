@@ -73,6 +73,22 @@ def parse_mthreads_gmi(text: str) -> list[DeviceInfo]:
     return devices
 
 
+def parse_mthreads_gmi_pids(text: str) -> dict[int, list[tuple[int, str]]]:
+    """Device index -> [(pid, process name)] from the default table's ``Processes:`` section (names
+    come truncated from the left, as the tool prints them)."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    in_procs = False
+    for line in text.splitlines():
+        if line.strip().startswith("Processes:"):
+            in_procs = True
+            continue
+        parts = line.split()
+        if in_procs and len(parts) >= 3 and parts[0].isdigit() and parts[1].isdigit():
+            name = " ".join(parts[2:-1]) if len(parts) > 3 else parts[2]
+            out.setdefault(int(parts[0]), []).append((int(parts[1]), name))
+    return out
+
+
 def _flatten(obj: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
     if isinstance(obj, dict):
         for k, v in obj.items():

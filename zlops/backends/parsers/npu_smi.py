@@ -165,6 +165,31 @@ def device_index(info: NpuSmiInfo, mapping: list[NpuMapping] | None = None) -> d
     return {(c.npu_id, c.chip_id): by_map.get((c.npu_id, c.chip_id), pos) for pos, c in enumerate(info.chips)}
 
 
+def parse_npu_smi_pids(text: str, mapping_text: str | None = None) -> dict[int, list[tuple[int, str]]] | None:
+    """Logical device index -> [(pid, process name)] from ``npu-smi info``'s process table (None when
+    the output has no process table: that layout cannot say)."""
+    info = parse_npu_smi_info(text)
+    if info.processes is None:
+        return None
+    index = device_index(info, parse_npu_smi_mapping(mapping_text) if mapping_text else None)
+    out: dict[int, list[tuple[int, str]]] = {}
+    section = False
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = _cells(line)
+        head = cells[0].split()
+        if head[:1] == ["NPU"]:
+            section = len(cells) > 1 and "Process" in cells[1]
+            continue
+        if section and len(cells) >= 3 and len(head) >= 2 and head[0].isdigit() and head[1].isdigit() \
+                and cells[1].isdigit():
+            device = index.get((int(head[0]), int(head[1])))
+            if device is not None:
+                out.setdefault(device, []).append((int(cells[1]), cells[2] or "?"))
+    return out
+
+
 def parse_npu_smi(text: str, mapping_text: str | None = None) -> list[DeviceInfo]:
     """Devices of ``npu-smi info`` (optionally resolved through ``npu-smi info -m``).
 

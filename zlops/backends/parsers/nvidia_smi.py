@@ -107,6 +107,19 @@ def parse_compute_apps(text: str, fields: Sequence[str] | None = None) -> dict[s
     return counts
 
 
+def parse_compute_app_pids(apps_text: str, gpus_text: str) -> dict[int, list[tuple[int, str]]]:
+    """GPU index -> [(pid, process name)] from ``--query-compute-apps=gpu_uuid,pid,process_name
+    --format=csv`` and ``--query-gpu=index,uuid --format=csv`` (which names each UUID's index)."""
+    index = {row["uuid"]: int(row["index"]) for row in parse_query_csv(gpus_text)
+             if row.get("uuid") and (row.get("index") or "").isdigit()}
+    out: dict[int, list[tuple[int, str]]] = {}
+    for row in parse_query_csv(apps_text):
+        gpu, pid = index.get(row.get("gpu_uuid") or ""), row.get("pid") or ""
+        if gpu is not None and pid.isdigit():
+            out.setdefault(gpu, []).append((int(pid), row.get("process_name") or "?"))
+    return out
+
+
 def parse_timestamp(cell: str | None, tz: tzinfo | None = None) -> str:
     """ISO 8601 for nvidia-smi's ``2026/07/03 22:10:46.109``; with ``tz`` (the host's zone, in which
     nvidia-smi prints) it is converted to UTC. Empty when the cell is not a timestamp."""

@@ -1,0 +1,126 @@
+"""Which run becomes the baseline: only a newer run on the suite's branch line, never a step back.
+
+A nightly measures whatever commit it is given (the branch head, or a ``sha`` a person picked), but
+only a run that moves the baseline *forward along the branch* may become it:
+
+- its commit is on the branch's first-parent line (the commits the branch itself moved through;
+  a commit of a merged side branch or of a PR is measured and reported, never promoted);
+- it is not older than the current baseline: the accepted run whose commit is newest on that line
+  (the same commit measured again counts as not older);
+- the night is not a caliber break: no series of it was INCOMPARABLE with its baseline, and none was
+  judged across a caliber difference by ``--allow-caliber-mismatch``; a new driver or timer must be
+  accepted by a person, once, explicitly;
+- at least one shard produced valid data (not failed, timed out, skipped or invalid).
+
+``promote`` (``zlops nightly --promote``, the DAG's ``promote`` trigger param), recorded in the run's
+meta at fetch, overrides the branch-line and caliber rules for backfills and deliberate caliber
+changes; the decision says what it overrode. The decision is taken by :func:`decide`, shown by the
+report step (which runs before promotion) and stored in the run's meta (``promotion``) by
+:func:`zlops.pipeline.promote`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from zlops import gitops
+from zlops.errors import GitError
+from zlops.model import RunRecord, ShardStatus, Verdict
+
+if TYPE_CHECKING:
+    from zlops.pipeline import RunContext
+
+CALIBER_MARK = "!!! [caliber]"
+
+
+@dataclass(frozen=True)
+class PromotionDecision:
+    """Whether the run becomes a baseline, and why (a sentence for the report and the run's meta)."""
+
+    accept: bool
+    reason: str
+    forced: bool = False
+    current_baseline: str | None = None    # run key of the baseline this run was measured against
+
+    def to_json(self) -> dict[str, Any]:
+        return {"accepted": self.accept, "reason": self.reason, "forced": self.forced,
+                "current_baseline": self.current_baseline}
+
+    def line(self) -> str:
+        return f"{'promoted to baseline' if self.accept else 'not promoted'}: {self.reason}"
+
+
+def decide(ctx: RunContext) -> PromotionDecision:
+    """The promotion decision for ``ctx``'s run as the store and the mirror say now (see the module)."""
+    from zlops.pipeline import open_store
+
+    store = open_store(ctx.config)
+    run = store.get_run(ctx.run_key)
+    if run is None:
+        return PromotionDecision(False, f"unknown run {ctx.run_key}")
+    forced = bool(run.meta.get("promote"))
+    shards = store.shards(ctx.run_key)
+    if not any(o.status is ShardStatus.OK for o in shards):
+        states = ", ".join(sorted({f"{o.status.value}" for o in shards})) or "no shard recorded"
+        return PromotionDecision(False, f"no shard produced valid data ({states})", forced)
+    refusals = [_caliber_refusal(store.comparisons(ctx.run_key))]
+    try:
+        line = gitops.first_parent_line(gitops.Mirror(ctx.mirror_path, ctx.suite.repo), ctx.suite.branch,
+                                        max_count=ctx.config.baseline_depth)
+    except GitError as exc:
+        line = []
+        refusals.append(f"the branch line of {ctx.suite.branch} cannot be read ({exc})")
+    position = {sha: i for i, sha in enumerate(line)}
+    current = current_baseline(store.accepted_runs(ctx.suite_name), position, exclude=ctx.run_key)
+    refusals.append(_line_refusal(run, ctx.suite.branch, position, current))
+    why = "; ".join(r for r in refusals if r)
+    base_key = current.run_key if current else None
+    if forced:
+        overrode = f" (overriding: {why})" if why else ""
+        return PromotionDecision(True, f"promoted by the explicit promote flag{overrode}", True, base_key)
+    if why:
+        hint = ("; to accept it anyway, run `zlops nightly --suite S --sha SHA --promote` or trigger the DAG with "
+                "promote: true")
+        return PromotionDecision(False, why + hint, False, base_key)
+    if current is None:
+        return PromotionDecision(True, f"the suite's first baseline on {ctx.suite.branch}", False, None)
+    same = "the same commit as" if current.sha == run.sha else "newer than"
+    return PromotionDecision(True, f"commit {run.sha[:7]} is on {ctx.suite.branch} and {same} the current "
+                                   f"baseline {current.sha[:7]} ({current.run_key})", False, base_key)
+
+
+def current_baseline(accepted: list[RunRecord], position: dict[str, int], *, exclude: str) -> RunRecord | None:
+    """The accepted run whose commit is newest on the branch line (ties: the newest started).
+
+    ``accepted`` comes newest started first; runs off the line (a forced backfill of a side commit)
+    are not the line's baseline.
+    """
+    on_line = [r for r in accepted if r.run_key != exclude and r.sha in position]
+    if not on_line:
+        return None
+    return min(on_line, key=lambda r: position[r.sha])  # min() keeps the first (newest started) of a tie
+
+
+def _caliber_refusal(rows: list[Any]) -> str:
+    incomparable = [c for c in rows if c.verdict is Verdict.INCOMPARABLE]
+    allowed = [c for c in rows if c.verdict is not Verdict.INCOMPARABLE and CALIBER_MARK in (c.judgement.note or "")]
+    if not incomparable and not allowed:
+        return ""
+    first = next(iter(incomparable or allowed))
+    detail = next((part.strip() for part in first.judgement.note.split(";") if CALIBER_MARK in part), "")
+    what = (f"{len(incomparable)} series INCOMPARABLE with their baseline" if incomparable else
+            f"{len(allowed)} series judged across a caliber difference (--allow-caliber-mismatch)")
+    return f"caliber break: {what}" + (f" ({detail})" if detail else "")
+
+
+def _line_refusal(run: RunRecord, branch: str, position: dict[str, int], current: RunRecord | None) -> str:
+    if not position:
+        return ""  # the reason is already given (the line could not be read)
+    if run.sha not in position:
+        return (f"commit {run.sha[:7]} is not on {branch}'s first-parent line (a side branch, a PR or a commit "
+                f"older than the {len(position)} commits zlops reads): measured and reported, never promoted")
+    if current is not None and position[run.sha] > position[current.sha]:
+        return (f"commit {run.sha[:7]} is older than the current baseline {current.sha[:7]} ({current.run_key}) "
+                f"on {branch}: a run of an older commit is measured and reported, never promoted")
+    return ""
