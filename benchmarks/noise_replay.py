@@ -62,6 +62,8 @@ INJECT_AT = (6, 9, 12, 14)
 PLAIN_PCT = 2.0
 METHODS = ("plain 2%", "plain 2%, 2 nights", "zlops screen", "zlops + 2 nights", "zlops + A/B")
 ALARM = (State.REGRESSION, State.SEVERE)
+#: an improvement is judged as strictly as a regression: announced improvements on A/A nights are false too
+FALSE_IMPROVEMENT = ("plain 2% faster", "zlops improved, 2 nights", "zlops improved, A/B")
 
 
 def load_series(path: Path) -> dict[str, list[float]]:
@@ -84,7 +86,7 @@ def cv_pct(values: Sequence[float]) -> float:
 
 @dataclass
 class Tally:
-    alarms: dict[str, int] = field(default_factory=lambda: dict.fromkeys(METHODS, 0))
+    alarms: dict[str, int] = field(default_factory=lambda: dict.fromkeys(METHODS + FALSE_IMPROVEMENT, 0))
     nights: int = 0
     ab_runs: int = 0
     ab_runs_provisional: int = 0
@@ -127,12 +129,16 @@ class Replay:
         alarms = {"plain 2%": plain, "plain 2%, 2 nights": plain and prev_plain,
                   "zlops screen": night.state is State.SUSPECT}
         alarms["zlops + 2 nights"] = decide(night, previous=previous, policy=self.policy).state in ALARM
-        ab_run = night.state is State.SUSPECT
+        ab_run = night.state in (State.SUSPECT, State.SUSPECT_IMPROVED)
+        alarms["zlops + A/B"] = alarms["zlops improved, A/B"] = False
         if ab_run:
             conf = self.ab(slowdown, salt)
-            alarms["zlops + A/B"] = decide(night, ab=conf, policy=self.policy).state in ALARM
-        else:
-            alarms["zlops + A/B"] = False
+            decided = decide(night, ab=conf, policy=self.policy).state
+            alarms["zlops + A/B"] = decided in ALARM
+            alarms["zlops improved, A/B"] = decided is State.IMPROVED
+        alarms["plain 2% faster"] = bool((x[t] / x[t - 1] - 1.0) * 100.0 < -PLAIN_PCT)
+        decided_2n = decide(night, previous=previous, policy=self.policy).state
+        alarms["zlops improved, 2 nights"] = decided_2n is State.IMPROVED
         return alarms, night, plain, ab_run
 
 
@@ -203,6 +209,14 @@ def report(result: dict[str, dict[str, Tally]], sizes: Sequence[float]) -> list[
     lines = ["### All series: false alarms per 1,000 case-nights", "",
              "| method | real order | all orders |", "|---|---:|---:|"]
     for m in METHODS:
+        cells = []
+        for kind in ("real", "all"):
+            alarms, nights = sum(g[kind].alarms[m] for g in groups), sum(g[kind].nights for g in groups)
+            cells.append(f"{_pct(alarms, nights, 1000):.2f} ({alarms} of {nights})")
+        lines.append(f"| {m} | {' | '.join(cells)} |")
+    lines += ["", "### All series: false improvements per 1,000 case-nights (an A/A night announced faster)", "",
+              "| method | real order | all orders |", "|---|---:|---:|"]
+    for m in FALSE_IMPROVEMENT:
         cells = []
         for kind in ("real", "all"):
             alarms, nights = sum(g[kind].alarms[m] for g in groups), sum(g[kind].nights for g in groups)
