@@ -35,6 +35,28 @@ SeriesKey = tuple[str, str, str]
 #: Verdicts whose series get a trend figure.
 PLOTTED = frozenset({Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.SUSPECT, Verdict.IMPROVED,
                      Verdict.SUSPECT_IMPROVED})
+#: most trend figures a report draws (each is ~0.1-0.3 s of matplotlib): a night where a compiler change
+#: moved thousands of series must still report in seconds; the rest are listed, not drawn
+MAX_TRENDS = 60
+#: the order trends are drawn in when there are more candidates than MAX_TRENDS
+_PRIORITY = {Verdict.SEVERE: 0, Verdict.REGRESSION: 1, Verdict.POTENTIAL: 2, Verdict.IMPROVED: 3,
+             Verdict.SUSPECT: 4, Verdict.SUSPECT_IMPROVED: 5}
+
+
+def trend_candidates(summary: CompareSummary, references: Mapping[SeriesKey, Any],
+                     limit: int = MAX_TRENDS) -> list[Any]:
+    """The series that get a trend figure, most important first, at most ``limit``: confirmed changes by
+    severity, series with an open alert, then suspects by how far beyond their threshold they are."""
+    rows = [c for c in summary.comparisons if c.verdict in PLOTTED or (c.pool, c.case, c.metric) in references]
+
+    def rank(c: Any) -> tuple[int, float, str, str, str]:
+        prio = _PRIORITY.get(c.verdict, 6)
+        if (c.pool, c.case, c.metric) in references:
+            prio = min(prio, 2)
+        excess = abs(c.judgement.worse_pct or 0.0) / (c.judgement.threshold_pct or 1.0)
+        return (prio, -excess, c.pool, c.case, c.metric)
+
+    return sorted(rows, key=rank)[:limit]
 
 
 @dataclass(frozen=True)
@@ -63,7 +85,8 @@ def figure_name(*parts: str) -> str:
 def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: CompareSummary,
                      shards: list[ShardOutcome], out_dir: Path, band_pct: float,
                      references: Mapping[SeriesKey, tuple[float, str, str]] | None = None,
-                     as_of: datetime | None = None, ancestors: Collection[str] | None = None) -> RunFigures:
+                     as_of: datetime | None = None, ancestors: Collection[str] | None = None,
+                     max_trends: int = MAX_TRENDS) -> RunFigures:
     """Draw every figure of the run into ``out_dir`` (see the module docstring).
 
     ``references`` (value, unit, label) per series: the open alerts' references; these series get
@@ -84,10 +107,8 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
     trends: dict[SeriesKey, Path] = {}
     references = references or {}
     backends = {s.pool: s.backend for s in shards}  # the clock's name follows the pool's backend
-    for c in summary.comparisons:
+    for c in trend_candidates(summary, references, max_trends):
         key = (c.pool, c.case, c.metric)
-        if c.verdict not in PLOTTED and key not in references:
-            continue
         history = [h for h in store.series_history(suite, c.pool, c.case, c.metric, before=as_of)
                    if h.run_key != run_key and (ancestors is None or h.sha in ancestors)]
         telemetry = [night(h.run_key, c.pool) for h in history]

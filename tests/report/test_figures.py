@@ -177,3 +177,18 @@ def test_figures_leave_their_inputs_alone(tmp_path: Path) -> None:
     before = [dataclasses.replace(r) for r in rows]
     ratio_chart(rows, tmp_path / "r.png", band_pct=2.0)
     assert rows == before
+
+
+def test_a_big_night_draws_a_bounded_number_of_trends_most_important_first() -> None:
+    from zlops.model import BaselinePoint, CompareSummary, Comparison, Judgement, Verdict
+    from zlops.nightly_figures import trend_candidates
+
+    def row(case: str, verdict: Verdict, worse: float) -> Comparison:
+        return Comparison("s", "p", case, "t", "ms", True, BaselinePoint("r", "a" * 40, "ms", (1.0,)), (1.1,),
+                          Judgement(verdict, worse, worse, 2.0))
+
+    rows = [row(f"sus{i}", Verdict.SUSPECT, 3.0 + i) for i in range(500)]
+    rows += [row("sev", Verdict.SEVERE, 9.0), row("imp", Verdict.IMPROVED, -4.0), row("ok", Verdict.UNCHANGED, 0.1)]
+    summary = CompareSummary("r2", "s", "b" * 40, tuple(rows))
+    picked = trend_candidates(summary, {("p", "ok", "t"): (1.0, "ms", "alert")}, limit=5)
+    assert [c.case for c in picked] == ["sev", "ok", "imp", "sus499", "sus498"]
