@@ -194,7 +194,7 @@ def test_two_consecutive_suspect_nights_confirm_a_regression() -> None:
 
 
 def test_a_provisional_night_cannot_be_confirmed_by_consecutive_nights() -> None:
-    hist = _history(n=4)
+    hist = [100.0, 101.5, 99.3, 100.8]   # wanders by more than the floor: no clear step either
     ref = float(np.median(hist))
     night2, night1 = judge_tonight([*hist, ref * 1.1], [ref * 1.1])
     assert night1 is not None and night1.state is State.SUSPECT and night2.state is State.SUSPECT
@@ -261,3 +261,31 @@ def test_judge_tonight_holds_an_unresolved_suspect_out_of_the_history() -> None:
     calm, prev_calm = judge_tonight([*hist, ref], [ref])
     assert prev_calm is not None and calm.noise is not None and calm.noise.n_nights == 8
     assert judge_tonight([100.0], [100.0])[1] is None
+
+
+def test_a_clear_step_on_a_stable_series_is_confirmed_by_two_nights_before_calibration() -> None:
+    """Real FlagGems on an H200: the 1G-element shapes hold to ~0.05% between processes; abs doing its
+    work twice is +100% on two nights. Four nights of history are too few to calibrate the noise model,
+    but nothing in them came near: the second night confirms it."""
+    stable = [10.0, 10.004, 9.997, 10.002]
+    night, previous = judge_tonight([*stable, 20.01], [20.0])
+    assert previous is not None and previous.state is State.SUSPECT and not _calibrated_for_test(night)
+    decided = decide(night, previous=previous)
+    assert decided.state is State.SEVERE and decided.confirmed_by == "clear step"
+    assert "beyond every one of the 4 earlier nights" in decided.reason
+    # the same doubling on a launch-bound series whose processes wander (>2% apart) is not confirmed so
+    wandering = [0.044, 0.047, 0.043, 0.046]
+    night, previous = judge_tonight([*wandering, 0.09], [0.091])
+    assert decide(night, previous=previous).state is State.SUSPECT
+    # nor with fewer than 3 earlier nights, nor when only one night moved
+    night, previous = judge_tonight([10.0, 10.001, 20.0], [20.0])
+    assert decide(night, previous=previous).state is State.SUSPECT
+    night, previous = judge_tonight(stable, [20.0])
+    assert decide(night, previous=previous).state is State.SUSPECT
+    # symmetric: a clear improvement is confirmed the same way
+    night, previous = judge_tonight([*stable, 5.0], [5.01])
+    assert decide(night, previous=previous).state is State.IMPROVED
+
+
+def _calibrated_for_test(night: object) -> bool:
+    return bool(getattr(night, "noise", None) is not None and night.noise.enough_history)  # type: ignore[attr-defined]

@@ -63,6 +63,13 @@ def test_the_vectorized_judge_agrees_on_synthetic_series() -> None:
         tonight = list(100 * step * np.exp(rng.normal(0, noise, int(rng.integers(1, 12)))))
         tel = {"below_90pct_peak_share": 0.5} if i % 23 == 0 else None
         cases.append((hist, tonight, bool(i % 3), tel))
+    for i in range(40):   # clear steps before calibration (FlagGems' stable 1G shapes doubling): both rules
+        stable = list(100 * np.exp(rng.normal(0, 0.0005, 3 + i % 4)))
+        step = [2.0, 0.5, 1.03, 1.5][i % 4]
+        cases.append(([*stable, 100 * step], [100 * step * (1 + 0.0001 * j) for j in range(3)], bool(i % 2), None))
     fast = _check(cases, Policy())
     assert fast >= 200
+    got = judge_many([c[0] for c in cases[-40:]], [c[1] for c in cases[-40:]], [c[2] for c in cases[-40:]],
+                     policy=Policy())
+    assert sum(1 for g in got if g is not None and "beyond every one" in g.reason) >= 20
     assert _check(cases[:120], Policy(min_samples=3, window=10, min_nights=4, k=2.0)) > 0

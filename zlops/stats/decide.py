@@ -136,6 +136,12 @@ class NightResult:
     reference_text: str = ""
     #: the levels of a multi-modal series (from its nights or from A/B runs), None when unimodal
     modes: Modes | None = None
+    #: nights in the reference window, their spread (max/min - 1, %), and how far tonight lies beyond the
+    #: window's extreme night in its own direction (positive: worse than the worst night, negative:
+    #: better than the best; 0 inside the window's range)
+    window_n: int = 0
+    window_range_pct: float | None = None
+    outside_pct: float = 0.0
 
     @property
     def suspect(self) -> bool:
@@ -234,7 +240,8 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
     change = (value / reference - 1.0) * 100.0
     worse = change if lower_is_better else -change
     figures = dict(change_pct=change, worse_pct=worse, threshold_pct=threshold, reference=reference,
-                   value=value, noise=noise, reference_text=ref_text, modes=modes)
+                   value=value, noise=noise, reference_text=ref_text, modes=modes,
+                   **window_extent(window.tolist(), value, lower_is_better=lower_is_better))
 
     problem = telemetry_problem(telemetry, max_throttle_share=pol.max_throttle_share,
                                 temp_limit_c=pol.temp_limit_c)
@@ -267,6 +274,39 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
 
 #: how far beyond its threshold an unmeasurable series must move to become a suspect (judge_night)
 UNMEASURABLE_FACTOR = 2.0
+
+
+def window_extent(window: Sequence[float], value: float, *, lower_is_better: bool) -> dict[str, Any]:
+    """``window_n``, ``window_range_pct`` and ``outside_pct`` of :class:`NightResult` (see there)."""
+    if not window:
+        return {"window_n": 0, "window_range_pct": None, "outside_pct": 0.0}
+    lo, hi = min(window), max(window)
+    if lower_is_better:
+        beyond_worst, beyond_best = (value / hi - 1.0) * 100.0, (value / lo - 1.0) * 100.0
+    else:
+        beyond_worst, beyond_best = -(value / lo - 1.0) * 100.0, -(value / hi - 1.0) * 100.0
+    outside = beyond_worst if beyond_worst > 0 else (beyond_best if beyond_best < 0 else 0.0)
+    return {"window_n": len(window), "window_range_pct": (hi / lo - 1.0) * 100.0, "outside_pct": outside}
+
+
+def clear_step(previous: NightResult, night: NightResult, policy: Policy) -> bool:
+    """Two suspect nights in one direction, both beyond EVERY earlier night by more than the threshold,
+    over a history of at least 3 nights that held within the floor (``potential_pct``).
+
+    Confirms a change before the noise model is calibrated: a stable series (real FlagGems 1G-element
+    shapes on an H200: 0.02-0.07% between processes) that doubles on two nights has moved. It never
+    applies to a launch-bound series whose processes wander (3-30% at one level, levels ~2x apart),
+    whose history is wider than the floor. Both nights are judged against the same history (the
+    first is held out of the second's reference while unresolved: :func:`judge_tonight`).
+    """
+    if previous.state is not night.state or not night.suspect or night.threshold_pct is None:
+        return False
+    for n in (previous, night):
+        if (n.window_n < 3 or n.window_range_pct is None or n.window_range_pct > policy.potential_pct
+                or abs(n.outside_pct) <= (night.threshold_pct or 0.0)
+                or (n.outside_pct > 0) != (night.state is State.SUSPECT)):
+            return False
+    return True
 
 
 def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: Sequence[float] | None = None, *,
@@ -490,6 +530,17 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
                             f"unmeasurable at {pol.potential_pct:g}%; suspect not confirmed: {ab.reason}")
         return Decision(State.UNCHANGED, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
                         f"{night.state.value.replace('_', ' ')} ({night.reason}) not confirmed by A/B: {ab.reason}")
+    if previous is not None and previous.worse_pct is not None and night.worse_pct is not None \
+            and not (_calibrated(previous) and _calibrated(night)) and clear_step(previous, night, pol):
+        if worse_side:
+            smaller = min(previous.worse_pct, night.worse_pct)
+            state = State.SEVERE if smaller > pol.regression_pct else State.REGRESSION
+        else:
+            state = State.IMPROVED
+        return Decision(state, confirmed_by="clear step",
+                        reason=f"two consecutive nights beyond every one of the {night.window_n} earlier nights "
+                               f"(which held within {night.window_range_pct:.2f}%): {previous.outside_pct:+.2f}%, "
+                               f"{night.outside_pct:+.2f}% beyond them; {night.reason}", **figures)
     if (previous is not None and previous.state is night.state and _calibrated(previous) and _calibrated(night)
             and night.threshold_pct is not None and previous.worse_pct is not None and night.worse_pct is not None):
         sign = 1.0 if worse_side else -1.0
