@@ -58,7 +58,7 @@ def test_report_of_an_old_run_after_later_nights(upstream: Upstream, make_config
     assert {k: v for k, v in after.items() if not k.startswith("rerender-")} == original  # byte-identical
     rerender = run_dir / "rerender-1"
     assert f"report: {rerender / 'report.md'}" in out
-    assert "thresholds: stored with the run (meta thresholds): 2% / 5%" in out
+    assert "thresholds: stored with the run (meta judging): 2% / 5%" in out
     assert "history: accepted runs started before" in out and f"on the ancestor line of {c2[:12]}" in out
     # the trend is the night's: the same history, threshold band and point, byte for byte
     assert (rerender / "plots" / trend.name).read_bytes() == trend.read_bytes()
