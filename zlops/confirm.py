@@ -27,6 +27,7 @@ from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus, Verdict
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
+from zlops.selection import selects_cases
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,13 @@ def _run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared:
               device: int, out: Path, cases: tuple[str, ...] | None) -> dict[tuple[str, str], float]:
     """One run of the suite on one device; per (case, metric) the median of its samples.
 
-    A partitioned suite (one that takes ``{cases}``) runs only the suspects' cases: an A/B must not
-    cost the whole suite when one operator is in doubt.
+    A suite that selects (partitioned, or with ``select:``; zlops.selection) runs only the suspects'
+    cases: an A/B must not cost the whole suite when one operator is in doubt.
     """
     spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
                      pool=pool, backend=ctx.config.pools[pool].backend, device=device,
                      worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out,
-                     cases=cases if ctx.suite.partition is not None else None)
+                     cases=cases if selects_cases(ctx.suite) else None)
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
