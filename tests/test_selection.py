@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from zlops.config import SelectConfig, SuiteConfig, parse_config
 from zlops.errors import ConfigError
@@ -112,5 +113,5 @@ def test_select_config_errors_say_what_to_fix(suite: dict[str, Any], message: st
 def test_select_config_is_frozen_and_has_documented_defaults() -> None:
     s = SelectConfig()
     assert (s.token, s.join, s.every) == ("^(.*)$", ",", "")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         s.join = "|"  # type: ignore[misc]

@@ -265,7 +265,8 @@ class SuiteConfig(_Strict):
         if self.select is not None and "cases_file" in used:
             raise ValueError("select fills {cases} only; drop {cases_file}")
         if self.partition is None and self.select is None and used:
-            raise ValueError(f"command uses {{{sorted(used)[0]}}} but the suite has no partition section (nor a select section)")
+            raise ValueError(f"command uses {{{sorted(used)[0]}}} but the suite has no partition section "
+                             "(nor a select section)")
         if self.partition is not None and self.partition.cases is not None and "cases" in used:
             check_case_names(self.partition.cases, comma_joined=True)
         return self
