@@ -118,7 +118,7 @@ def git(repo: Path, *args: str) -> str:
 def processes(data: Path = DATA) -> list[dict[str, str]]:
     """processes.tsv of the recording, one dict per process (seq, round, kind, commit, sha, wall_s, rc, ...)."""
     lines = [line.split("\t") for line in (data / "processes.tsv").read_text().splitlines() if line.strip()]
-    return [dict(zip(lines[0], row)) for row in lines[1:]]
+    return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
 
 
 class FlaggemsReplay:

@@ -29,10 +29,11 @@ from datetime import datetime, timezone
 ALL_OPS = "abs or neg or exp or relu or sum"
 
 
-def run_one(checkout: str, select: str, extra: list[str], log_to: str) -> tuple[float, int, str]:
+def run_one(checkout: str, select: str, extra: list[str], log_to: str,
+            paths: tuple[str, ...] = ("benchmark/",)) -> tuple[float, int, str]:
     for stale in glob.glob(os.path.join(checkout, "result_*.log")):
         os.unlink(stale)
-    argv = [sys.executable, "-m", "pytest", "benchmark/", "-m", select, "--level", "core", "--dtypes", "float16",
+    argv = [sys.executable, "-m", "pytest", *paths, "-m", select, "--level", "core", "--dtypes", "float16",
             "--record", "log", "-s", "-q", "-p", "no:cacheprovider", *extra]
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -56,6 +57,9 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=520)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--extra", default="", help="extra pytest args, space separated (e.g. --warmup 100)")
+    ap.add_argument("--inrun", type=int, default=0, help="only this many processes of A that each measure abs "
+                    "and sum --inrun-repeat times (pytest --keep-duplicates): the in-run spread")
+    ap.add_argument("--inrun-repeat", type=int, default=3)
     args = ap.parse_args()
     checkouts = dict(item.split("=", 1) for item in args.checkout)
     extra = args.extra.split()
@@ -83,6 +87,17 @@ def main() -> int:
     def left() -> float:
         return args.budget_s - (time.monotonic() - t_start)
 
+    if args.inrun:
+        paths = ("--keep-duplicates", *(["benchmark/test_abs.py", "benchmark/test_sum.py"] * args.inrun_repeat))
+        for k in range(1, args.inrun + 1):
+            seq += 1
+            log = f"{seq:02d}_inrun{args.inrun_repeat}_r{k}_A.log"
+            wall, rc, started = run_one(checkouts["A"], "abs or sum", extra, os.path.join(args.out, log), paths)
+            rows.append(f"{seq}\t{k}\tinrun{args.inrun_repeat}\tA\t{sha('A')}\t{wall:.2f}\t{rc}\t{started}\t{log}")
+            print(f"{seq:02d} inrun {k} A {wall:6.1f} s rc={rc}", flush=True)
+        with open(os.path.join(args.out, "processes_inrun.tsv"), "w") as f:
+            f.write("\n".join(rows) + "\n")
+        return 0
     # round 0 fills the Triton/FlagGems caches of every commit; its logs are kept, marked cold
     for name in sorted(checkouts):
         step(0, "cold", name, ALL_OPS)
