@@ -9,14 +9,17 @@ diffs stay exactly the recorded ones while the harness knows whose processes to 
 ``benchmark/conftest.py`` where zlops can see it: it takes the same options, reads ``-m`` (the op
 marks, ``""`` = every op) and writes ``result_<argv>.log`` into its working directory (the name
 FlagGems derives from its argv). What it writes is the next recorded process log of its commit,
-in recording order (``seq`` in processes.tsv), with only the selected ops' records:
+with only the selected ops' records:
 
-- every op: the commit's ``cold``/``full`` processes in order, cycling when used up;
-- ``-m abs``: first the commit's ``abs``-only processes, then (used up) the full sequence, filtered.
+- a night (any run outside an ``ab/`` artifact folder): the commit's ``cold``/``full`` processes in
+  recording order (``seq`` in processes.tsv), cycling when used up;
+- an A/B side (zlops runs those in ``<run>/ab/<pool>/<NN><side>/``): the commit's processes that ran
+  exactly this selection (the ``abs``-only ones for ``-m abs``), then its full processes newest
+  first, cycling; a night's processes therefore do not depend on how many A/B runs a judge asks for.
 
-The position of each sequence lives in ``$FLAGGEMS_REPLAY_STATE`` (a folder), so a night and its
-A/B runs draw distinct processes in a deterministic order. A replayed process is real H200 data
-but not a new measurement: once a sequence cycles, a process is served twice.
+The position of each sequence lives in ``$FLAGGEMS_REPLAY_STATE`` (a folder; ``served.log`` there
+lists what each run got), so the order is deterministic. A replayed process is real H200 data but
+not a new measurement: once a sequence cycles (an A/B of 8 pairs does), a process is served twice.
 """
 
 from __future__ import annotations
@@ -59,8 +62,16 @@ def take(seq):
     return n
 
 
-n = take("targeted:" + " or ".join(ops)) if targeted else len(targeted)
-log = targeted[n] if n < len(targeted) else full[take("full") % len(full)]
+# zlops runs an A/B side in <run>/ab/<pool>/<NN><side>/ (the cwd, results_glob): A/B runs draw from
+# their own sequence (targeted processes first, then the full ones newest first), so the processes a
+# night gets do not depend on how many A/B runs the judge asked for
+ab = "/ab/" in os.getcwd().replace(os.sep, "/") + "/"
+if ab:
+    n = take("ab:" + " or ".join(ops))
+    order = targeted + full[::-1]
+    log = order[n % len(order)]
+else:
+    log = full[take("night") % len(full)]
 keep = []
 with open(os.path.join(here, "logs", log)) as fh:
     for line in fh.read().splitlines():
@@ -72,7 +83,7 @@ name = "result_{}.log".format("_".join(a.replace(".py", "").replace("=", "_").re
 with open(name.replace("_-", "-"), "w", encoding="utf-8") as fh:
     fh.write("\n".join(keep) + "\n")
 with open(os.path.join(state, "served.log"), "a") as fh:
-    fh.write(label + "\t" + (" or ".join(ops) or "*") + "\t" + log + "\n")
+    fh.write(label + "\t" + (" or ".join(ops) or "*") + "\t" + log + "\t" + ("ab" if ab else "night") + "\n")
 print("replayed", label, log, "ops", ops or "all")
 '''
 

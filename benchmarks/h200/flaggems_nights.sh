@@ -58,7 +58,7 @@ suites:
     env: {PYTHONPATH: "/tmp/site"}
 ${ZLOPS_CONFIG_EXTRA:-}
 YAML
-python3 -m zlops.cli config check --config "$E/zlops.yaml" > "$E/config_check.txt" 2>&1 || { cat "$E/config_check.txt"; exit 1; }
+python3 -m zlops.cli config check "$E/zlops.yaml" > "$E/config_check.txt" 2>&1 || { cat "$E/config_check.txt"; exit 1; }
 (nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv;
  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)') > "$E/env.txt" 2>&1
 n=0

@@ -81,7 +81,7 @@ def test_nightly_ingests_the_replayed_processes(tmp_path: Path) -> None:
         night = run_nightly(config, "flaggems", sha=up.shas[label], run_label=f"n{i}-{label}")
         assert night.ok and night.accepted
         served = (state / "served.log").read_text().splitlines()[-1].split("\t")
-        assert served[:2] == [label, "*"]
+        assert served[:2] == [label, "*"] and served[3] == "night"
         expected = {(r.case, r.metric): r for r in flaggems_record.parse((DATA / served[2]).read_text(),
                                                                          source=served[2])}
         got = {(r.case, r.metric): r for _, _, r in store.results(night.run_key)}
@@ -132,6 +132,7 @@ def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_i
             assert row.judgement.figures is not None  # type: ignore[attr-defined]
     others = {k: v for k, v in _verdicts(nights[4]).items() if not k[0].startswith("abs/") and v in loud}
     assert not others
-    # the A/B re-ran only abs: every targeted run served was an abs selection
-    targeted = [line.split("\t") for line in (state / "served.log").read_text().splitlines()]
-    assert {t[1] for t in targeted[6:]} <= {"abs"}
+    # the A/B of night C re-ran the suspects' ops (abs among them), never the whole suite
+    served = [line.split("\t") for line in (state / "served.log").read_text().splitlines()]
+    night_c = [s for s in served if s[0] == "C" and s[3] == "ab"]
+    assert night_c and all(s[1] != "*" and "abs" in s[1].split(" or ") for s in night_c)  # targeted, not the suite
