@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metric", default="latency", help="latency (FlagGems), latency_base (torch), speedup, tflops")
     ap.add_argument("--gap", type=float, default=1.25)
     ap.add_argument("--min-share", type=float, default=0.2)
+    ap.add_argument("--values", action="store_true", help="also print each series' process values, sorted")
     args = ap.parse_args(argv)
     procs = load(args.data)
     # (case, group) -> one value per process; group "same" pools the processes with this case's code unchanged
@@ -104,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{lv.low_share:.0%} low / {1 - lv.low_share:.0%} high")
             print(f"{case:34s} {group:4s} {len(xs):3d} {statistics.median(xs):10.5g} {min(xs):10.5g} "
                   f"{max(xs):10.5g} {max(xs) / min(xs):7.3f} {robust_cv_pct(xs):6.2f}  {desc}")
+            if args.values:
+                print(" " * 40 + " ".join(f"{x:.4g}" for x in sorted(xs)))
     print("\n# abs under C against the same shape's unchanged processes")
     for case in cases:
         a, c = values.get((case, "same")), values.get((case, "C"))
