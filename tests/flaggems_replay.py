@@ -164,7 +164,7 @@ def suite_data(upstream: Path, state: Path, *, pool: str = "h200") -> dict[str, 
         "command": ["python", "{worktree}/replay_flaggems.py", "{worktree}/benchmark", "-m", "{cases}",
                     "--level", "core", "--dtypes", "float16", "--record", "log"],
         "select": {"token": "^([^/]+)/", "join": " or ", "every": ""},
-        "results_glob": "result_*.log", "results_name": "flaggems_record.log",
+        "results_glob": "result*.log", "results_name": "flaggems_record.log",
         "format": "flaggems-record", "pools": [pool], "rounds": 1, "timeout_s": 120,
         "env": {"FLAGGEMS_REPLAY_STATE": str(state)},
     }

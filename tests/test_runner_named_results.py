@@ -22,7 +22,7 @@ RECORD = DATA / "result-m_abs-sv--level_core--record_log.log"
 HARNESS = r'''
 import os, shutil, sys
 args = sys.argv[1:]
-mode = args[0]
+mode = args[0].lstrip("-")
 name = "result_{}.log".format("_".join(a.replace(".py", "").replace("=", "_").replace("/", "_") for a in args))
 name = name.replace("_-", "-")
 if mode in ("one", "two"):
@@ -40,7 +40,7 @@ def _spec(tmp_path: Path, mode: str, **suite_kw: Any) -> ShardSpec:
     suite = SuiteConfig.model_validate({
         "repo": str(tmp_path / "up"), "format": "flaggems-record", "pools": ["p"],
         "command": ["python", "{worktree}/harness.py", mode, "-m", "{cases}", "--record", "log"],
-        "select": {"token": "^([^/]+)/", "join": " or "}, "results_glob": "result_*.log",
+        "select": {"token": "^([^/]+)/", "join": " or "}, "results_glob": "result*.log",
         "results_name": "flaggems_record.log", "env": {"RECORD_SRC": str(RECORD)}, **suite_kw})
     return ShardSpec(run_key="run-1", suite_name="fg", suite=suite, sha=SHA, pool="p", backend="cpu", device=0,
                      worktree=worktree, venv=Path(sys.prefix), artifact_dir=tmp_path / "art",
@@ -63,9 +63,17 @@ def test_the_named_file_becomes_results_and_the_worktree_stays_clean(tmp_path: P
     assert f"cwd {spec.artifact_dir}" in (spec.artifact_dir / "run.log").read_text()
 
 
+def test_a_name_that_starts_with_an_option_is_found(tmp_path: Path) -> None:
+    """FlagGems turns '_-' into '-': a first argument that is an option makes the name 'result-...'."""
+    spec = _spec(tmp_path, "-one")
+    out = _run(spec, tmp_path)
+    assert out.status is ShardStatus.OK, out.error
+    assert spec.results_file.read_bytes() == RECORD.read_bytes()
+
+
 def test_no_matching_file_fails_the_shard_with_the_glob(tmp_path: Path) -> None:
     out = _run(_spec(tmp_path, "none"), tmp_path)
-    assert out.status is ShardStatus.FAILED and "no file matching 'result_*.log'" in (out.error or "")
+    assert out.status is ShardStatus.FAILED and "no file matching 'result*.log'" in (out.error or "")
 
 
 def test_two_matching_files_fail_the_shard_naming_them(tmp_path: Path) -> None:

@@ -207,7 +207,7 @@ class SuiteConfig(_Strict):
         default=None, description="map case names to the harness's selection tokens so {cases} can run only some "
                                   "cases of a suite that is not partitioned (the A/B of tonight's suspects)")
     results_glob: str | None = Field(
-        default=None, description="the harness names its results file itself (FlagGems: 'result_*.log'): the command "
+        default=None, description="the harness names its results file itself (FlagGems: 'result*.log'): the command "
                                   "runs in the shard's artifact folder and the one file matching this glob there "
                                   "becomes {results}")
     timer: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$",
@@ -275,7 +275,7 @@ class SuiteConfig(_Strict):
     @classmethod
     def _glob(cls, v: str | None) -> str | None:
         if v is not None and (not v.strip() or "/" in v or "\\" in v or v in (".", "..")):
-            raise ValueError("expected a file-name glob without a folder, like 'result_*.log'")
+            raise ValueError("expected a file-name glob without a folder, like 'result*.log'")
         return v
 
     @field_validator("format")

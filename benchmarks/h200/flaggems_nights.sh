@@ -49,7 +49,7 @@ suites:
               "--dtypes", "float16", "--record", "log", "--warmup", "100", "--iter", "100",
               "-p", "no:cacheprovider", "-q", "-s"]
     select: {token: "^([^/]+)/", join: " or ", every: "abs or neg or exp or relu or sum"}
-    results_glob: "result_*.log"
+    results_glob: "result*.log"
     results_name: flaggems_record.log
     format: flaggems-record
     pools: [h200]

@@ -31,7 +31,7 @@ ALL_OPS = "abs or neg or exp or relu or sum"
 
 def run_one(checkout: str, select: str, extra: list[str], log_to: str,
             paths: tuple[str, ...] = ("benchmark/",)) -> tuple[float, int, str]:
-    for stale in glob.glob(os.path.join(checkout, "result_*.log")):
+    for stale in glob.glob(os.path.join(checkout, "result*.log")):
         os.unlink(stale)
     argv = [sys.executable, "-m", "pytest", *paths, "-m", select, "--level", "core", "--dtypes", "float16",
             "--record", "log", "-s", "-q", "-p", "no:cacheprovider", *extra]
@@ -39,7 +39,7 @@ def run_one(checkout: str, select: str, extra: list[str], log_to: str,
     t0 = time.monotonic()
     done = subprocess.run(argv, cwd=checkout, capture_output=True, text=True)
     wall = time.monotonic() - t0
-    logs = glob.glob(os.path.join(checkout, "result_*.log"))
+    logs = glob.glob(os.path.join(checkout, "result*.log"))
     if len(logs) == 1:
         shutil.move(logs[0], log_to)
     else:
