@@ -11,13 +11,14 @@
 #   $CARRY/whl/*.whl        zlops' dependencies the image lacks (pydantic, pydantic-core, annotated-types,
 #                           typing-inspection, typing-extensions, sqlalchemy, alembic, mako, slack-sdk, uv);
 #                           sqlalchemy is also what flag_gems needs beyond torch and triton
-# Knobs: NIGHTS="A A A B C C" (labels, in order), CARRY (default $PWD/.devcarry), ZLOPS_CONFIG_EXTRA (YAML
+# Knobs: NIGHTS="A A A B C C" (labels, in order), BUDGET_S (570), CARRY (default $PWD/.devcarry), ZLOPS_CONFIG_EXTRA (YAML
 # lines appended to the config, e.g. "noise: {ab_pairs: 0}" to skip the A/B while checking the setup).
 set -uo pipefail
 REPO=$PWD
 OUT=${OUT:-/tmp/zlops-flaggems}
 CARRY=${CARRY:-$REPO/.devcarry}
 NIGHTS=${NIGHTS:-"A A A B C C"}
+BUDGET_S=${BUDGET_S:-570}   # the device tool's 600 s per command: no night starts after BUDGET_S - 90 s
 E=$OUT/flaggems_nights
 HOME_Z=/tmp/zf
 UP=/tmp/flaggems_upstream
@@ -63,6 +64,10 @@ python3 -m zlops.cli config check "$E/zlops.yaml" > "$E/config_check.txt" 2>&1 |
  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)') > "$E/env.txt" 2>&1
 n=0
 for label in $NIGHTS; do
+  if [ "$SECONDS" -gt "$((BUDGET_S - 90))" ]; then  # leave time for the verdicts and the tarball
+    echo "budget: ${SECONDS} s of ${BUDGET_S} s spent, night $n ($label) and later not run" | tee -a "$E/walls.txt"
+    break
+  fi
   start=$SECONDS
   python3 -m zlops.cli --plain nightly --config "$E/zlops.yaml" --sha "${SHA[$label]}" --run-id "night-$n-$label" \
     > "$E/night$n-$label.txt" 2>&1 || echo "night $n exit $?" >> "$E/night$n-$label.txt"
