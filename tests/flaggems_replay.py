@@ -17,6 +17,11 @@ with only the selected ops' records:
   exactly this selection (the ``abs``-only ones for ``-m abs``), then its full processes newest
   first, cycling; a night's processes therefore do not depend on how many A/B runs a judge asks for.
 
+With ``$FLAGGEMS_REPLAY_TIME_SCALE`` (e.g. ``0.05``) a run takes that share of the recorded process's
+wall time (a full process filtered to fewer ops: minus the recorded cost of the dropped ops), so a
+judge's device-time budget sees the H200's proportions: ~26 s for the five ops, ~17 s for one, most
+of it start-up.
+
 The position of each sequence lives in ``$FLAGGEMS_REPLAY_STATE`` (a folder; ``served.log`` there
 lists what each run got), so the order is deterministic. A replayed process is real H200 data but
 not a new measurement: once a sequence cycles (an A/B of 8 pairs does), a process is served twice.
@@ -37,7 +42,7 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COM
 
 REPLAY = r'''
 """Replays recorded FlagGems processes of this commit (see tests/flaggems_replay.py in zlops)."""
-import json, os, re, subprocess, sys
+import json, os, re, subprocess, sys, time
 
 here = os.path.dirname(os.path.abspath(__file__))
 args = sys.argv[1:]
@@ -50,6 +55,7 @@ with open(os.path.join(here, "logs", "processes.tsv")) as fh:
     rows = [line.rstrip("\n").split("\t") for line in fh if line.strip()][1:]
 full = [r[8] for r in rows if r[3] == label and r[2] in ("cold", "full")]
 targeted = [r[8] for r in rows if r[3] == label and r[2] not in ("cold", "full") and r[2] == " or ".join(ops)]
+wall = {r[8]: float(r[5]) for r in rows}
 state = os.environ["FLAGGEMS_REPLAY_STATE"]
 os.makedirs(state, exist_ok=True)
 
@@ -72,12 +78,26 @@ if ab:
     log = order[n % len(order)]
 else:
     log = full[take("night") % len(full)]
-keep = []
+keep, in_log, kept = [], 0, 0
 with open(os.path.join(here, "logs", log)) as fh:
     for line in fh.read().splitlines():
-        if line.startswith("[INFO] {") and ops and json.loads(line[len("[INFO] "):])["op_name"] not in ops:
-            continue
+        if line.startswith("[INFO] {"):
+            in_log += 1
+            if ops and json.loads(line[len("[INFO] "):])["op_name"] not in ops:
+                continue
+            kept += 1
         keep.append(line)
+scale = float(os.environ.get("FLAGGEMS_REPLAY_TIME_SCALE") or 0)
+if scale:
+    # take the recorded process's wall time, scaled; a full process filtered to k of its n ops costs
+    # what the recording says one op costs beyond a process's start-up (fit on the -m abs processes)
+    seconds = wall[log]
+    if kept < in_log:
+        one = [float(r[5]) for r in rows if r[2] not in ("cold", "full")]
+        n_full = 5
+        per_op = (wall[log] - sum(one) / len(one)) / (n_full - 1)
+        seconds = wall[log] - per_op * (in_log - kept)
+    time.sleep(scale * seconds)
 # benchmark/conftest.py: the record log is named from the invocation args, in the working directory
 name = "result_{}.log".format("_".join(a.replace(".py", "").replace("=", "_").replace("/", "_") for a in args))
 with open(name.replace("_-", "-"), "w", encoding="utf-8") as fh:
@@ -157,8 +177,9 @@ class FlaggemsReplay:
         self.shas[label] = git(self.path, "rev-parse", "HEAD")
 
 
-def suite_data(upstream: Path, state: Path, *, pool: str = "h200") -> dict[str, Any]:
-    """The suite as docs/recipes/flaggems.md configures FlagGems, with the replay in pytest's place."""
+def suite_data(upstream: Path, state: Path, *, pool: str = "h200", time_scale: float = 0.0) -> dict[str, Any]:
+    """The suite as docs/recipes/flaggems.md configures FlagGems, with the replay in pytest's place;
+    ``time_scale``: each run takes that share of the recorded process's wall time."""
     return {
         "repo": str(upstream), "branch": "main", "install": [],
         "command": ["python", "{worktree}/replay_flaggems.py", "{worktree}/benchmark", "-m", "{cases}",
@@ -166,11 +187,11 @@ def suite_data(upstream: Path, state: Path, *, pool: str = "h200") -> dict[str, 
         "select": {"token": "^([^/]+)/", "join": " or ", "every": ""},
         "results_glob": "result*.log", "results_name": "flaggems_record.log",
         "format": "flaggems-record", "pools": [pool], "rounds": 1, "timeout_s": 120,
-        "env": {"FLAGGEMS_REPLAY_STATE": str(state)},
+        "env": {"FLAGGEMS_REPLAY_STATE": str(state), "FLAGGEMS_REPLAY_TIME_SCALE": str(time_scale)},
     }
 
 
-def config_data(home: Path, upstream: Path, state: Path) -> dict[str, Any]:
+def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float = 0.0) -> dict[str, Any]:
     """A whole config: one cpu pool standing in for the H200, the production default judge."""
     return {"home": str(home), "pools": {"h200": {"backend": "cpu", "devices": [0]}},
-            "suites": {"flaggems": suite_data(upstream, state)}, "device_wait_s": 5}
+            "suites": {"flaggems": suite_data(upstream, state, time_scale=time_scale)}, "device_wait_s": 5}

@@ -9,6 +9,9 @@ shapes hold to about 0.05%, and commit C doubles abs.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -69,6 +72,37 @@ def test_the_injected_regression_is_in_the_data() -> None:
     assert a[-1] / a[0] < 1.001 and b[-1] / b[0] < 1.001 and 1.99 < c[0] / a[-1] < 2.01
 
 
+def _replay(up: FlaggemsReplay, label: str, cwd: Path, select: str, state: Path, scale: float = 0) -> list[str]:
+    git_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "FLAGGEMS_REPLAY_STATE": str(state),
+               "FLAGGEMS_REPLAY_TIME_SCALE": str(scale)}
+    subprocess.run(["git", "-C", str(up.path), "checkout", "-q", up.shas[label]], check=True, env=git_env)
+    cwd.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, str(up.path / "replay_flaggems.py"), "/w/benchmark", "-m", select, "--level",
+                    "core"], cwd=cwd, check=True, env=git_env, capture_output=True)
+    return (state / "served.log").read_text().splitlines()[-1].split("\t")
+
+
+def test_replay_sequences_selection_and_file_name(tmp_path: Path) -> None:
+    """Nights take the commit's processes in recording order; an A/B side (an ab/ folder) takes the
+    targeted processes first, then the full ones newest first; -m filters the ops; the file is named
+    like FlagGems names it; with a time scale a run lasts that share of the recorded wall time."""
+    up = FlaggemsReplay(tmp_path / "up")
+    state = tmp_path / "state"
+    assert _replay(up, "A", tmp_path / "n1", "", state) == ["A", "*", "01_cold_r0_A.log", "night"]
+    assert _replay(up, "A", tmp_path / "n2", "", state) == ["A", "*", "04_full_r1_A.log", "night"]
+    assert _replay(up, "C", tmp_path / "n3", "", state)[2] == "03_cold_r0_C.log"
+    ab = [_replay(up, "C", tmp_path / "run" / "ab" / "p" / f"{i:02d}B", "abs", state)[2] for i in range(5)]
+    assert ab == ["17_abs_r1_C.log", "18_abs_r2_C.log", "21_abs_r3_C.log", "15_full_r4_C.log", "10_full_r3_C.log"]
+    written = list((tmp_path / "run" / "ab" / "p" / "04B").glob("result*.log"))
+    assert [p.name for p in written] == ["result__w_benchmark-m_abs--level_core.log"]
+    records = flaggems_record.parse(written[0].read_text(), source="x")
+    assert {r.case.split("/")[0] for r in records} == {"abs"} and len(records) == 20
+    t0 = time.monotonic()
+    _replay(up, "B", tmp_path / "run" / "ab" / "p" / "00A", "abs", state, scale=0.05)  # B has no -m abs process
+    took = time.monotonic() - t0
+    assert 0.05 * 15 < took < 0.05 * 22 + 1.0  # one op of a ~26 s process: ~17 s recorded, scaled
+
+
 @pytest.mark.slow
 def test_nightly_ingests_the_replayed_processes(tmp_path: Path) -> None:
     """Three nights (A, B, C) through run_nightly: every series of the served process, its value, its unit,
@@ -109,7 +143,9 @@ def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_i
     (docs only), C (abs 2x), C again (same commit)."""
     up = FlaggemsReplay(tmp_path / "up")
     state = tmp_path / "replay-state"
-    config = parse_config(config_data(tmp_path / "home", up.path, state), source="t.yaml")
+    # time_scale: each run takes 5% of its recorded H200 wall time, so the A/B budget sees the real
+    # proportions (start-up ~14 s of a 26 s process; one op ~17 s)
+    config = parse_config(config_data(tmp_path / "home", up.path, state, time_scale=0.05), source="t.yaml")
     loud = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
     nights = {}
     for i, label in enumerate(["A", "A", "A", "B", "C", "C"]):
