@@ -11,8 +11,8 @@ judge faces. Per series (op, shape, metric) and code version this prints:
 - for ``abs`` under commit C: the C/A ratio of medians and whether C's range clears A's (2x measurable).
 
 Processes whose code is the same for a series are pooled: A and B (README only) for every op, and C too for
-ops other than abs. ``--inrun`` also prints the in-run spread of logs that hold several samples of a case
-(``*inrun*`` logs, one process measuring each case several times), where present.
+ops other than abs. The processes under ``inrun/`` measured each case of abs and sum 3 times in one process
+(pytest ``--keep-duplicates``): for them it prints each process's samples and their max/min (the in-run spread).
 
     python benchmarks/flaggems_h200_stats.py [--data tests/data/flaggems_h200] [--metric latency]
 """
@@ -84,10 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         for r in flaggems_record.parse((args.data / p["log"]).read_text(), source=p["log"]):
             if r.metric != args.metric:
                 continue
-            if p["kind"].startswith("inrun"):
-                if len(r.samples) > 1:
-                    inrun[r.case].append(robust_cv_pct(list(r.samples)))
-                continue
             changed = r.case.startswith("abs/") and p["commit"] == "C"
             values[(r.case, "C" if changed else "same")].append(statistics.median(r.samples))
     print(f"# {args.metric}: between-process statistics of {len(procs)} processes in {args.data}")
@@ -115,10 +111,14 @@ def main(argv: list[str] | None = None) -> int:
             clear = min(c) > max(a)
             print(f"{case:34s} C/A median ratio {ratio:5.2f}  C's range {'clears' if clear else 'overlaps'} A's "
                   f"(A {min(a):.4g}..{max(a):.4g}, C {min(c):.4g}..{max(c):.4g})")
-    if inrun:
-        print("\n# in-run spread (robust CV of one process's repeated samples), median over processes")
-        for case in sorted(inrun):
-            print(f"{case:34s} {statistics.median(inrun[case]):6.2f}%  ({len(inrun[case])} processes)")
+    if (args.data / "inrun" / "processes.tsv").exists():
+        print("\n# in-run: one process measuring each case several times (samples in order; max/min)")
+        for p in load(args.data / "inrun"):
+            for r in flaggems_record.parse((args.data / "inrun" / p["log"]).read_text(), source=p["log"]):
+                if r.metric == args.metric:
+                    inrun[r.case].append(max(r.samples) / min(r.samples))
+                    print(f"{p['log']:20s} {r.case:34s} " + " ".join(f"{x:.4g}" for x in r.samples)
+                          + f"  {max(r.samples) / min(r.samples):.3f}")
     return 0
 
 

@@ -33,3 +33,4 @@ def test_the_report_on_the_recorded_h200_data(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "abs/float16/(1024x1024x1024)       C/A median ratio  2.00  C's range clears A's" in out
     assert "bimodal" in out and "sum/float16/(4096x4096, 1)" in out
+    assert "02_inrun3_r2_A.log   sum/float16/(4096x4096, 1)" in out

@@ -61,6 +61,16 @@ def test_every_recorded_process_parses_whole() -> None:
         assert flaggems_record.timer(text) == "triton.do_bench"
 
 
+def test_in_run_repeats_hold_three_samples_a_case() -> None:
+    """inrun/: two processes that measured abs and sum three times each: 3 samples per series."""
+    procs = processes(DATA / "inrun")
+    assert [p["kind"] for p in procs] == ["inrun3", "inrun3"]
+    for p in procs:
+        results = flaggems_record.parse((DATA / "inrun" / p["log"]).read_text(), source=p["log"])
+        assert Counter((r.case, r.metric) for r in results) == _expected_series(("abs", "sum"))
+        assert {len(r.samples) for r in results} == {3}
+
+
 def test_the_injected_regression_is_in_the_data() -> None:
     """C's abs takes 2x on the 1G-element shapes in every process; A's and B's agree to 0.1%."""
     by: dict[tuple[str, str], list[float]] = {}
