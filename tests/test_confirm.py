@@ -118,5 +118,5 @@ def test_a_suite_that_cannot_select_cases_runs_whole_and_says_so(tmp_path: Path,
     _fake_store(monkeypatch, duration_s=60.0, cases=["a", "b"])
     budget, chosen = confirm_mod.pool_budget(_budget_ctx(tmp_path, ["bench"]), "p", [_suspect("a", 9.0)])
     assert budget.cases is None and budget.run_s == pytest.approx(60.0) and len(chosen) == 1
-    assert not confirm_mod.takes_cases(_budget_ctx(tmp_path, ["bench"]).suite)
-    assert confirm_mod.takes_cases(_budget_ctx(tmp_path, ["bench", "-k", "{cases}"]).suite)
+    assert not confirm_mod.selects_cases(_budget_ctx(tmp_path, ["bench"]).suite)
+    assert confirm_mod.selects_cases(_budget_ctx(tmp_path, ["bench", "-k", "{cases}"]).suite)

@@ -36,7 +36,8 @@ COMMAND_PLACEHOLDERS = {
     "worktree": "absolute path of the commit's git worktree",
     "artifacts": "absolute path of the shard's artifact folder",
     "variant": "the variant (runtime) this shard measures; 'default' for suites that declare none",
-    "cases": "partitioned suites: the shard's cases, comma-joined ('' = every case)",
+    "cases": "partitioned suites: the shard's cases, comma-joined ('' = every case); suites with select: the "
+             "cases' selection tokens joined by select.join (select.every = every case)",
     "cases_file": "partitioned suites: a file with the shard's cases, one per line (empty = every case)",
 }
 #: the placeholders that carry a shard's share of a partitioned suite
@@ -136,6 +137,37 @@ class PartitionConfig(_Strict):
         return self
 
 
+class SelectConfig(_Strict):
+    """Run only some cases of a suite that is not partitioned (an A/B of tonight's suspects): each zlops
+    case name maps to the harness's selection token, and the tokens, joined, fill ``{cases}``.
+    FlagGems: ``token: '^([^/]+)/'`` (the op, which is the test's pytest mark), ``join: ' or '`` and
+    ``-m "{cases}"`` in the command; see docs/recipes/flaggems.md and :mod:`zlops.selection`."""
+
+    token: str = Field(default="^(.*)$", description="regex searched in a zlops case name; its first group (or "
+                       "the whole match) is the harness's selection token")
+    join: str = Field(default=",", description="what joins the tokens in {cases}, e.g. ' or ' for pytest -m/-k")
+    every: str = Field(default="", description="{cases} on a run of every case (the nightly); pytest's -m '' and "
+                       "-k '' select everything")
+
+    @field_validator("token")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            pattern = re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression ({exc})") from None
+        if pattern.groups > 1:
+            raise ValueError("use at most one capturing group (the token); make the others (?:...)")
+        return v
+
+    @field_validator("join")
+    @classmethod
+    def _join(cls, v: str) -> str:
+        if not v:
+            raise ValueError("join must not be empty (tokens would run together); e.g. ',' or ' or '")
+        return v
+
+
 def check_case_names(cases: list[str], *, comma_joined: bool = False) -> None:
     """Names a partitioned suite can pass to its harness: non-blank, unique, one line each."""
     if not cases:
@@ -181,6 +213,17 @@ class SuiteConfig(_Strict):
     partition: PartitionConfig | None = Field(
         default=None, description="split the cases over each pool's devices (the command takes {cases} or "
                                   "{cases_file}); default: every device runs the whole suite")
+    select: SelectConfig | None = Field(
+        default=None, description="map case names to the harness's selection tokens so {cases} can run only some "
+                                  "cases of a suite that is not partitioned (the A/B of tonight's suspects)")
+    results_glob: str | None = Field(
+        default=None, description="the harness names its results file itself (FlagGems: 'result*.log'): the command "
+                                  "runs in the shard's artifact folder and the one file matching this glob there "
+                                  "becomes {results}")
+    timer: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$",
+                              description="the timer the harness measures with (recorded in run_identity.json); "
+                                          "default: what the harness declares, else what its format says, else the "
+                                          "backend's")
     variants: list[str] = Field(default_factory=list, description="variants (runtimes) a PR compare runs one after "
                                 "another, passed as {variant}; empty: one variant, 'default'")
     headline_metric: str | None = Field(default=None, description="the metric a PR compare's overall line counts "
@@ -222,13 +265,28 @@ class SuiteConfig(_Strict):
     @model_validator(mode="after")
     def _partition_placeholders(self) -> SuiteConfig:
         used = command_placeholders(self.command) & CASE_PLACEHOLDERS
+        if self.partition is not None and self.select is not None:
+            raise ValueError("give partition or select, not both: a partitioned suite's case names are already the "
+                             "harness's own")
         if self.partition is not None and not used:
             raise ValueError("partition: the command must pass the shard's cases with {cases} or {cases_file}")
-        if self.partition is None and used:
-            raise ValueError(f"command uses {{{sorted(used)[0]}}} but the suite has no partition section")
+        if self.select is not None and "cases" not in used:
+            raise ValueError("select: the command must pass the selection with {cases} (e.g. \"-m\", \"{cases}\")")
+        if self.select is not None and "cases_file" in used:
+            raise ValueError("select fills {cases} only; drop {cases_file}")
+        if self.partition is None and self.select is None and used:
+            raise ValueError(f"command uses {{{sorted(used)[0]}}} but the suite has no partition section "
+                             "(nor a select section)")
         if self.partition is not None and self.partition.cases is not None and "cases" in used:
             check_case_names(self.partition.cases, comma_joined=True)
         return self
+
+    @field_validator("results_glob")
+    @classmethod
+    def _glob(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or "/" in v or "\\" in v or v in (".", "..")):
+            raise ValueError("expected a file-name glob without a folder, like 'result*.log'")
+        return v
 
     @field_validator("format")
     @classmethod

@@ -31,15 +31,9 @@ from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
+from zlops.selection import selects_cases
 
 log = logging.getLogger(__name__)
-
-
-def takes_cases(suite: object) -> bool:
-    """Whether the suite's command can be told which cases to run (``{cases}`` or ``{cases_file}``)."""
-    command = getattr(suite, "command", ()) or ()
-    return getattr(suite, "partition", None) is not None or any(
-        "{cases}" in str(a) or "{cases_file}" in str(a) for a in command)
 
 
 def _excess(c: Comparison) -> float:
@@ -76,7 +70,7 @@ def pool_budget(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison])
     per_shard = max(durations) if durations else 0.0
     seconds = cfg.ab_budget_s if cfg.ab_budget_s is not None else cfg.ab_budget_share * night_s
     ordered = _pick(suspects, cfg.ab_budget)
-    if not takes_cases(ctx.suite):
+    if not selects_cases(ctx.suite):
         return PoolBudget(seconds, night_s, per_shard, None), ordered
     per_device_cases: dict[int, set[str]] = defaultdict(set)
     for p, device, res in store.results(ctx.run_key):

@@ -35,7 +35,10 @@ CALIBER_AXES: tuple[str, ...] = (
     "shape_mode", "tuner_cache", "pins", "framework",
 )
 #: recorded for the report, never a reason to refuse
-INFO_AXES: tuple[str, ...] = ("python", "zlops_version", "host", "autotune_mode", "graph_capture_supported")
+INFO_AXES: tuple[str, ...] = ("python", "zlops_version", "host", "autotune_mode", "graph_capture_supported",
+                              "timer_source")
+#: where a run's ``timer`` came from, most trusted first (:func:`resolve_timer`)
+TIMER_SOURCES: tuple[str, ...] = ("harness", "config", "format", "backend")
 
 
 @dataclass(frozen=True)
@@ -76,13 +79,33 @@ def read_pins(worktree: Path, pins: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def resolve_timer(*, harness: Mapping[str, Any] | None, configured: str | None, from_format: str | None,
+                  backend_default: str | None) -> tuple[str | None, str]:
+    """The timer a shard's latencies were measured with, and its source (one of :data:`TIMER_SOURCES`).
+
+    Most trusted first: what the harness wrote into its ``run_identity.json`` (it timed), the
+    suite's ``timer:`` (the operator declared it), what the results file says (FlagGems' record
+    ``mode``: ``kernel`` is ``triton.do_bench``), and last the backend's default timer, which is
+    zlops.timing's and describes only harnesses that time with it. Recording ``graph`` for a
+    harness that timed with ``do_bench`` made two different calibers look alike (issue 11)."""
+    if harness and harness.get("timer"):
+        return str(harness["timer"]), "harness"
+    if configured:
+        return configured, "config"
+    if from_format:
+        return from_format, "format"
+    return backend_default, "backend"
+
+
 def build_identity(*, backend_identity: Mapping[str, Any], rounds: int, pins: Mapping[str, str],
-                   harness: Mapping[str, Any] | None = None, direct_repeat: int = 1) -> dict[str, Any]:
+                   harness: Mapping[str, Any] | None = None, direct_repeat: int = 1,
+                   configured_timer: str | None = None, format_timer: str | None = None) -> dict[str, Any]:
     """A shard's identity: the backend's part, zlops's part and what the harness declared.
 
     The harness (e.g. the zlops pytest plugin, or any harness writing ``{artifacts}/run_identity.json``)
     wins for the axes it knows (timer, direct_repeat, bench_level, shape_mode, tuner_cache,
-    autotune_mode, framework); zlops fills the rest.
+    autotune_mode, framework); zlops fills the rest. The timer is :func:`resolve_timer`'s, with
+    its source in ``timer_source``.
     """
     ident: dict[str, Any] = {
         "identity_version": IDENTITY_VERSION,
@@ -107,6 +130,9 @@ def build_identity(*, backend_identity: Mapping[str, Any], rounds: int, pins: Ma
     for key, value in (harness or {}).items():
         if key in ident and key not in ("identity_version", "zlops_version"):
             ident[key] = value
+    ident["timer"], ident["timer_source"] = resolve_timer(
+        harness=harness, configured=configured_timer, from_format=format_timer,
+        backend_default=backend_identity.get("timer"))
     return ident
 
 

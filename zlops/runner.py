@@ -25,6 +25,7 @@ from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
 from zlops.locks import device_lock
 from zlops.model import ShardOutcome, ShardStatus
+from zlops.selection import selection_argv
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ class ShardSpec:
     venv: Path
     artifact_dir: Path
     variant: str = "default"
-    #: a partitioned suite's share for this shard (zlops.partition); None: every case
+    #: the cases this shard runs (a partitioned suite's share, or an A/B's suspects for a suite that
+    #: selects, zlops.selection); None: every case
     cases: tuple[str, ...] | None = None
 
     @property
@@ -64,6 +66,12 @@ class ShardSpec:
     @property
     def cases_file(self) -> Path:
         return self.artifact_dir / CASES_FILE
+
+    @property
+    def cwd(self) -> Path:
+        """Where the command runs: the worktree, or the artifact folder for a harness that names its
+        results file itself (``results_glob``), so shards sharing a worktree never share that file."""
+        return self.artifact_dir if self.suite.results_glob else self.worktree
 
 
 def render_command(spec: ShardSpec) -> list[str]:
@@ -76,10 +84,34 @@ def render_command(spec: ShardSpec) -> list[str]:
         "worktree": str(spec.worktree),
         "artifacts": str(spec.artifact_dir),
         "variant": spec.variant,
-        "cases": ",".join(spec.cases or ()),
         "cases_file": str(spec.cases_file),
     }
-    return [arg.format_map(values) for arg in spec.suite.command]
+    return [arg.format_map(values) for arg in selection_argv(spec.suite, spec.cases)]
+
+
+#: files of the shard's own that a results_glob never takes
+_OWN_FILES = frozenset({RUN_LOG, MANIFEST, CASES_FILE, TIMING_FILE, IDENTITY_FILE, "telemetry.csv", "telemetry.err",
+                        MANIFEST + ".tmp", TIMING_FILE + ".tmp", IDENTITY_FILE + ".tmp"})
+
+
+def _named_results(spec: ShardSpec) -> list[Path]:
+    assert spec.suite.results_glob is not None
+    return sorted(p for p in spec.artifact_dir.glob(spec.suite.results_glob)
+                  if p.is_file() and p.name not in _OWN_FILES and p != spec.results_file)
+
+
+def collect_named_results(spec: ShardSpec) -> str | None:
+    """Move the one file the harness named itself (``results_glob``, in the artifact folder it ran
+    in) to ``{results}``; the error when there is none or more than one. FlagGems writes
+    ``result_<its argv>.log`` into its working directory, whatever the caller wants."""
+    found = _named_results(spec)
+    if not found:
+        return (f"benchmark exited 0 but wrote no file matching {spec.suite.results_glob!r} in {spec.artifact_dir}")
+    if len(found) > 1:
+        return (f"{len(found)} files match results_glob {spec.suite.results_glob!r} in {spec.artifact_dir} "
+                f"({', '.join(p.name for p in found[:5])}); make the glob match the one results file")
+    os.replace(found[0], spec.results_file)
+    return None
 
 
 def _now() -> datetime:
@@ -132,15 +164,22 @@ def _require_idle(backend: DeviceBackend, device: int, wait_s: float, poll_s: fl
                      f"after waiting {round(wait_s, 1):g} s")
 
 
-def _shard_identity(spec: ShardSpec, backend: Any) -> dict[str, Any]:
-    """Backend + zlops + pinned revisions + whatever the harness wrote to ``{artifacts}/run_identity.json``."""
+def _shard_identity(spec: ShardSpec, backend: Any, *, results_written: bool) -> dict[str, Any]:
+    """Backend + zlops + pinned revisions + whatever the harness wrote to ``{artifacts}/run_identity.json``;
+    the timer as :func:`zlops.identity.resolve_timer` finds it (the results file is read for it)."""
     harness = read_identity(spec.artifact_dir / IDENTITY_FILE)
     try:
         pins = read_pins(spec.worktree, spec.suite.pins)
     except (OSError, ValueError) as exc:
         pins = {"<error>": str(exc)}
+    format_timer = None
+    if results_written and not spec.suite.timer and not (harness or {}).get("timer"):
+        from zlops.formats import results_timer
+
+        format_timer = results_timer(spec.suite.format, spec.results_file, backend=backend.name)
     return build_identity(backend_identity=backend.identity([spec.device]), rounds=spec.suite.rounds, pins=pins,
-                          harness=harness, direct_repeat=_direct_repeat(spec.suite.env))
+                          harness=harness, direct_repeat=_direct_repeat(spec.suite.env),
+                          configured_timer=spec.suite.timer, format_timer=format_timer)
 
 
 def _direct_repeat(env: dict[str, str]) -> int:
@@ -174,7 +213,7 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
     # a re-run of the same shard must not read last attempt's results, log or identity
     for stale in (spec.results_file, spec.artifact_dir / RUN_LOG, spec.artifact_dir / "telemetry.csv",
                   spec.artifact_dir / "telemetry.err", spec.artifact_dir / IDENTITY_FILE,
-                  spec.artifact_dir / TIMING_FILE):
+                  spec.artifact_dir / TIMING_FILE, *(_named_results(spec) if spec.suite.results_glob else ())):
         stale.unlink(missing_ok=True)
     if "cases_file" in command_placeholders(spec.suite.command):
         spec.cases_file.write_text("".join(f"{c}\n" for c in spec.cases or ()), encoding="utf-8")
@@ -182,7 +221,7 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
         "manifest_version": MANIFEST_VERSION, "bundle_version": BUNDLE_VERSION, "zlops_version": __version__,
         "run_key": spec.run_key,
         "suite": spec.suite_name, "commit": spec.sha, "pool": spec.pool, "backend": spec.backend,
-        "device": spec.device, "host": socket.gethostname(), "argv": argv, "cwd": str(spec.worktree),
+        "device": spec.device, "host": socket.gethostname(), "argv": argv, "cwd": str(spec.cwd),
         "venv": str(spec.venv), "env_added": added_env, "timeout_s": spec.suite.timeout_s,
         "results_file": str(spec.results_file), "format": spec.suite.format,
         "cases": None if spec.cases is None else list(spec.cases),
@@ -203,7 +242,7 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
             started = _now()
             sampler.start()
             try:
-                done = proc.run(argv, cwd=spec.worktree, env=env, timeout=spec.suite.timeout_s,
+                done = proc.run(argv, cwd=spec.cwd, env=env, timeout=spec.suite.timeout_s,
                                 log_path=spec.artifact_dir / RUN_LOG, check=False, what="benchmark")
             finally:
                 sampler.stop()
@@ -219,11 +258,13 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
         elif done.returncode != 0:
             status = ShardStatus.FAILED
             error = f"benchmark exited with code {done.returncode}; see {spec.artifact_dir / RUN_LOG}"
+        elif spec.suite.results_glob and (error := collect_named_results(spec)) is not None:
+            status = ShardStatus.FAILED
         elif not spec.results_file.exists():
             status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK
-    identity = _shard_identity(spec, backend)
+    identity = _shard_identity(spec, backend, results_written=status is ShardStatus.OK)
     manifest.update(status=status.value, ended_at=(ended or _now()).isoformat(), exit_code=exit_code, error=error,
                     started_at=started.isoformat() if started else None, identity=identity)
     write_identity(spec.artifact_dir / IDENTITY_FILE, identity)

@@ -71,3 +71,20 @@ def parse_results_with_report(fmt: str, path: Path) -> ParseReport:
         return ParseReport(tuple(parse_text(fmt, text, source=str(path))))
     report: ParseReport = with_report(text, source=str(path))
     return report
+
+
+def results_timer(fmt: str, path: Path, *, backend: str | None = None) -> str | None:
+    """The timer a results file says its latencies were measured with (the format module's
+    ``timer(text, backend=...)``), or None when the format does not say or the file cannot be read:
+    FlagGems' record ``mode`` ``kernel`` is ``triton.do_bench``, ``cudagraph`` is
+    ``triton.do_bench_cudagraph``, ``operator``/``wrapper`` a host wall clock."""
+    module = _MODULES.get(fmt)
+    timer = getattr(importlib.import_module(module), "timer", None) if module else None
+    if timer is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    found: str | None = timer(text, backend=backend)
+    return found

@@ -52,6 +52,16 @@ METRICS: dict[str, tuple[str, str]] = {
     "tflops": ("tflops", "TFLOPS"),
 }
 _LOG_LINE_RE = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
+#: FlagGems ``--mode`` (the record's ``mode``) -> the timer ``benchmark/base.py`` measures with
+#: (``get_latency``); ``cuda`` is the 2024 name of ``kernel``
+MODE_TIMERS: dict[str, str] = {
+    "kernel": "triton.do_bench",
+    "cuda": "triton.do_bench",
+    "cudagraph": "triton.do_bench_cudagraph",
+    "operator": "host-wall",
+    "wrapper": "host-wall",
+}
+_MODE_RE = re.compile(r'"mode":\s*"([^"]*)"')
 _RECORD_PREFIX = "[INFO] "
 
 
@@ -137,6 +147,22 @@ def parse_with_report(text: str, *, source: str) -> ParseReport:
     counts = {"records": records, "error_rows": sum(d.kind == "error_row" for d in dropped),
               "query_lines_skipped": sum(d.kind == "query_line" for d in dropped)}
     return ParseReport(stamp(results, counts), tuple(dropped))
+
+
+def timer(text: str, *, backend: str | None = None) -> str | None:
+    """The timer behind a record file's latencies, from its records' ``mode`` (:data:`MODE_TIMERS`):
+    ``triton.do_bench`` for kernel mode (``triton.do_bench_npu`` on Ascend, where FlagGems swaps it
+    in), several joined with ``+`` when the file mixes modes, None for a file without records."""
+    modes = sorted({m.group(1) for line in text.splitlines() if line.startswith("[INFO] {")
+                    for m in [_MODE_RE.search(line)] if m})
+    timers = []
+    for mode in modes:
+        t = MODE_TIMERS.get(mode, f"flaggems-{mode}")
+        if backend == "ascend" and t == "triton.do_bench":
+            t = "triton.do_bench_npu"
+        if t not in timers:
+            timers.append(t)
+    return "+".join(timers) or None
 
 
 def _is_python_dict(body: str) -> bool:
