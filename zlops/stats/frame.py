@@ -229,7 +229,9 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
             worse_side = state is State.SUSPECT
             pw, nw, thr = float(prev["worse"][i]), float(s["worse"][i]), float(s["threshold"][i])
             sign = 1.0 if worse_side else -1.0
+            pv = float(full[i, -1])
             clear = (State(prev["state"][i]) is state and not (prev["enough"][i] and s["enough"][i])
+                     and pv > 0 and abs(float(value[i]) / pv - 1.0) * 100.0 <= thr
                      and all(int(x["counts"][i]) >= 3 and float(x["range"][i]) <= pol.potential_pct
                              and abs(float(x["outside"][i])) > thr and (float(x["outside"][i]) > 0) == worse_side
                              for x in (prev, s)))
