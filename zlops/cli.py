@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,9 +103,9 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from zlops.store import Store
+    from zlops.pipeline import open_store
 
-    store = Store.open(_config(args).database_url)
+    store = open_store(_config(args))
     print(f"schema at revision {store.current_revision()}")
     return EXIT_OK
 
@@ -479,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ZlopsError as exc:
         print(f"zlops: {exc}", file=sys.stderr)
+        if args.verbose:  # -v: the chain behind the one line (the driver's own error for a database fault)
+            traceback.print_exc(file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("zlops: interrupted", file=sys.stderr)

@@ -50,13 +50,16 @@ READY = ".zlops-ready.json"
 
 
 @lru_cache(maxsize=8)
-def _open_store(url: str) -> Store:
-    return Store.open(url)
+def _open_store(url: str, retry_s: float) -> Store:
+    from zlops.store.retry import RetryPolicy
+
+    return Store.open(url, retry=RetryPolicy(total_s=retry_s))
 
 
 def open_store(config: Config) -> Store:
-    """The store of this config (opened, migrated to head, cached per process)."""
-    return _open_store(config.database_url)
+    """The store of this config (opened, migrated to head, cached per process); transient database
+    faults are retried for ``database_retry_s``."""
+    return _open_store(config.database_url, config.database_retry_s)
 
 
 def make_run_key(kind: str, suite: str, label: str) -> str:
