@@ -124,17 +124,26 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
                                       report_path=str(report_files[0]) if report_files else None,
                                       thresholds=thresholds, judge=judge, figures=links, alerts=digest,
                                       expected_pools=expected_pools)
-    summary_id = store.queue_notification(run.run_key, "summary", channel, messages.main)
+    # a replaced run (zlops nightly --replace) posts a new summary: the old one showed the old numbers
+    rerun = int(run.meta.get("replace_count", 0) or 0)
+    kind = f"summary-r{rerun}" if rerun else "summary"
+    main = dict(messages.main)
+    if rerun:
+        note = f"Re-measured (--replace, re-run {rerun}): these results replace the earlier summary of this run."
+        main["text"] = f"{note} {main.get('text', '')}".strip()
+        main["blocks"] = [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]},
+                          *main.get("blocks", [])]
+    summary_id = store.queue_notification(run.run_key, kind, channel, main)
     for n, payload in enumerate(messages.thread, start=1):
-        store.queue_notification(run.run_key, f"summary-{n}", channel, payload, parent_id=summary_id)
+        store.queue_notification(run.run_key, f"{kind}-{n}", channel, payload, parent_id=summary_id)
     overview = [p for _, p in figures.overview() if "telemetry" not in p.name]
     overview += sorted(figures.telemetry.values())[:MAX_TIMELINES]
     if overview:
-        store.queue_notification(run.run_key, "summary-figures", channel, {"channel": channel, "files": [
+        store.queue_notification(run.run_key, f"{kind}-figures", channel, {"channel": channel, "files": [
             {"path": str(p), "filename": p.name, "title": p.stem.replace("run__", "").replace("__", " / ")}
             for p in overview]}, parent_id=summary_id)
     if messages.overflowed and report_files:
-        store.queue_notification(run.run_key, "summary-report", channel, {
+        store.queue_notification(run.run_key, f"{kind}-report", channel, {
             "channel": channel, "initial_comment": "The full report (the summary did not fit one message)",
             "files": [{"path": str(p), "filename": p.name, "title": p.name} for p in report_files]},
             parent_id=summary_id)
@@ -150,7 +159,7 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
         status = "failed"
         error = item.last_error or (f"not sent: {report.stopped}" if report.stopped else "waiting in the outbox")
         log.warning("Slack summary of %s not sent (%s); it stays in the outbox for the next run", run.run_key, error)
-    path = write_payload(run_dir, messages.main, status=status, ts=item.ts, error=error)
+    path = write_payload(run_dir, main, status=status, ts=item.ts, error=error)
     return AnnounceResult(NotifyResult(status=status, path=path, ts=item.ts, error=error), summary_id, report)
 
 

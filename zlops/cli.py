@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
-from zlops.errors import CaliberMismatch, ConfigError, ZlopsError
+from zlops.errors import CaliberMismatch, ConfigError, RunAlreadyAccepted, ZlopsError
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
@@ -72,7 +72,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         for name in suites:
             config.suite(name)
             result = run_nightly(config, name, sha=args.sha, run_label=args.run_id, progress=progress,
-                                 slack_client=client)
+                                 slack_client=client, replace=args.replace)
             progress.note(result.report.table)
             progress.note(f"report: {result.report.markdown}")
             for p in result.report.plots:
@@ -362,7 +362,11 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--config", help="zlops.yaml (default: $ZLOPS_CONFIG)")
     n.add_argument("--suite", help="only this suite")
     n.add_argument("--sha", help="measure this commit instead of the branch head")
-    n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows")
+    n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows, "
+                                    "ingesting the shards it already measured from their artifacts")
+    n.add_argument("--replace", action="store_true",
+                   help="re-measure a completed, accepted run (--run-id) and replace its results; "
+                        "without it such a re-run is refused")
     n.add_argument("--fail-on", choices=("never", "potential", "regression"), default="never",
                    help="exit 3 when a case is flagged at this level")
     n.add_argument("--allow-caliber-mismatch", action="store_true",
@@ -475,6 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CaliberMismatch as exc:
         print(f"{exc}\nzlops: refused: the runs were measured on different calibers", file=sys.stderr)
         return EXIT_CALIBER
+    except RunAlreadyAccepted as exc:
+        print(f"zlops: refused: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except ConfigError as exc:
         print(f"zlops: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE

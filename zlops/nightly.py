@@ -120,15 +120,20 @@ def record_env_failure(ctx: pipeline.RunContext, error: str) -> None:
 
 
 def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_label: str | None = None,
-                progress: Progress | None = None, slack_client: Any = None) -> NightlyResult:
-    """fetch -> prepare -> run every device -> ingest -> compare -> report -> promote -> cleanup."""
+                progress: Progress | None = None, slack_client: Any = None, replace: bool = False) -> NightlyResult:
+    """fetch -> prepare -> run every device -> ingest -> compare -> report -> promote -> cleanup.
+
+    Re-using a run label re-runs that run: shards it already measured are ingested from their
+    artifacts (no environment is built when all were); a completed, accepted run needs ``replace``.
+    """
     progress = progress or LogProgress()
     label = run_label or "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     run_key = pipeline.make_run_key("nightly", suite_name, label)
-    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress)
+    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress, replace=replace)
     try:
         try:
-            pipeline.prepare(ctx, progress=progress)
+            if not all(pipeline.measured_shard(ctx, p, d) for p, _, d in ctx.planned_shards()):
+                pipeline.prepare(ctx, progress=progress)
         except ZlopsError as exc:
             log.error("environment for %s failed: %s", ctx.sha[:12], exc)
             record_env_failure(ctx, str(exc))

@@ -40,11 +40,14 @@ def _ctx(suite: str) -> Any:
 
 @task(retries=2, retry_delay=timedelta(minutes=2))
 def fetch(suite: str) -> dict[str, str]:
-    """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run."""
+    """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run.
+
+    Clearing a completed, accepted DAG run fails here unless it was triggered with ``replace``."""
     from zlops.pipeline import fetch as do_fetch
 
-    sha = (get_current_context()["params"] or {}).get("sha") or None
-    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=sha)
+    params = get_current_context()["params"] or {}
+    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=params.get("sha") or None,
+                   replace=bool(params.get("replace")))
     return {"run_key": ctx.run_key, "sha": ctx.sha}
 
 
