@@ -55,8 +55,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_nightly(args: argparse.Namespace) -> int:
     from zlops.model import Verdict
     from zlops.nightly import run_nightly
-    from zlops.notify import client_from_env
     from zlops.progress import make_progress
+    from zlops.slack import client_for
 
     config = _config(args)
     if args.allow_caliber_mismatch:
@@ -64,8 +64,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     suites = [args.suite] if args.suite else sorted(config.suites)
     if args.sha and len(suites) > 1:
         raise ConfigError("--sha needs --suite: a commit belongs to one suite's upstream")
-    slack = config.slack
-    client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
+    client = client_for(config.slack)
     progress = make_progress(args.interactive)
     flagged = incomparable = 0
     try:
@@ -308,8 +307,8 @@ def _int_list(text: str) -> list[int]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from zlops.model import Verdict
-    from zlops.notify import client_from_env
     from zlops.prcompare import report, run_compare
+    from zlops.slack import client_for
 
     config = _config(args)
     conf: dict[str, object] = {"suite": args.suite, "ref": args.ref, "pairs": args.pairs}
@@ -318,8 +317,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             conf[key] = getattr(args, key)
     if args.variants:
         conf["variants"] = [v for v in args.variants.split(",") if v]
-    slack = config.slack
-    client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
+    client = client_for(config.slack)
     outcome = run_compare(config, conf, allow_caliber_mismatch=args.allow_caliber_mismatch)
     out = report(config, outcome, slack_client=client)
     print(out.text, end="")
