@@ -114,7 +114,8 @@ class FlushReport:
         """One line for people: what was sent, what failed and why the flush stopped."""
         parts = [f"sent {len(self.sent)}", f"failed {len(self.failed)}", f"waiting {len(self.waiting)}",
                  f"abandoned {len(self.abandoned)}"]
-        return "outbox: " + ", ".join(parts) + (f"; stopped: {self.stopped}" if self.stopped else "")
+        stopped = " ".join(self.stopped.split()) if self.stopped else ""
+        return "outbox: " + ", ".join(parts) + (f"; stopped: {stopped}" if stopped else "")
 
 
 class _Abandon(Exception):
