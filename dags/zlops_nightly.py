@@ -29,8 +29,6 @@ for suite_name, suite in sorted(config.suites.items()):
         params={
             "sha": Param(None, type=["null", "string"], pattern=SHA_PATTERN, title="Commit",
                          description="Measure this commit of the branch instead of its head (full or short SHA)"),
-            "replace": Param(False, type="boolean", title="Replace",
-                             description="Re-measure a completed, accepted run of this id and replace its results"),
         },
     ) as dag:
         nightly_pipeline(config, suite_name)

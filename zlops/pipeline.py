@@ -170,8 +170,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
                 when = f" on {existing.finished_at:%Y-%m-%d %H:%M} UTC" if existing.finished_at else ""
                 raise RunAlreadyAccepted(
                     f"run {run_key} completed{when} and its results are an accepted baseline; re-running it "
-                    "would replace them. Use a new run id, or pass --replace (DAG param replace) to re-measure "
-                    "and replace them")
+                    "would replace them. Use a new run id, or pass --replace to re-measure and replace them")
             store.set_accepted(run_key, False)  # not a baseline while it is re-measured
             replaced = {"replaced_at": datetime.now(timezone.utc).isoformat(),
                         "replace_count": int(existing.meta.get("replace_count", 0)) + 1}

@@ -42,12 +42,12 @@ def _ctx(suite: str) -> Any:
 def fetch(suite: str) -> dict[str, str]:
     """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run.
 
-    Clearing a completed, accepted DAG run fails here unless it was triggered with ``replace``."""
+    Clearing a completed, accepted DAG run fails here (its results stand); ``zlops nightly --run-id
+    <run id> --replace`` re-measures it on purpose."""
     from zlops.pipeline import fetch as do_fetch
 
-    params = get_current_context()["params"] or {}
-    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=params.get("sha") or None,
-                   replace=bool(params.get("replace")))
+    sha = (get_current_context()["params"] or {}).get("sha") or None
+    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=sha)
     return {"run_key": ctx.run_key, "sha": ctx.sha}
 
 
