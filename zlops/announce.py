@@ -46,7 +46,7 @@ class AnnounceResult:
 def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, channel: str, band_pct: float,
                   trends: Mapping[SeriesKey, Path]) -> list[store_alerts.Applied]:
     """Tonight's lifecycle steps, written with the thread messages they call for (one transaction)."""
-    with store.session() as s:
+    def apply(s: Any) -> list[store_alerts.Applied]:
         open_alerts, done = store_alerts.night_state(s, summary.suite, run.run_key)
         steps = plan_night(summary.comparisons, open_alerts, done=done, band_pct=band_pct)
         applied = store_alerts.apply_steps(s, run.run_key, summary.suite, steps, band_pct=band_pct)
@@ -69,6 +69,10 @@ def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, chan
             payload = alert_messages.thread_update(entries, channel=channel, head_sha=run.sha)
             outbox.queue_notification(s, run.run_key, f"reply-{root}", channel, payload, parent_id=root)
             _queue_figures(s, run.run_key, f"reply-{root}-figures", channel, root, entries, trends)
+        return applied
+
+    # one unit of work, run again from scratch on a transient database fault (it is idempotent)
+    applied = store.unit_of_work(apply)
     if applied:
         log.info("alerts of %s at %s: %s", summary.suite, run.run_key,
                  ", ".join(f"#{a.alert.id} {a.step.from_state.value if a.step.from_state else 'opened'}->"

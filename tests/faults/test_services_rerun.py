@@ -134,3 +134,33 @@ def test_rerun_of_an_accepted_run_is_refused_without_replace(
         summaries = [p for p in slack.posts() if "blocks" in p and "summary" not in str(p.get("thread_ts", ""))]
         assert len(summaries) == 2, "Slack must show the replaced numbers, not keep the old summary"
         assert "replace the earlier summary" in summaries[-1]["text"]
+
+
+@pytest.mark.postgres
+def test_pg_terminate_backend_during_a_nightly_is_survived(tmp_path: Path, pg_url: str) -> None:
+    """Every store connection is terminated while the benchmark runs: the night still ends accepted."""
+    from zlops.nightly import run_nightly
+
+    cfg, sha, count = _setup(tmp_path, database=pg_url, gated=True)
+    name = pg_url.rsplit("/", 1)[1]
+    gate = tmp_path / "gate"
+    killed: list[int] = []
+
+    def terminate_while_the_benchmark_runs() -> None:
+        deadline = time.monotonic() + 120
+        while not Path(str(gate) + ".started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pg_admin_connect() as admin:
+            row = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s "
+                                "AND pid <> pg_backend_pid()", (name,)).fetchone()
+            killed.append(int(row[0]) if row else 0)
+        gate.write_text("go")
+
+    fault = threading.Thread(target=terminate_while_the_benchmark_runs, daemon=True)
+    fault.start()
+    result = run_nightly(load_config(cfg), "fake", sha=sha, run_label="n1")
+    fault.join(5)
+    assert killed and killed[0] >= 1  # the store held a connection, and lost it
+    assert result.accepted and _runs(count) == 1
+    results = pipeline.open_store(load_config(cfg)).results(result.run_key)
+    assert sum(len(r.samples) for _, _, r in results) == 2 * 5
