@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -79,11 +80,17 @@ def test_closed_port_is_one_line_with_the_password_redacted(tmp_path: Path) -> N
     (lambda tmp: "postgresql+psycopg://zlops:pw@no-such-host.invalid:5432/zlops", "unknown host"),
     (lambda tmp: f"sqlite:///{tmp / 'a-file'}/zlops.db", "cannot create its folder"),
     (lambda tmp: f"sqlite:///{tmp / 'a-folder'}", "cannot open the SQLite file"),
+    # opened read-only by SQLite itself: unwritable even for root, who ignores file modes
+    (lambda tmp: f"sqlite:///file:{tmp / 'ro.db'}?mode=ro&uri=true", "the SQLite file is read-only"),
 ])
 def test_permanent_faults_are_one_line_and_not_retried(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         url_of: object, reason: str) -> None:
     (tmp_path / "a-file").write_text("not a folder")
     (tmp_path / "a-folder").mkdir()
+    made = sqlite3.connect(tmp_path / "ro.db")
+    made.execute("CREATE TABLE t (a)")
+    made.commit()
+    made.close()
     url = url_of(tmp_path)  # type: ignore[operator]
     code = cli.main(["--plain", "runs", "--config", str(_config(tmp_path, url))])
     err = capsys.readouterr().err
