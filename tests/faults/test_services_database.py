@@ -80,6 +80,7 @@ def test_closed_port_is_one_line_with_the_password_redacted(tmp_path: Path) -> N
     (lambda tmp: "postgresql+psycopg://zlops:pw@no-such-host.invalid:5432/zlops", "unknown host"),
     (lambda tmp: f"sqlite:///{tmp / 'a-file'}/zlops.db", "cannot create its folder"),
     (lambda tmp: f"sqlite:///{tmp / 'a-folder'}", "cannot open the SQLite file"),
+    (lambda tmp: "postgresql+nosuchdriver://zlops:pw@db:5432/zlops", "its driver is not installed"),
     # opened read-only by SQLite itself: unwritable even for root, who ignores file modes
     (lambda tmp: f"sqlite:///file:{tmp / 'ro.db'}?mode=ro&uri=true", "the SQLite file is read-only"),
 ])

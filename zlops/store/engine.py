@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from zlops.errors import DatabaseUnavailable, StoreError
@@ -44,6 +44,15 @@ def parse_url(url: str) -> URL:
 
 def create_store_engine(url: str) -> Engine:
     """An engine for ``url`` set up for the store (see the module docstring)."""
+    try:
+        return _create_store_engine(url)
+    except (ImportError, NoSuchModuleError) as exc:
+        shown = parse_url(url).render_as_string(hide_password=True)
+        raise DatabaseUnavailable(f"database unusable: {shown}: its driver is not installed ({exc}); zlops supports "
+                                  "sqlite:///PATH and postgresql+psycopg://USER@HOST:PORT/DB") from exc
+
+
+def _create_store_engine(url: str) -> Engine:
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
