@@ -15,7 +15,7 @@ from typing import Any
 from zlops import pipeline
 from zlops.config import Config
 from zlops.confirm import confirm
-from zlops.errors import ZlopsError
+from zlops.errors import DatabaseUnavailable, ZlopsError
 from zlops.model import CompareSummary, ShardOutcome, ShardStatus
 from zlops.nightly_figures import RunFigures
 from zlops.notify import NotifyResult
@@ -131,8 +131,9 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
     run_key = pipeline.make_run_key("nightly", suite_name, label)
     ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress, replace=replace)
     try:
+        measured = all(pipeline.measured_shard(ctx, p, d) for p, _, d in ctx.planned_shards())
         try:
-            if not all(pipeline.measured_shard(ctx, p, d) for p, _, d in ctx.planned_shards()):
+            if not measured:
                 pipeline.prepare(ctx, progress=progress)
         except ZlopsError as exc:
             log.error("environment for %s failed: %s", ctx.sha[:12], exc)
@@ -143,10 +144,16 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
         summary = pipeline.compare(ctx, progress=progress)
         try:
             summary = confirm(ctx, summary, progress=progress)
+        except DatabaseUnavailable:
+            raise
         except (ZlopsError, ValueError) as exc:  # unconfirmed suspects stay suspects; the night goes on
             log.error("confirmation of tonight's suspects failed: %s", exc)
         out = report(ctx, slack_client=slack_client, progress=progress)
         accepted = pipeline.promote(ctx)
+    except DatabaseUnavailable as exc:  # one line still, saying how the night is finished
+        raise DatabaseUnavailable(f"{exc}; what run {run_key} measured is kept in {ctx.run_dir}: run "
+                                  f"`zlops nightly --suite {suite_name} --run-id {label}` again once the database "
+                                  "is back to finish it", transient=exc.transient) from exc
     finally:
         pipeline.cleanup(ctx)
     shards = tuple(pipeline.open_store(config).shards(run_key))

@@ -90,6 +90,7 @@ def test_database_gone_mid_benchmark_then_rerun_ingests_the_artifacts(
     (line,) = _zlops_lines(capsys.readouterr().err)
     assert code == cli.EXIT_ERROR
     assert line.startswith("zlops: database unreachable: postgresql+psycopg://") and "refuses connections" in line
+    assert "zlops nightly --suite fake --run-id n1` again" in line  # how to finish the night
     assert _runs(count) == 1
     config = load_config(cfg)
     run_key = pipeline.make_run_key("nightly", "fake", "n1")
