@@ -26,8 +26,8 @@ def fake() -> Iterator[FakeSlack]:
         yield server
 
 
-def _config(tmp_path: Path, fake: FakeSlack, upstream: Path | None = None) -> Path:
-    data = config_data(tmp_path / "home", upstream or tmp_path / "nowhere")
+def _config(tmp_path: Path, fake: FakeSlack, upstream: Path | None = None, database: str | None = None) -> Path:
+    data = config_data(tmp_path / "home", upstream or tmp_path / "nowhere", database=database)
     data["slack"] = {"channel": "#perf-nightly", "base_url": fake.url}
     path = tmp_path / "zlops.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -91,13 +91,15 @@ def test_alert_flush_without_a_token_says_what_waits(tmp_path: Path, fake: FakeS
     assert fake.seen == []
 
 
-def test_two_flushers_never_post_one_message_twice(tmp_path: Path, fake: FakeSlack) -> None:
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_two_flushers_never_post_one_message_twice(tmp_path: Path, fake: FakeSlack, database: str,
+                                                   request: pytest.FixtureRequest) -> None:
     """The report step and the outbox DAG flushing at the same moment (the outbox lock)."""
     import threading
 
     from zlops.slack import client_from_env, flush_outbox
 
-    cfg = _config(tmp_path, fake)
+    cfg = _config(tmp_path, fake, database=request.getfixturevalue("pg_url") if database == "postgresql" else None)
     for n in range(5):
         store = pipeline.open_store(load_config(cfg))
         store.upsert_run(RunRecord(run_key=f"nightly:fake:n{n}", kind="nightly", suite="fake", sha="a" * 40,
@@ -111,6 +113,7 @@ def test_two_flushers_never_post_one_message_twice(tmp_path: Path, fake: FakeSla
     for t in threads:
         t.join(30)
     assert sorted(p["text"] for p in fake.posts()) == [f"night {n}" for n in range(5)]
+    store.dispose()
 
 
 @pytest.mark.airflow
