@@ -13,8 +13,8 @@ Every message is in the store's outbox before it is sent (:mod:`zlops.store.outb
 - Transient errors are retried inside the step, with backoff, by the client's retry handlers
   (:func:`with_retries` gives every client the same ones, SlackHook's too): a 429 after Slack's
   Retry-After (unless that is longer than :data:`MAX_RETRY_AFTER_S`), a dropped connection, and a
-  5xx after 1 s, 2 s, ... (:class:`ServerErrorRetry`; a 5xx may mean the message was posted, and
-  Slack's own advice is to retry: a rare duplicate beats a night's alerts a day late). After a
+  5xx after 1 s, 2 s, ... (``ServerErrorRetry``; a 5xx may mean the message was posted anyway: a
+  rare duplicate is the price of not delaying a night's alerts by a day). After a
   transport failure that outlasts them (5xx, 429, timeout, no connection) the flush stops: Slack
   looks down, so the rest waits for the next flush (``zlops alert flush``, the ``zlops_outbox``
   DAG every 15 minutes, the next report step) instead of each timing out in turn.
