@@ -122,8 +122,9 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
     sender = SlackSender(store, client) if client is not None else None
     report = FlushReport()
     if sender is not None:
-        with store.outbox_lock():  # not while the outbox DAG or `zlops alert flush` sends the same messages
-            sender.flush(report)
+        with store.outbox_lock() as held:  # not while the outbox DAG or `alert flush` sends the same messages
+            if held:
+                sender.flush(report)
     links = figure_links(store, run.run_key, figures.trends, run_dir)
     messages = slack_summary_messages(summary, run=run, shards=shards, channel=channel,
                                       report_path=str(report_files[0]) if report_files else None,
@@ -153,8 +154,9 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
             "files": [{"path": str(p), "filename": p.name, "title": p.name} for p in report_files]},
             parent_id=summary_id)
     if sender is not None:
-        with store.outbox_lock():  # not while the outbox DAG or `zlops alert flush` sends the same messages
-            sender.flush(report)
+        with store.outbox_lock() as held:  # not while the outbox DAG or `alert flush` sends the same messages
+            if held:
+                sender.flush(report)
     (item,) = store.outbox_items(ids=[summary_id])
     error: str | None = None
     if client is None:

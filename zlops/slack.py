@@ -327,7 +327,10 @@ def flush_outbox(store: Store, client: WebClient | None, *, max_age: timedelta =
     without a client nothing is sent."""
     if client is None:
         return FlushReport(waiting=[i.id for i in store.outbox_items()])
-    with store.outbox_lock():
+    with store.outbox_lock() as held:
+        if not held:
+            log.warning("another flush of the outbox has been running for minutes; leaving the messages to it")
+            return FlushReport(waiting=[i.id for i in store.outbox_items()], stopped="another flush is running")
         return SlackSender(store, client, max_age=max_age).flush()
 
 

@@ -139,3 +139,22 @@ def test_the_outbox_dag_flushes_every_15_minutes(tmp_path: Path, fake: FakeSlack
     assert run.state == DagRunState.SUCCESS
     assert [p["text"] for p in fake.posts()] == ["waiting since last night"]
     assert pipeline.open_store(load_config(cfg)).outbox_items() == []
+
+
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_a_flush_never_waits_forever_for_another(tmp_path: Path, fake: FakeSlack, database: str,
+                                                 request: pytest.FixtureRequest) -> None:
+    from zlops.slack import client_from_env, flush_outbox
+
+    cfg = _config(tmp_path, fake, database=request.getfixturevalue("pg_url") if database == "postgresql" else None)
+    _queue(cfg, "x")
+    store = pipeline.open_store(load_config(cfg))
+    with store.outbox_lock() as first:
+        assert first
+        with store.outbox_lock(timeout_s=0.3) as second:
+            assert not second
+    with store.outbox_lock(timeout_s=0.3) as again:  # released
+        assert again
+    client = client_from_env(base_url=fake.url, environ={"SLACK_BOT_TOKEN": TOKEN})
+    assert flush_outbox(store, client).sent and fake.posts()[0]["text"] == "x"
+    store.dispose()

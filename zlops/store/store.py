@@ -8,6 +8,8 @@ of :mod:`zlops.store.runs`, :mod:`~zlops.store.series`, :mod:`~zlops.store.compa
 
 from __future__ import annotations
 
+import fcntl
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -129,41 +131,56 @@ class Store:
         return self._retrying(once, getattr(fn, "__name__", "store read"))
 
     @contextmanager
-    def outbox_lock(self, *, timeout_s: float = 300.0) -> Iterator[None]:
+    def outbox_lock(self, *, timeout_s: float = 120.0) -> Iterator[bool]:
         """Held while the outbox is flushed, so two flushers (the report step, the outbox DAG, an
         ``alert ack``) never post the same message twice: a PostgreSQL advisory lock on its own
-        connection; on SQLite an exclusive lock on the file ``<database>.outbox.lock``."""
+        connection; on SQLite an exclusive ``flock`` of the file ``<database>.outbox.lock``.
+
+        Yields whether it was taken within ``timeout_s``: a flusher that did not get it leaves the
+        messages to the one that holds it (or to the next flush) instead of waiting on.
+        """
+        deadline = time.monotonic() + timeout_s
         if self.engine.dialect.name == "postgresql":
             def take() -> Any:
-                conn = self.engine.connect()
-                try:
-                    conn.execute(text(f"SET lock_timeout = '{int(timeout_s * 1000)}ms'"))
-                    conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": OUTBOX_LOCK})
-                    conn.commit()
-                except BaseException:
-                    conn.close()
-                    raise
-                return conn
+                return self.engine.connect()
 
             conn = self._retrying(take, "outbox lock")
             try:
-                yield
+                got = False
+                while True:
+                    got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": OUTBOX_LOCK}).scalar())
+                    conn.commit()
+                    if got or time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.2)
+                yield got
             finally:
                 try:
-                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": OUTBOX_LOCK})
-                    conn.commit()
+                    if got:
+                        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": OUTBOX_LOCK})
+                        conn.commit()
                 except DBAPIError:  # the connection died: the server released the lock with it
                     pass
                 conn.close()
             return
         database = self.engine.url.database or ""
         if not database or database == ":memory:" or database.startswith("file:"):
-            yield
+            yield True
             return
-        from zlops.locks import host_lock
-
-        with host_lock(Path(database + ".outbox.lock")):
-            yield
+        with open(Path(database + ".outbox.lock"), "a") as fh:
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        yield False
+                        return
+                    time.sleep(0.2)
+            try:
+                yield True
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def dispose(self) -> None:
         """Close every pooled connection (the store can still be used; it reconnects)."""
