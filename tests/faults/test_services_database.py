@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
-from conftest import pg_admin_connect
 from sqlalchemy import text
 
 from zlops import cli
@@ -23,6 +23,12 @@ from zlops.errors import DatabaseUnavailable
 from zlops.model import RunRecord, RunStatus
 from zlops.store import Store
 from zlops.store.retry import RetryPolicy
+
+
+def pg_admin_connect() -> psycopg.Connection:
+    """An autocommit admin connection to the test server (the pg_url fixture's, tests/conftest.py)."""
+    return psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres", autocommit=True,
+                           connect_timeout=5)
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = RetryPolicy(total_s=0.3, first_s=0.05, max_s=0.1)

@@ -10,15 +10,21 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
-from conftest import pg_admin_connect
 from fake_slack import TOKEN, fake_slack_server
 from fake_upstream import BENCH, Upstream, config_data
 
 from zlops import cli, pipeline
 from zlops.config import load_config
 from zlops.model import RunStatus, ShardStatus
+
+
+def pg_admin_connect() -> psycopg.Connection:
+    """An autocommit admin connection to the test server (the pg_url fixture's, tests/conftest.py)."""
+    return psycopg.connect(host="127.0.0.1", port=5432, user="postgres", dbname="postgres", autocommit=True,
+                           connect_timeout=5)
 
 pytestmark = pytest.mark.slow
 
