@@ -191,7 +191,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.dispose()
 
 
-def post_summary(payload: dict[str, Any], client: Any, *, fallback_dir: Path, store: Store) -> NotifyResult:
+def _send(payload: dict[str, Any], client: Any, *, fallback_dir: Path, store: Store) -> NotifyResult:
     """One message through the gateway, as the PR compare sends its report."""
     return send_message(store, client, run_key=RUN.run_key, kind="pr-compare", channel=str(payload["channel"]),
                         payload=payload, fallback_dir=fallback_dir)
@@ -210,7 +210,7 @@ def test_post_sends_the_payload(fake_slack: FakeSlack, tmp_path: Path, caplog: p
                                 store: Store) -> None:
     caplog.set_level(logging.DEBUG)
     payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
-    result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path / "out", store=store)
+    result = _send(payload, _client(fake_slack), fallback_dir=tmp_path / "out", store=store)
 
     assert result == NotifyResult(status="sent", path=tmp_path / "out" / "slack_payload.json",
                                   ts="1700000000.000001")
@@ -231,7 +231,7 @@ def test_one_server_error_is_retried_within_the_call(fake_slack: Any, tmp_path: 
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.2)
     fake_slack.fail("chat.postMessage", 502)
-    result = post_summary({"channel": "C0PERF", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
+    result = _send({"channel": "C0PERF", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
     assert result.status == "sent"
     first, second = fake_slack.calls("chat.postMessage")
     assert second.at - first.at >= 0.2  # backed off
@@ -245,7 +245,7 @@ def test_server_errors_past_the_retries_fail_without_raising(fake_slack: Any, tm
     monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.01)
     fake_slack.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)
     payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
-    result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path, store=store)
+    result = _send(payload, _client(fake_slack), fallback_dir=tmp_path, store=store)
 
     assert result.status == "failed" and result.ts is None
     assert result.error and "SlackApiError" in result.error
@@ -262,7 +262,7 @@ def test_server_errors_past_the_retries_fail_without_raising(fake_slack: Any, tm
 
 def test_api_error_ok_false_fails(fake_slack: Any, tmp_path: Path, store: Store) -> None:
     fake_slack.fail("chat.postMessage", 200, body={"ok": False, "error": "channel_not_found"})
-    result = post_summary({"channel": "C0NOPE", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
+    result = _send({"channel": "C0NOPE", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
     assert result.status == "failed" and "channel_not_found" in (result.error or "")
 
 
@@ -270,7 +270,7 @@ def test_rate_limit_is_retried_after_retry_after(fake_slack: Any, tmp_path: Path
                                                  caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     fake_slack.fail("chat.postMessage", 429, headers={"Retry-After": "1"})
-    result = post_summary({"channel": "C0PERF", "text": "hello"}, _client(fake_slack), fallback_dir=tmp_path,
+    result = _send({"channel": "C0PERF", "text": "hello"}, _client(fake_slack), fallback_dir=tmp_path,
                           store=store)
     assert result.status == "sent" and result.ts == "1700000000.000001"
     assert [r.path for r in fake_slack.seen] == ["/api/chat.postMessage"] * 2
@@ -279,7 +279,7 @@ def test_rate_limit_is_retried_after_retry_after(fake_slack: Any, tmp_path: Path
 
 def test_a_long_retry_after_is_left_to_the_next_flush(fake_slack: Any, tmp_path: Path, store: Store) -> None:
     fake_slack.fail("chat.postMessage", 429, headers={"Retry-After": "3600"})
-    result = post_summary({"channel": "C0PERF", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
+    result = _send({"channel": "C0PERF", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
     assert result.status == "failed" and "ratelimited" in (result.error or "")
     assert len(fake_slack.calls("chat.postMessage")) == 1  # not an hour inside the step
 
@@ -292,7 +292,7 @@ def test_unreachable_server_fails_without_raising(tmp_path: Path, caplog: pytest
         port = probe.getsockname()[1]  # nothing listens there once the probe is closed
     client = client_from_env(base_url=f"http://127.0.0.1:{port}/api", environ={"SLACK_BOT_TOKEN": TOKEN},
                              max_retries=1)
-    result = post_summary({"channel": "C0PERF", "text": "x"}, client, fallback_dir=tmp_path, store=store)
+    result = _send({"channel": "C0PERF", "text": "x"}, client, fallback_dir=tmp_path, store=store)
     assert result.status == "failed" and "URLError" in (result.error or "")
     assert (tmp_path / "slack_payload.json").exists()
     _no_token_anywhere(caplog, result)
@@ -300,7 +300,7 @@ def test_unreachable_server_fails_without_raising(tmp_path: Path, caplog: pytest
 
 def test_without_client_the_payload_is_written(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                store: Store) -> None:
-    result = post_summary({"channel": "C0PERF", "text": "x"}, None, fallback_dir=tmp_path / "new", store=store)
+    result = _send({"channel": "C0PERF", "text": "x"}, None, fallback_dir=tmp_path / "new", store=store)
     assert result == NotifyResult(status="written", path=tmp_path / "new" / "slack_payload.json")
     assert json.loads(result.path.read_text())["payload"] == {"channel": "C0PERF", "text": "x"}
     assert [i.status for i in store.outbox_items()] == ["pending"]  # a later flush with a token sends it
@@ -309,7 +309,7 @@ def test_without_client_the_payload_is_written(tmp_path: Path, caplog: pytest.Lo
 def test_unwritable_fallback_dir_still_does_not_raise(tmp_path: Path, store: Store) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    result = post_summary({"channel": "C0PERF", "text": "x"}, None, fallback_dir=blocker, store=store)
+    result = _send({"channel": "C0PERF", "text": "x"}, None, fallback_dir=blocker, store=store)
     assert result.status == "failed" and result.path is None
 
 
