@@ -182,3 +182,38 @@ def test_retry_policy_is_bounded() -> None:
     assert RetryPolicy(total_s=0).delays() == []
     with pytest.raises(ValueError, match="RetryPolicy"):
         RetryPolicy(first_s=0)
+
+
+@pytest.mark.postgres
+def test_a_deadlock_is_retried(pg_url: str) -> None:
+    """Two units of work locking two runs in opposite order: PostgreSQL kills one, which is run again."""
+    import threading
+
+    from zlops.store import runs
+
+    store = Store.open(pg_url, retry=RetryPolicy(total_s=5, first_s=0.05, max_s=0.2))
+    for key in ("nightly:s:a", "nightly:s:b"):
+        store.upsert_run(RunRecord(run_key=key, kind="nightly", suite="s", sha="a" * 40, branch="main",
+                                   status=RunStatus.RUNNING))
+    barrier = threading.Barrier(2, timeout=10)
+    attempts: list[str] = []
+
+    def lock_both(first: str, second: str) -> None:
+        def work(session: object) -> None:
+            attempts.append(first)
+            runs.set_run_status(session, first, RunStatus.DONE)  # type: ignore[arg-type]
+            if attempts.count(first) == 1:
+                barrier.wait()  # both hold their first row: the second update deadlocks one of them
+            runs.set_run_status(session, second, RunStatus.DONE)  # type: ignore[arg-type]
+
+        store.unit_of_work(work)
+
+    threads = [threading.Thread(target=lock_both, args=pair) for pair in
+               (("nightly:s:a", "nightly:s:b"), ("nightly:s:b", "nightly:s:a"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(attempts) == 3  # one of the two ran twice
+    assert all(store.get_run(k).status is RunStatus.DONE for k in ("nightly:s:a", "nightly:s:b"))  # type: ignore[union-attr]
+    store.dispose()

@@ -48,6 +48,7 @@ _REASONS: tuple[tuple[str, str, bool], ...] = (
     (r"is not currently accepting connections|does not allow connections", "the database refuses connections", True),
     (r"too many (connections|clients)|remaining connection slots", "too many connections", True),
     (r"database is locked", "the SQLite file is locked by another writer", True),
+    (r"deadlock detected|could not serialize access", "a concurrent transaction conflicted", True),
     (r"password authentication failed|authentication failed|no password supplied|role .* does not exist",
      "authentication failed (check the user and password)", False),
     (r'database ".*" does not exist', "the database does not exist (create it, or fix the URL)", False),
