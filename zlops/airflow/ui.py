@@ -40,11 +40,16 @@ def link(route: str, **query: str) -> str:
     return html.escape(f"{route}?{urlencode(query, quote_via=quote, safe='')}", quote=True)
 
 
-def airflow_user() -> Callable[..., Any]:
-    """Airflow's own authentication dependency (``airflow.api_fastapi.core_api.security.get_user``)."""
-    from airflow.api_fastapi.core_api.security import get_user
+async def airflow_user(request: Request) -> Any:
+    """Airflow's own check of the request: ``get_user`` of ``airflow.api_fastapi.core_api.security``
+    (bearer JWT, else the UI's cookie, validated by the auth manager; 401/403 otherwise).
 
-    return get_user
+    Imported when the first request arrives, not at plugin load: every Airflow process loads the
+    plugins (scheduler, workers, the CLI) and that module costs about 2 s to import.
+    """
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    return await get_user(request=request, _oauth_token=None, bearer_credentials=await bearer_scheme(request))
 
 
 def create_app(config: Config | None = None, *, authenticate: Callable[..., Any] | None = None) -> FastAPI:
@@ -53,7 +58,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
     ``authenticate`` is the FastAPI dependency every route needs (default: Airflow's, see the module
     docstring); FastAPI's own docs and schema routes are replaced by ones that need it too.
     """
-    auth = Depends(authenticate or airflow_user())
+    auth = Depends(authenticate or airflow_user)
     app = FastAPI(title="zlops", dependencies=[auth], docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/openapi.json", include_in_schema=False)
