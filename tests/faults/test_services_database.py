@@ -217,3 +217,24 @@ def test_a_deadlock_is_retried(pg_url: str) -> None:
     assert len(attempts) == 3  # one of the two ran twice
     assert all(store.get_run(k).status is RunStatus.DONE for k in ("nightly:s:a", "nightly:s:b"))  # type: ignore[union-attr]
     store.dispose()
+
+
+@pytest.mark.postgres
+def test_a_connection_terminated_during_start_up_is_retried(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schema upgrade at start-up loses its connection once (a server restart, a failover)."""
+    from zlops.store import migrate
+
+    real_upgrade = migrate.upgrade
+    calls = []
+
+    def upgrade_that_loses_its_connection(engine: object, revision: str = "head") -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            with engine.connect() as conn:  # type: ignore[attr-defined]
+                conn.execute(text("SELECT pg_terminate_backend(pg_backend_pid())"))
+        real_upgrade(engine, revision)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(migrate, "upgrade", upgrade_that_loses_its_connection)
+    store = Store.open(pg_url, retry=FAST)
+    assert len(calls) == 2 and store.current_revision() == migrate.head_revision()
+    store.dispose()
