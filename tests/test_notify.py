@@ -28,13 +28,15 @@ from zlops.model import (
 from zlops.notify import (
     MAX_BLOCKS,
     MAX_SECTION_CHARS,
+    RETRY_COUNT,
     AlertDigest,
     NotifyResult,
     client_from_env,
-    post_summary,
+    send_message,
     slack_summary_messages,
     slack_summary_payload,
 )
+from zlops.store import Store
 
 TOKEN = "xoxb-test-0123456789-secret"
 SHA = "2222222bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -181,6 +183,20 @@ def _client(fake: Any) -> Any:
     return client
 
 
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(f"sqlite:///{tmp_path / 'zlops.db'}")
+    s.upsert_run(RUN)
+    yield s
+    s.dispose()
+
+
+def _send(payload: dict[str, Any], client: Any, *, fallback_dir: Path, store: Store) -> NotifyResult:
+    """One message through the gateway, as the PR compare sends its report."""
+    return send_message(store, client, run_key=RUN.run_key, kind="pr-compare", channel=str(payload["channel"]),
+                        payload=payload, fallback_dir=fallback_dir)
+
+
 def _no_token_anywhere(caplog: pytest.LogCaptureFixture, result: NotifyResult) -> None:
     assert caplog.records, "expected some log records"
     for record in caplog.records:
@@ -190,10 +206,11 @@ def _no_token_anywhere(caplog: pytest.LogCaptureFixture, result: NotifyResult) -
         assert TOKEN not in result.path.read_text()
 
 
-def test_post_sends_the_payload(fake_slack: FakeSlack, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_post_sends_the_payload(fake_slack: FakeSlack, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                store: Store) -> None:
     caplog.set_level(logging.DEBUG)
     payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
-    result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path / "out")
+    result = _send(payload, _client(fake_slack), fallback_dir=tmp_path / "out", store=store)
 
     assert result == NotifyResult(status="sent", path=tmp_path / "out" / "slack_payload.json",
                                   ts="1700000000.000001")
@@ -205,67 +222,94 @@ def test_post_sends_the_payload(fake_slack: FakeSlack, tmp_path: Path, caplog: p
     record = json.loads(result.path.read_text())
     assert record["status"] == "sent" and record["ts"] == "1700000000.000001"
     assert record["payload"] == payload and record["schema_version"] == 1
+    (item,) = store.outbox_items(statuses=("sent",))  # it went through the outbox
+    assert item.kind == "pr-compare" and item.ts == result.ts
     _no_token_anywhere(caplog, result)
 
 
-def test_server_error_fails_without_raising(fake_slack: Any, tmp_path: Path,
-                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_one_server_error_is_retried_within_the_call(fake_slack: Any, tmp_path: Path, store: Store,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.2)
+    fake_slack.fail("chat.postMessage", 502)
+    result = _send({"channel": "C0PERF", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
+    assert result.status == "sent"
+    first, second = fake_slack.calls("chat.postMessage")
+    assert second.at - first.at >= 0.2  # backed off
+    assert store.outbox_items() == []
+
+
+def test_server_errors_past_the_retries_fail_without_raising(fake_slack: Any, tmp_path: Path, store: Store,
+                                                             caplog: pytest.LogCaptureFixture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.DEBUG)
-    fake_slack.fail("chat.postMessage", 500)
+    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.01)
+    fake_slack.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)
     payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
-    result = post_summary(payload, _client(fake_slack), fallback_dir=tmp_path)
+    result = _send(payload, _client(fake_slack), fallback_dir=tmp_path, store=store)
 
     assert result.status == "failed" and result.ts is None
     assert result.error and "SlackApiError" in result.error
+    assert len(fake_slack.calls("chat.postMessage")) == 1 + RETRY_COUNT
     record = json.loads((tmp_path / "slack_payload.json").read_text())
     assert record["status"] == "failed" and record["error"] == result.error
     assert record["payload"] == payload
-    warnings = [r for r in caplog.records if r.name == "zlops.notify" and r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "C0PERF" in warnings[0].getMessage()
+    (kept,) = store.outbox_items()  # kept for the next flush
+    assert kept.status == "failed" and kept.kind == "pr-compare"
+    warnings = [r for r in caplog.records if r.name.startswith("zlops.slack") and r.levelno == logging.WARNING]
+    assert warnings and any("C0PERF" in w.getMessage() for w in warnings)
     _no_token_anywhere(caplog, result)
 
 
-def test_api_error_ok_false_fails(fake_slack: Any, tmp_path: Path) -> None:
+def test_api_error_ok_false_fails(fake_slack: Any, tmp_path: Path, store: Store) -> None:
     fake_slack.fail("chat.postMessage", 200, body={"ok": False, "error": "channel_not_found"})
-    result = post_summary({"channel": "C0NOPE", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path)
+    result = _send({"channel": "C0NOPE", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
     assert result.status == "failed" and "channel_not_found" in (result.error or "")
 
 
-def test_rate_limit_is_retried_after_retry_after(fake_slack: Any, tmp_path: Path,
+def test_rate_limit_is_retried_after_retry_after(fake_slack: Any, tmp_path: Path, store: Store,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     fake_slack.fail("chat.postMessage", 429, headers={"Retry-After": "1"})
-    result = post_summary({"channel": "C0PERF", "text": "hello"}, _client(fake_slack), fallback_dir=tmp_path)
+    result = _send({"channel": "C0PERF", "text": "hello"}, _client(fake_slack), fallback_dir=tmp_path,
+                          store=store)
     assert result.status == "sent" and result.ts == "1700000000.000001"
     assert [r.path for r in fake_slack.seen] == ["/api/chat.postMessage"] * 2
     _no_token_anywhere(caplog, result)
 
 
-def test_unreachable_server_fails_without_raising(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_long_retry_after_is_left_to_the_next_flush(fake_slack: Any, tmp_path: Path, store: Store) -> None:
+    fake_slack.fail("chat.postMessage", 429, headers={"Retry-After": "3600"})
+    result = _send({"channel": "C0PERF", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
+    assert result.status == "failed" and "ratelimited" in (result.error or "")
+    assert len(fake_slack.calls("chat.postMessage")) == 1  # not an hour inside the step
+
+
+def test_unreachable_server_fails_without_raising(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                  store: Store) -> None:
     caplog.set_level(logging.DEBUG)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # nothing listens there once the probe is closed
     client = client_from_env(base_url=f"http://127.0.0.1:{port}/api", environ={"SLACK_BOT_TOKEN": TOKEN},
                              max_retries=1)
-    result = post_summary({"channel": "C0PERF", "text": "x"}, client, fallback_dir=tmp_path)
+    result = _send({"channel": "C0PERF", "text": "x"}, client, fallback_dir=tmp_path, store=store)
     assert result.status == "failed" and "URLError" in (result.error or "")
     assert (tmp_path / "slack_payload.json").exists()
     _no_token_anywhere(caplog, result)
 
 
-def test_without_client_the_payload_is_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="zlops.notify")
-    result = post_summary({"channel": "C0PERF", "text": "x"}, None, fallback_dir=tmp_path / "new")
+def test_without_client_the_payload_is_written(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                               store: Store) -> None:
+    result = _send({"channel": "C0PERF", "text": "x"}, None, fallback_dir=tmp_path / "new", store=store)
     assert result == NotifyResult(status="written", path=tmp_path / "new" / "slack_payload.json")
     assert json.loads(result.path.read_text())["payload"] == {"channel": "C0PERF", "text": "x"}
-    assert str(result.path) in caplog.text
+    assert [i.status for i in store.outbox_items()] == ["pending"]  # a later flush with a token sends it
 
 
-def test_unwritable_fallback_dir_still_does_not_raise(tmp_path: Path) -> None:
+def test_unwritable_fallback_dir_still_does_not_raise(tmp_path: Path, store: Store) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    result = post_summary({"channel": "C0PERF", "text": "x"}, None, fallback_dir=blocker)
+    result = _send({"channel": "C0PERF", "text": "x"}, None, fallback_dir=blocker, store=store)
     assert result.status == "failed" and result.path is None
 
 
@@ -277,7 +321,7 @@ def test_client_from_env(caplog: pytest.LogCaptureFixture) -> None:
     assert client is not None and client.base_url == "http://127.0.0.1:9/api/"
     assert TOKEN not in repr(client) and TOKEN not in str(client)
     assert {type(h).__name__ for h in client.retry_handlers} == {
-        "RateLimitErrorRetryHandler", "ConnectionErrorRetryHandler"}
+        "BoundedRateLimitRetry", "ConnectionErrorRetryHandler", "ServerErrorRetry"}
     assert all(TOKEN not in r.getMessage() for r in caplog.records)
 
 

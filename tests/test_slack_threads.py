@@ -27,7 +27,7 @@ from zlops.model import (
 )
 from zlops.nightly_figures import RunFigures
 from zlops.notify import client_from_env
-from zlops.slack import SlackSender, flush_outbox, with_retries
+from zlops.slack import RETRY_COUNT, SlackSender, flush_outbox, with_retries
 from zlops.store import Store
 
 CHANNEL = "#perf-nightly"
@@ -163,16 +163,19 @@ def test_a_regression_gets_one_thread_and_its_fix_a_reply(fake: FakeSlack, store
     _no_token(caplog, store)
 
 
-def test_a_500_keeps_the_message_for_the_next_run(fake: FakeSlack, store: Store, tmp_path: Path,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_5xx_past_the_retries_keeps_the_message_for_the_next_flush(fake: FakeSlack, store: Store, tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.01)
     client, nights = _client(fake), Nights(store, tmp_path)
     nights.night(client, STEADY)
     fake.seen.clear()
-    fake.fail("chat.postMessage", 500)
+    fake.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)
     out = nights.night(client, {"softmax_8192": (Verdict.SEVERE, 4.0, 5.0), "add_16M": (Verdict.UNCHANGED, 2, 2)})
-    # the thread's first message got a 500: Slack looks down, nothing else is tried, nothing raised
-    assert fake.methods() == ["chat.postMessage"]
+    # the thread's first message got a 500, also on both retries: Slack looks down, nothing else is
+    # tried, nothing raised
+    assert fake.methods() == ["chat.postMessage"] * (1 + RETRY_COUNT)
     assert out.slack.status == "failed" and "not sent" in (out.slack.error or "")
     assert out.flush.stopped and "SlackApiError" in out.flush.stopped
     pending = store.outbox_items()
@@ -281,8 +284,8 @@ def test_a_client_without_rate_limit_retries_gets_them() -> None:
 
     client = WebClient(token=TOKEN)  # what SlackHook builds without retry_handlers
     assert {type(h).__name__ for h in with_retries(with_retries(client)).retry_handlers} == {
-        "ConnectionErrorRetryHandler", "RateLimitErrorRetryHandler"}
-    assert len(client.retry_handlers) == 2
+        "ConnectionErrorRetryHandler", "BoundedRateLimitRetry", "ServerErrorRetry"}
+    assert len(client.retry_handlers) == 3
 
 
 @pytest.mark.airflow

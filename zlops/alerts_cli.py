@@ -3,7 +3,8 @@
 ``zlops alert list [--suite S] [--all]``, ``zlops alert show ID``, and
 ``zlops alert ack|expected|false-positive|wontfix ID [--note TEXT] [--by NAME]``. A person's change
 is recorded with its note, and its reply is queued in the alert's Slack thread; with a bot token in
-the environment (``slack.token_env``) it is sent at once, else by the next report step. After
+the environment (``slack.token_env``) it is sent at once, else by the next flush. ``zlops alert flush``
+sends whatever the outbox holds (the ``zlops_outbox`` DAG runs it every 15 minutes). After
 ``ack`` or ``expected`` the nightly records further worsening without announcing it; after
 ``false-positive`` or ``wontfix`` the alert is closed (a later regression opens a new one).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import sys
 from typing import Any
 
 from zlops.alerts import OPEN_STATES, Alert, AlertState
@@ -59,9 +61,8 @@ def cmd_alert_show(args: argparse.Namespace) -> int:
 def cmd_alert_set(args: argparse.Namespace) -> int:
     from zlops.announce import announce_human_change
     from zlops.cli import EXIT_OK, _config
-    from zlops.notify import client_from_env
     from zlops.pipeline import open_store
-    from zlops.slack import flush_outbox
+    from zlops.slack import client_for, flush_outbox
 
     config = _config(args)
     store = open_store(config)
@@ -73,14 +74,32 @@ def cmd_alert_set(args: argparse.Namespace) -> int:
     if queued is None:
         print("  (never announced, so nothing is posted)")
         return EXIT_OK
-    client: Any = client_from_env(config.slack.token_env, base_url=config.slack.base_url) if config.slack else None
+    client: Any = client_for(config.slack)
     if client is None:
-        print("  reply queued in its Slack thread; the next report step sends it")
+        print("  reply queued in its Slack thread; the next flush sends it (zlops alert flush, zlops_outbox DAG)")
         return EXIT_OK
     report = flush_outbox(store, client)
     print("  reply posted in its Slack thread" if queued in report.sent else
-          "  reply queued in its Slack thread (Slack did not take it now; the next report step retries)")
+          "  reply queued in its Slack thread (Slack did not take it now; the next flush retries)")
     return EXIT_OK
+
+
+def cmd_alert_flush(args: argparse.Namespace) -> int:
+    """Send what the outbox holds: exit 0 when it is empty afterwards (or only waits on threads)."""
+    from zlops.cli import EXIT_ERROR, EXIT_OK, _config
+    from zlops.pipeline import open_store
+    from zlops.slack import client_for, flush_outbox
+
+    config = _config(args)
+    client: Any = client_for(config.slack)
+    if client is None:
+        left = len(open_store(config).outbox_items())
+        what = (f"no Slack token in ${config.slack.token_env}" if config.slack else "no slack section in the config")
+        print(f"zlops: cannot flush the outbox: {what}; {left} message(s) wait", file=sys.stderr)
+        return EXIT_ERROR
+    report = flush_outbox(open_store(config), client)
+    print(report.line())
+    return EXIT_ERROR if report.stopped or report.failed else EXIT_OK
 
 
 def add_alert_parser(sub: Any) -> None:
@@ -97,6 +116,9 @@ def add_alert_parser(sub: Any) -> None:
     sh.add_argument("id", type=int)
     sh.add_argument("--config")
     sh.set_defaults(func=cmd_alert_show)
+    fl = alsub.add_parser("flush", help="send what the Slack outbox holds (retried messages, replies, summaries)")
+    fl.add_argument("--config")
+    fl.set_defaults(func=cmd_alert_flush)
     for verb, state in VERBS.items():
         p = alsub.add_parser(verb, help=f"set an open alert to {state.value} (a reply goes to its thread)")
         p.add_argument("id", type=int)

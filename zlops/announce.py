@@ -46,7 +46,7 @@ class AnnounceResult:
 def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, channel: str, band_pct: float,
                   trends: Mapping[SeriesKey, Path]) -> list[store_alerts.Applied]:
     """Tonight's lifecycle steps, written with the thread messages they call for (one transaction)."""
-    with store.session() as s:
+    def apply(s: Any) -> list[store_alerts.Applied]:
         open_alerts, done = store_alerts.night_state(s, summary.suite, run.run_key)
         steps = plan_night(summary.comparisons, open_alerts, done=done, band_pct=band_pct)
         applied = store_alerts.apply_steps(s, run.run_key, summary.suite, steps, band_pct=band_pct)
@@ -69,6 +69,10 @@ def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, chan
             payload = alert_messages.thread_update(entries, channel=channel, head_sha=run.sha)
             outbox.queue_notification(s, run.run_key, f"reply-{root}", channel, payload, parent_id=root)
             _queue_figures(s, run.run_key, f"reply-{root}-figures", channel, root, entries, trends)
+        return applied
+
+    # one unit of work, run again from scratch on a transient database fault (it is idempotent)
+    applied = store.unit_of_work(apply)
     if applied:
         log.info("alerts of %s at %s: %s", summary.suite, run.run_key,
                  ", ".join(f"#{a.alert.id} {a.step.from_state.value if a.step.from_state else 'opened'}->"
@@ -118,28 +122,41 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
     sender = SlackSender(store, client) if client is not None else None
     report = FlushReport()
     if sender is not None:
-        sender.flush(report)
+        with store.outbox_lock() as held:  # not while the outbox DAG or `alert flush` sends the same messages
+            if held:
+                sender.flush(report)
     links = figure_links(store, run.run_key, figures.trends, run_dir)
     messages = slack_summary_messages(summary, run=run, shards=shards, channel=channel,
                                       report_path=str(report_files[0]) if report_files else None,
                                       thresholds=thresholds, judge=judge, figures=links, alerts=digest,
                                       expected_pools=expected_pools)
-    summary_id = store.queue_notification(run.run_key, "summary", channel, messages.main)
+    # a replaced run (zlops nightly --replace) posts a new summary: the old one showed the old numbers
+    rerun = int(run.meta.get("replace_count", 0) or 0)
+    kind = f"summary-r{rerun}" if rerun else "summary"
+    main = dict(messages.main)
+    if rerun:
+        note = f"Re-measured (--replace, re-run {rerun}): these results replace the earlier summary of this run."
+        main["text"] = f"{note} {main.get('text', '')}".strip()
+        main["blocks"] = [{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]},
+                          *main.get("blocks", [])]
+    summary_id = store.queue_notification(run.run_key, kind, channel, main)
     for n, payload in enumerate(messages.thread, start=1):
-        store.queue_notification(run.run_key, f"summary-{n}", channel, payload, parent_id=summary_id)
+        store.queue_notification(run.run_key, f"{kind}-{n}", channel, payload, parent_id=summary_id)
     overview = [p for _, p in figures.overview() if "telemetry" not in p.name]
     overview += sorted(figures.telemetry.values())[:MAX_TIMELINES]
     if overview:
-        store.queue_notification(run.run_key, "summary-figures", channel, {"channel": channel, "files": [
+        store.queue_notification(run.run_key, f"{kind}-figures", channel, {"channel": channel, "files": [
             {"path": str(p), "filename": p.name, "title": p.stem.replace("run__", "").replace("__", " / ")}
             for p in overview]}, parent_id=summary_id)
     if messages.overflowed and report_files:
-        store.queue_notification(run.run_key, "summary-report", channel, {
+        store.queue_notification(run.run_key, f"{kind}-report", channel, {
             "channel": channel, "initial_comment": "The full report (the summary did not fit one message)",
             "files": [{"path": str(p), "filename": p.name, "title": p.name} for p in report_files]},
             parent_id=summary_id)
     if sender is not None:
-        sender.flush(report)
+        with store.outbox_lock() as held:  # not while the outbox DAG or `alert flush` sends the same messages
+            if held:
+                sender.flush(report)
     (item,) = store.outbox_items(ids=[summary_id])
     error: str | None = None
     if client is None:
@@ -150,7 +167,7 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
         status = "failed"
         error = item.last_error or (f"not sent: {report.stopped}" if report.stopped else "waiting in the outbox")
         log.warning("Slack summary of %s not sent (%s); it stays in the outbox for the next run", run.run_key, error)
-    path = write_payload(run_dir, messages.main, status=status, ts=item.ts, error=error)
+    path = write_payload(run_dir, main, status=status, ts=item.ts, error=error)
     return AnnounceResult(NotifyResult(status=status, path=path, ts=item.ts, error=error), summary_id, report)
 
 

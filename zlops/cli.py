@@ -11,12 +11,13 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
-from zlops.errors import CaliberMismatch, ConfigError, ZlopsError
+from zlops.errors import CaliberMismatch, ConfigError, RunAlreadyAccepted, ZlopsError
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
@@ -54,8 +55,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_nightly(args: argparse.Namespace) -> int:
     from zlops.model import Verdict
     from zlops.nightly import run_nightly
-    from zlops.notify import client_from_env
     from zlops.progress import make_progress
+    from zlops.slack import client_for
 
     config = _config(args)
     if args.allow_caliber_mismatch:
@@ -65,15 +66,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise ConfigError("--sha needs --suite: a commit belongs to one suite's upstream")
     if args.promote and not args.suite:
         raise ConfigError("--promote needs --suite: it overrides one suite's baseline rules")
-    slack = config.slack
-    client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
+    client = client_for(config.slack)
     progress = make_progress(args.interactive)
     flagged = incomparable = 0
     try:
         for name in suites:
             config.suite(name)
             result = run_nightly(config, name, sha=args.sha, run_label=args.run_id, progress=progress,
-                                 slack_client=client, promote=args.promote)
+                                 slack_client=client, promote=args.promote, replace=args.replace)
             progress.note(result.report.table)
             progress.note(f"report: {result.report.markdown}")
             for p in result.report.plots:
@@ -105,9 +105,9 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from zlops.store import Store
+    from zlops.pipeline import open_store
 
-    store = Store.open(_config(args).database_url)
+    store = open_store(_config(args))
     print(f"schema at revision {store.current_revision()}")
     return EXIT_OK
 
@@ -313,8 +313,8 @@ def _int_list(text: str) -> list[int]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from zlops.model import Verdict
-    from zlops.notify import client_from_env
     from zlops.prcompare import report, run_compare
+    from zlops.slack import client_for
 
     config = _config(args)
     conf: dict[str, object] = {"suite": args.suite, "ref": args.ref, "pairs": args.pairs}
@@ -323,8 +323,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             conf[key] = getattr(args, key)
     if args.variants:
         conf["variants"] = [v for v in args.variants.split(",") if v]
-    slack = config.slack
-    client = client_from_env(slack.token_env, base_url=slack.base_url) if slack else None
+    client = client_for(config.slack)
     outcome = run_compare(config, conf, allow_caliber_mismatch=args.allow_caliber_mismatch)
     out = report(config, outcome, slack_client=client)
     print(out.text, end="")
@@ -370,7 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--config", help="zlops.yaml (default: $ZLOPS_CONFIG)")
     n.add_argument("--suite", help="only this suite")
     n.add_argument("--sha", help="measure this commit instead of the branch head")
-    n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows")
+    n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows, "
+                                    "ingesting the shards it already measured from their artifacts")
+    n.add_argument("--replace", action="store_true",
+                   help="re-measure a completed, accepted run (--run-id) and replace its results; "
+                        "without it such a re-run is refused")
     n.add_argument("--fail-on", choices=("never", "potential", "regression"), default="never",
                    help="exit 3 when a case is flagged at this level")
     n.add_argument("--allow-caliber-mismatch", action="store_true",
@@ -489,11 +492,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CaliberMismatch as exc:
         print(f"{exc}\nzlops: refused: the runs were measured on different calibers", file=sys.stderr)
         return EXIT_CALIBER
+    except RunAlreadyAccepted as exc:
+        print(f"zlops: refused: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except ConfigError as exc:
         print(f"zlops: config error:\n{exc}", file=sys.stderr)
         return EXIT_USAGE
     except ZlopsError as exc:
         print(f"zlops: {exc}", file=sys.stderr)
+        if args.verbose:  # -v: the chain behind the one line (the driver's own error for a database fault)
+            traceback.print_exc(file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("zlops: interrupted", file=sys.stderr)

@@ -386,6 +386,8 @@ class Config(_Strict):
 
     home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
+    database_retry_s: float = Field(default=60, ge=0, description="how long transient database faults (a "
+                                    "refused connect, a terminated connection) are retried before a step fails")
     hosts: dict[str, HostConfig] = Field(default_factory=dict,
                                          description="device hosts (Celery queues); pools name theirs with host")
     pools: dict[str, PoolConfig]

@@ -41,6 +41,22 @@ class StoreError(ZlopsError):
     """The result store refused an operation (schema missing, conflicting write)."""
 
 
+class DatabaseUnavailable(StoreError):
+    """The store's database cannot be reached or used; the message is one line, password redacted.
+
+    ``transient`` says whether waiting could help (a refused connect, a terminated connection) or
+    not (an unknown host, wrong credentials, an unwritable SQLite file).
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class RunAlreadyAccepted(ZlopsError):
+    """A completed run that is a baseline would be re-measured without ``--replace``."""
+
+
 class CaliberMismatch(ZlopsError):
     """Two runs measured different things; comparing them would publish an artifact."""
 

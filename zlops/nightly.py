@@ -15,7 +15,7 @@ from typing import Any
 from zlops import __version__, judging, pipeline
 from zlops.config import Config
 from zlops.confirm import confirm
-from zlops.errors import ZlopsError
+from zlops.errors import DatabaseUnavailable, ZlopsError
 from zlops.model import CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus, Thresholds
 from zlops.nightly_figures import RunFigures
 from zlops.notify import NotifyResult
@@ -210,18 +210,25 @@ def record_env_failure(ctx: pipeline.RunContext, error: str) -> None:
 
 
 def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_label: str | None = None,
-                progress: Progress | None = None, slack_client: Any = None, promote: bool = False) -> NightlyResult:
+                progress: Progress | None = None, slack_client: Any = None, promote: bool = False,
+                replace: bool = False) -> NightlyResult:
     """fetch -> prepare -> run every device -> ingest -> compare -> report -> promote -> cleanup.
 
     ``promote`` accepts the run as a baseline although it is older than the current one on the
-    branch line, off it, or a caliber break (a backfill; :mod:`zlops.promotion`)."""
+    branch line, off it, or a caliber break (a backfill; :mod:`zlops.promotion`). Re-using a run
+    label re-runs that run: shards it already measured are ingested from their artifacts (no
+    environment is built when all were); a completed, accepted run needs ``replace``.
+    """
     progress = progress or LogProgress()
     label = run_label or "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     run_key = pipeline.make_run_key("nightly", suite_name, label)
-    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress, promote=promote)
+    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress, promote=promote,
+                         replace=replace)
     try:
+        measured = all(pipeline.measured_shard(ctx, p, d) for p, _, d in ctx.planned_shards())
         try:
-            pipeline.prepare(ctx, progress=progress)
+            if not measured:
+                pipeline.prepare(ctx, progress=progress)
         except ZlopsError as exc:
             log.error("environment for %s failed: %s", ctx.sha[:12], exc)
             record_env_failure(ctx, str(exc))
@@ -231,10 +238,16 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
         summary = pipeline.compare(ctx, progress=progress)
         try:
             summary = confirm(ctx, summary, progress=progress)
+        except DatabaseUnavailable:
+            raise
         except (ZlopsError, ValueError) as exc:  # unconfirmed suspects stay suspects; the night goes on
             log.error("confirmation of tonight's suspects failed: %s", exc)
         out = report(ctx, slack_client=slack_client, progress=progress)
         accepted = pipeline.promote(ctx)
+    except DatabaseUnavailable as exc:  # one line still, saying how the night is finished
+        raise DatabaseUnavailable(f"{exc}; what run {run_key} measured is kept in {ctx.run_dir}: run "
+                                  f"`zlops nightly --suite {suite_name} --run-id {label}` again once the database "
+                                  "is back to finish it", transient=exc.transient) from exc
     finally:
         pipeline.cleanup(ctx)
     shards = tuple(pipeline.open_store(config).shards(run_key))

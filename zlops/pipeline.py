@@ -27,7 +27,7 @@ from typing import Any
 from zlops import __version__, envs, gitops, judging, telemetry
 from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
-from zlops.errors import GitError, ParseError, ZlopsError
+from zlops.errors import GitError, ParseError, RunAlreadyAccepted, ZlopsError
 from zlops.formats import parse_results
 from zlops.judge import get_judge
 from zlops.locks import host_lock
@@ -51,13 +51,16 @@ READY = ".zlops-ready.json"
 
 
 @lru_cache(maxsize=8)
-def _open_store(url: str) -> Store:
-    return Store.open(url)
+def _open_store(url: str, retry_s: float) -> Store:
+    from zlops.store.retry import RetryPolicy
+
+    return Store.open(url, retry=RetryPolicy(total_s=retry_s))
 
 
 def open_store(config: Config) -> Store:
-    """The store of this config (opened, migrated to head, cached per process)."""
-    return _open_store(config.database_url)
+    """The store of this config (opened, migrated to head, cached per process); transient database
+    faults are retried for ``database_retry_s``."""
+    return _open_store(config.database_url, config.database_retry_s)
 
 
 def make_run_key(kind: str, suite: str, label: str) -> str:
@@ -133,10 +136,14 @@ def resolve_auto_devices(config: Config, suite_name: str) -> tuple[tuple[str, tu
 # --- fetch --------------------------------------------------------------------------------------
 
 def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = None,
-          progress: Progress | None = None, promote: bool = False) -> RunContext:
+          progress: Progress | None = None, promote: bool = False, replace: bool = False) -> RunContext:
     """Mirror + fetch the suite's branch, resolve the commit to measure, record the run.
 
-    A retry of the same run keeps the commit it chose the first time, even if upstream moved.
+    A retry of the same run keeps the commit it chose the first time, even if upstream moved, and
+    its shards already measured are ingested from their artifacts, not measured again
+    (:func:`measured_shard`). A run that completed and was accepted as a baseline is refused
+    (:class:`RunAlreadyAccepted`) unless ``replace``: then it is demoted until promoted again and
+    every shard is measured anew (its report and Slack summary are posted again, marked as a re-run).
     ``promote`` (recorded in the run's meta) makes the promote step accept the run although it is
     not newer on the branch line or breaks the caliber (:mod:`zlops.promotion`): backfills.
     """
@@ -162,6 +169,17 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
         if existing is not None and existing.sha != chosen:
             raise ZlopsError(f"run {run_key} already measured commit {existing.sha[:12]}; "
                              f"use a new run id to measure {chosen[:12]}")
+        replaced: dict[str, Any] = {}
+        if existing is not None and existing.status is RunStatus.DONE and existing.accepted:
+            if not replace:
+                when = f" on {existing.finished_at:%Y-%m-%d %H:%M} UTC" if existing.finished_at else ""
+                raise RunAlreadyAccepted(
+                    f"run {run_key} completed{when} and its results are an accepted baseline; re-running it "
+                    "would replace them. Use a new run id, or pass --replace to re-measure and replace them")
+            store.set_accepted(run_key, False)  # not a baseline while it is re-measured
+            replaced = {"replaced_at": datetime.now(timezone.utc).isoformat(),
+                        "replace_count": int(existing.meta.get("replace_count", 0)) + 1}
+            log.warning("run %s: replacing its accepted results (re-run %d)", run_key, replaced["replace_count"])
         if existing is not None and "auto_devices" in existing.meta:
             auto = tuple((p, tuple(d)) for p, d in existing.meta["auto_devices"])
         else:
@@ -171,7 +189,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
             status=RunStatus.RUNNING, started_at=datetime.now(timezone.utc),
             meta={"zlops_version": __version__, "host": socket.gethostname(), "branch_head": head,
                   "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0],
-                  "auto_devices": [[p, list(d)] for p, d in auto], "promote": promote}))
+                  "auto_devices": [[p, list(d)] for p, d in auto], "promote": promote, **replaced}))
     return RunContext(config, suite_name, run_key, chosen, auto)
 
 
@@ -255,13 +273,44 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
     return outcome
 
 
+def measured_shard(ctx: RunContext, pool: str, device: int) -> ShardOutcome | None:
+    """The shard as an earlier attempt of this run measured it, when its artifacts say it finished OK
+    (manifest of this run key and commit, status ok, results file present), else None.
+
+    A re-run (an Airflow retry, ``zlops nightly --run-id`` after a database outage) ingests these
+    instead of measuring again, so results already measured are never lost nor silently replaced;
+    after ``--replace`` only shards measured since the replace count.
+    """
+    art = ctx.shard_dir(pool, device)
+    manifest = read_manifest(art)
+    if not manifest or manifest.get("run_key") != ctx.run_key or manifest.get("commit") != ctx.sha:
+        return None
+    if manifest.get("status") != ShardStatus.OK.value:
+        return None  # a failed, skipped or unfinished shard is measured again
+    try:
+        outcome = outcome_from_manifest(manifest, art)
+    except (KeyError, ValueError, TypeError):
+        return None
+    if outcome.results_file is None or not outcome.results_file.is_file():
+        return None
+    run = open_store(ctx.config).get_run(ctx.run_key)
+    replaced_at = run.meta.get("replaced_at") if run is not None else None
+    if replaced_at and (outcome.ended_at is None or outcome.ended_at < datetime.fromisoformat(replaced_at)):
+        return None
+    return outcome
+
+
 def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | None = None) -> ShardOutcome:
     """Run the suite on one device of one pool, then ingest it (its results are safe even if
-    another device crashes later)."""
+    another device crashes later). A shard this run already measured is ingested from its artifacts."""
     progress = progress or LogProgress()
     pool_cfg = ctx.config.pools[pool]
     if device not in ctx.pool_devices(pool):
         raise ZlopsError(f"device {device} is not in pool {pool} (devices: {ctx.pool_devices(pool)})")
+    done = measured_shard(ctx, pool, device)
+    if done is not None:
+        progress.note(f"shard {pool}/{device}: measured by an earlier attempt of this run; ingesting its artifacts")
+        return ingest_shard(ctx, done)
     prepared = prepare(ctx, progress=progress)
     cases = None
     if ctx.suite.partition is not None:  # this device's share of the cases (zlops.sharding)

@@ -429,8 +429,9 @@ def render(config: Config, outcome: PrOutcome) -> str:
 
 
 def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None) -> PrReport:
-    """Save the report (text and markdown) in the run's artifacts and post it to Slack (or write the payload)."""
-    from zlops.notify import post_summary
+    """Save the report (text and markdown) in the run's artifacts and send it to Slack through the outbox
+    (zlops.slack: retried like every message; kept for the next flush when Slack is down)."""
+    from zlops.slack import send_message
 
     plan = outcome.plan
     text = render(config, outcome)
@@ -447,9 +448,6 @@ def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None) -> P
                "blocks": [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
                           {"type": "section", "text": {"type": "mrkdwn", "text": f"```{body}```"}},
                           {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Full report: {md}"}]}]}
-    store = pipeline.open_store(config)
-    note = store.queue_notification(plan.head_key, "pr-compare", channel, payload)
-    result = post_summary(payload, slack_client, fallback_dir=run_dir)
-    store.mark_notification(note, "sent" if result.status == "sent" else
-                            "pending" if result.status == "written" else "failed", error=result.error)
+    result = send_message(pipeline.open_store(config), slack_client, run_key=plan.head_key, kind="pr-compare",
+                          channel=channel, payload=payload, fallback_dir=run_dir)
     return PrReport(text, md, result)

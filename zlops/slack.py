@@ -10,16 +10,22 @@ Every message is in the store's outbox before it is sent (:mod:`zlops.store.outb
   Uploads need a channel ID: the parent's (what Slack answered when it was posted), else a
   configured ``C...`` id, else one learned from an earlier post to the same ``#name``, else
   ``conversations.list`` (the ``channels:read`` scope) once per flush.
-- A 429 is retried after Slack's Retry-After and a dropped connection is retried, by the client's
-  retry handlers (:func:`with_retries` adds them to a client that lacks them, such as SlackHook's).
-  A 5xx is not retried at once (the message may have been posted): it stays failed until the next
-  flush. After a transport failure (5xx, 429 past its retries, timeout, no connection) the flush
-  stops: Slack looks down, so the rest waits for the next run instead of each timing out in turn.
+- Transient errors are retried inside the step, with backoff, by the client's retry handlers
+  (:func:`with_retries` gives every client the same ones, SlackHook's too): a 429 after Slack's
+  Retry-After (unless that is longer than :data:`MAX_RETRY_AFTER_S`), a dropped connection, and a
+  5xx after 1 s, 2 s, ... (``ServerErrorRetry``; a 5xx may mean the message was posted anyway: a
+  rare duplicate is the price of not delaying a night's alerts by a day). After a
+  transport failure that outlasts them (5xx, 429, timeout, no connection) the flush stops: Slack
+  looks down, so the rest waits for the next flush (``zlops alert flush``, the ``zlops_outbox``
+  DAG every 15 minutes, the next report step) instead of each timing out in turn.
 - A message that can never be sent is ``abandoned`` with the reason: its files are gone, its thread's
   first message was abandoned, or it is older than ``max_age`` (a week: stale news).
 
 Nothing here raises for a Slack problem; errors are recorded on the message (token redacted) and
-logged as warnings. The token is never logged.
+logged as warnings. The token is never logged. This module is the one Slack gateway: the nightly,
+the PR compare and ``zlops alert`` all send through the outbox with a client from
+:func:`client_from_env` (CLI) or the Slack provider's hook (DAGs), both given :func:`with_retries`.
+Flushes hold the store's outbox lock, so two flushers never post one message twice.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
+import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,11 +43,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zlops.errors import ZlopsError
-from zlops.notify import RETRY_COUNT, redact
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
+    from zlops.config import SlackConfig
+    from zlops.notify import NotifyResult
     from zlops.store import Store
     from zlops.store.outbox import OutboxItem
 
@@ -48,6 +57,47 @@ log = logging.getLogger(__name__)
 #: A message older than this is abandoned rather than posted late.
 MAX_AGE = timedelta(days=7)
 _CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{6,}")
+#: Retries of one call per kind of transient error (429, dropped connection, 5xx).
+RETRY_COUNT = 2
+#: A 429 asking to wait longer than this is not waited for inside the step (the next flush retries).
+MAX_RETRY_AFTER_S = 60
+#: First pause before retrying a 5xx; doubled per retry (1 s, 2 s with RETRY_COUNT 2), with jitter.
+SERVER_ERROR_BACKOFF_S = 1.0
+_TOKEN_PATTERN = re.compile(r"xox[a-z]-[A-Za-z0-9-]+")
+
+
+def redact(text: str, client: Any = None) -> str:
+    """``text`` without the client's token or anything shaped like a Slack token."""
+    token = getattr(client, "token", None)
+    if token:
+        text = text.replace(token, "***")
+    return _TOKEN_PATTERN.sub("xox?-***", text)
+
+
+def client_from_env(token_env: str = "SLACK_BOT_TOKEN", *, base_url: str | None = None,
+                    environ: Mapping[str, str] | None = None, timeout: int = 30,
+                    max_retries: int = RETRY_COUNT) -> WebClient | None:
+    """A ``WebClient`` from the bot token in ``environ[token_env]``, or None when it is unset/empty.
+
+    It has :func:`with_retries`' handlers, each allowed ``max_retries`` retries. ``base_url``
+    points it elsewhere (a fake server in tests). The token is never logged nor shown in a repr.
+    """
+    env = os.environ if environ is None else environ
+    token = (env.get(token_env) or "").strip()
+    if not token:
+        log.info("%s is not set; Slack posting is disabled", token_env)
+        return None
+    from slack_sdk import WebClient
+
+    kwargs: dict[str, Any] = {}
+    if base_url is not None:
+        kwargs["base_url"] = base_url if base_url.endswith("/") else base_url + "/"
+    return with_retries(WebClient(token=token, timeout=timeout, retry_handlers=[], **kwargs), max_retries)
+
+
+def client_for(slack: SlackConfig | None) -> WebClient | None:
+    """The CLI's client for a config's ``slack`` section (None without the section or a token)."""
+    return None if slack is None else client_from_env(slack.token_env, base_url=slack.base_url)
 
 
 @dataclass
@@ -59,6 +109,13 @@ class FlushReport:
     waiting: list[int] = field(default_factory=list)
     abandoned: list[int] = field(default_factory=list)
     stopped: str | None = None
+
+    def line(self) -> str:
+        """One line for people: what was sent, what failed and why the flush stopped."""
+        parts = [f"sent {len(self.sent)}", f"failed {len(self.failed)}", f"waiting {len(self.waiting)}",
+                 f"abandoned {len(self.abandoned)}"]
+        stopped = " ".join(self.stopped.split()) if self.stopped else ""
+        return "outbox: " + ", ".join(parts) + (f"; stopped: {stopped}" if stopped else "")
 
 
 class _Abandon(Exception):
@@ -88,17 +145,52 @@ def is_transient(exc: BaseException) -> bool:
     return True
 
 
+def _retry_handlers(max_retries: int) -> list[Any]:
+    from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+    from slack_sdk.http_retry.handler import RetryHandler
+    from slack_sdk.http_retry.interval_calculator import RetryIntervalCalculator
+
+    class Backoff(RetryIntervalCalculator):
+        def calculate_sleep_duration(self, current_attempt: int) -> float:
+            return SERVER_ERROR_BACKOFF_S * (2 ** current_attempt) * (1 + 0.2 * random.random())
+
+    class ServerErrorRetry(RetryHandler):
+        """Retries any 5xx (Slack's own handler only knows 500 and 503; proxies answer 502 and 504)."""
+
+        def _can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
+            return response is not None and response.status_code >= 500
+
+    class BoundedRateLimitRetry(RateLimitErrorRetryHandler):
+        """Slack's 429 handler, except that a Retry-After beyond MAX_RETRY_AFTER_S is left to the next flush."""
+
+        def _can_retry(self, *, state: Any, request: Any, response: Any = None, error: Any = None) -> bool:
+            if response is None or response.status_code != 429:
+                return False
+            wait = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), ["1"])
+            try:
+                return float(wait[0] if isinstance(wait, list) else wait) <= MAX_RETRY_AFTER_S
+            except ValueError:
+                return True
+
+    return [BoundedRateLimitRetry(max_retry_count=max_retries),
+            ConnectionErrorRetryHandler(max_retry_count=max_retries),
+            ServerErrorRetry(max_retry_count=max_retries, interval_calculator=Backoff())]
+
+
 def with_retries(client: WebClient, max_retries: int = RETRY_COUNT) -> WebClient:
-    """Make sure ``client`` retries a 429 after Retry-After and a dropped connection (in place)."""
+    """Give ``client`` (in place) zlops' retry handlers where it lacks one of their kind: a 429 after
+    Retry-After (bounded), a dropped connection, a 5xx with backoff."""
     from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
     handlers = getattr(client, "retry_handlers", None)
     if handlers is None:
         return client
-    if not any(isinstance(h, RateLimitErrorRetryHandler) for h in handlers):
-        handlers.append(RateLimitErrorRetryHandler(max_retry_count=max_retries))
-    if not any(isinstance(h, ConnectionErrorRetryHandler) for h in handlers):
-        handlers.append(ConnectionErrorRetryHandler(max_retry_count=max_retries))
+    wanted = _retry_handlers(max_retries)
+    kinds = [RateLimitErrorRetryHandler, ConnectionErrorRetryHandler, type(wanted[2])]
+    for kind, handler in zip(kinds, wanted, strict=True):
+        present = [h for h in handlers if isinstance(h, kind) or type(h).__name__ == type(handler).__name__]
+        if not present:
+            handlers.append(handler)
     return client
 
 
@@ -231,7 +323,41 @@ class SlackSender:
 
 
 def flush_outbox(store: Store, client: WebClient | None, *, max_age: timedelta = MAX_AGE) -> FlushReport:
-    """Send what the outbox holds (see :class:`SlackSender`); without a client nothing is sent."""
+    """Send what the outbox holds (see :class:`SlackSender`), under the store's outbox lock;
+    without a client nothing is sent."""
     if client is None:
         return FlushReport(waiting=[i.id for i in store.outbox_items()])
-    return SlackSender(store, client, max_age=max_age).flush()
+    with store.outbox_lock() as held:
+        if not held:
+            log.warning("another flush of the outbox has been running for minutes; leaving the messages to it")
+            return FlushReport(waiting=[i.id for i in store.outbox_items()], stopped="another flush is running")
+        return SlackSender(store, client, max_age=max_age).flush()
+
+
+def send_message(store: Store, client: WebClient | None, *, run_key: str, kind: str, channel: str,
+                 payload: Mapping[str, Any], fallback_dir: Path) -> NotifyResult:
+    """Queue one message in the outbox, flush, and record the outcome in ``fallback_dir/slack_payload.json``.
+
+    What the PR compare sends; never raises for Slack. ``sent`` with Slack's ts, ``written`` when no
+    client is configured (the message waits in the outbox), ``failed`` when Slack did not take it now
+    (it stays in the outbox for the next flush).
+    """
+    from zlops.notify import NotifyResult, write_payload
+
+    note = store.queue_notification(run_key, kind, channel, payload)
+    report = flush_outbox(store, client)
+    (item,) = store.outbox_items(ids=[note])
+    if client is None:
+        status, error = "written", None
+        log.info("no Slack client configured; message %s of %s kept in the outbox", kind, run_key)
+    elif item.status == "sent":
+        status, error = "sent", None
+    else:
+        status = "failed"
+        error = item.last_error or (f"not sent: {report.stopped}" if report.stopped else "waiting in the outbox")
+        log.warning("Slack message %s of %s to %s not sent (%s); it stays in the outbox", kind, run_key,
+                    channel, error)
+    path = write_payload(fallback_dir, payload, status=status, ts=item.ts, error=error)
+    if path is None and status == "written":
+        status, error = "failed", "payload file could not be written"
+    return NotifyResult(status=status, path=path, ts=item.ts, error=error)

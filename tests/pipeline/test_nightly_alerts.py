@@ -23,6 +23,7 @@ from zlops import pipeline
 from zlops.alerts import AlertState
 from zlops.cli import main
 from zlops.config import Config
+from zlops.slack import RETRY_COUNT
 
 pytestmark = pytest.mark.slow
 
@@ -92,10 +93,12 @@ def test_threads_outbox_and_ack_over_four_nights(upstream: Upstream, make_config
     assert ack["thread_ts"] == delta.thread_ts and ack["channel"] == CHANNEL_ID and "*acked* by ana" in _texts(ack)
     fake.seen.clear()
 
-    # night 3: nothing new to announce (alpha still slow, delta worse but acked); Slack 500s the summary
-    fake.fail("chat.postMessage", 500)
+    # night 3: nothing new to announce (alpha still slow, delta worse but acked); Slack 500s the summary,
+    # also both retries within the step
+    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.05)
+    fake.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)
     night(3)  # the nightly still succeeds
-    assert fake.methods() == ["chat.postMessage"]
+    assert fake.methods() == ["chat.postMessage"] * (1 + RETRY_COUNT)
     assert [(i.kind, i.status) for i in store.outbox_items()] == [("summary", "failed"), ("summary-figures", "pending")]
     payload = json.loads((pipeline.RunContext(config, "fake", "nightly:fake:n3", shas[2]).run_dir
                           / "slack_payload.json").read_text())

@@ -67,7 +67,7 @@ def test_auto_devices_pick_the_idle_range_once_per_run(
     assert run is not None and run.meta["auto_devices"] == [["local", [4, 5, 6, 7]]]
     # a retried step of the same run keeps the devices chosen at fetch, even if the idle set changed
     monkeypatch.setenv("FAKE_NPU_BUSY", "4,5")
-    ctx = pipeline.fetch(auto_cfg, "fake", run_key=n1.run_key)
+    ctx = pipeline.fetch(auto_cfg, "fake", run_key=n1.run_key, replace=True)
     assert ctx.pool_devices("local") == [4, 5, 6, 7]
     assert pipeline.context_for(auto_cfg, "fake", n1.run_key).pool_devices("local") == [4, 5, 6, 7]
 

@@ -41,7 +41,10 @@ def _ctx(suite: str) -> Any:
 @task(retries=2, retry_delay=timedelta(minutes=2))
 def fetch(suite: str) -> dict[str, str]:
     """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run
-    (the ``promote`` param, a boolean, lets the promote step accept an older or caliber-break run)."""
+    (the ``promote`` param, a boolean, lets the promote step accept an older or caliber-break run).
+
+    Clearing a completed, accepted DAG run fails here (its results stand); ``zlops nightly --run-id
+    <run id> --replace`` re-measures it on purpose."""
     from zlops.pipeline import fetch as do_fetch
 
     params = get_current_context()["params"] or {}
@@ -125,7 +128,7 @@ def _slack_client(config: Config) -> Any:
     """The Slack provider's hook client on the configured connection, else a bot token from the env."""
     if config.slack is None:
         return None
-    from zlops.notify import client_from_env
+    from zlops.slack import client_from_env, with_retries
 
     try:
         from airflow.providers.slack.hooks.slack import SlackHook
@@ -133,7 +136,7 @@ def _slack_client(config: Config) -> Any:
     except ImportError:
         return client_from_env(config.slack.token_env, base_url=config.slack.base_url)
     try:
-        return SlackHook(slack_conn_id=config.slack.conn_id).client
+        return with_retries(SlackHook(slack_conn_id=config.slack.conn_id).client)
     except AirflowNotFoundException:
         log.info("no Airflow connection %r; trying $%s", config.slack.conn_id, config.slack.token_env)
         return client_from_env(config.slack.token_env, base_url=config.slack.base_url)
@@ -147,6 +150,22 @@ def report(suite: str) -> dict[str, Any]:
     out = do_report(ctx, slack_client=_slack_client(ctx.config))
     return {"markdown": str(out.markdown), "plots": [str(p) for p in out.plots],
             "slack": out.slack.status if out.slack else None}
+
+
+@task(retries=0)
+def flush_outbox() -> dict[str, Any]:
+    """Send what the Slack outbox holds (what an outage left, replies, summaries): the zlops_outbox DAG.
+
+    Never fails for Slack: what is not taken now stays in the outbox for the next run of the DAG.
+    """
+    from zlops.pipeline import open_store
+    from zlops.slack import flush_outbox as do_flush
+
+    config = _config()
+    report = do_flush(open_store(config), _slack_client(config))
+    log.info("%s", report.line())
+    return {"sent": len(report.sent), "failed": len(report.failed), "waiting": len(report.waiting),
+            "abandoned": len(report.abandoned), "stopped": report.stopped}
 
 
 @task

@@ -2,16 +2,25 @@
 
 Mounted by ``plugins/zlops_plugin.py`` at ``/zlops/`` (a "zlops" entry under Browse). Read-only;
 it reads the store and the artifacts of the config named by ``ZLOPS_CONFIG``.
+
+Every route, the API docs and the OpenAPI schema included, sits behind Airflow's authentication:
+the same FastAPI dependency Airflow's own API routes use (``get_user``: the ``Authorization: Bearer``
+JWT, else the UI's ``_token`` cookie, checked by the configured auth manager), so the pages need the
+UI's login and answer 401 without it. Run keys (Airflow run ids hold ``+`` and ``:``) are
+URL-encoded in every link the pages make.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from zlops.config import Config, config_from_env
 
@@ -25,9 +34,41 @@ def _page(title: str, body: str) -> str:
             f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
 
-def create_app(config: Config | None = None) -> FastAPI:
-    """The app; ``config`` defaults to $ZLOPS_CONFIG, read on each request so edits apply."""
-    app = FastAPI(title="zlops")
+def link(route: str, **query: str) -> str:
+    """A relative link with its query URL-encoded (``+`` and ``:`` of run keys included) and
+    escaped for an HTML attribute."""
+    return html.escape(f"{route}?{urlencode(query, quote_via=quote, safe='')}", quote=True)
+
+
+async def airflow_user(request: Request) -> Any:
+    """Airflow's own check of the request: ``get_user`` of ``airflow.api_fastapi.core_api.security``
+    (bearer JWT, else the UI's cookie, validated by the auth manager; 401/403 otherwise).
+
+    Imported when the first request arrives, not at plugin load: every Airflow process loads the
+    plugins (scheduler, workers, the CLI) and that module costs about 2 s to import.
+    """
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    return await get_user(request=request, _oauth_token=None, bearer_credentials=await bearer_scheme(request))
+
+
+def create_app(config: Config | None = None, *, authenticate: Callable[..., Any] | None = None) -> FastAPI:
+    """The app; ``config`` defaults to $ZLOPS_CONFIG, read on each request so edits apply.
+
+    ``authenticate`` is the FastAPI dependency every route needs (default: Airflow's, see the module
+    docstring); FastAPI's own docs and schema routes are replaced by ones that need it too.
+    """
+    auth = Depends(authenticate or airflow_user)
+    app = FastAPI(title="zlops", dependencies=[auth], docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "").rstrip("/")
+        return get_swagger_ui_html(openapi_url=f"{root}/openapi.json", title="zlops API")
 
     def cfg() -> Config:
         return config if config is not None else config_from_env()
@@ -47,7 +88,7 @@ def create_app(config: Config | None = None) -> FastAPI:
             rows.append(f"<tr><td>{when}</td><td>{html.escape(run.suite)}</td><td>{html.escape(run.kind)}</td>"
                         f"<td><code>{run.sha[:12]}</code></td><td>{run.status.value}</td>"
                         f"<td>{'yes' if run.accepted else ''}</td><td>{verdicts}</td>"
-                        f"<td><a href='run?key={html.escape(run.run_key, quote=True)}'>report</a></td></tr>")
+                        f"<td><a href='{link('run', key=run.run_key)}'>report</a></td></tr>")
         table = ("<table><tr><th>started</th><th>suite</th><th>kind</th><th>commit</th><th>status</th>"
                  "<th>baseline</th><th>verdicts</th><th></th></tr>" + "".join(rows) + "</table>")
         return _page("zlops runs", table if rows else "<p>No runs yet.</p>")
@@ -66,8 +107,8 @@ def create_app(config: Config | None = None) -> FastAPI:
                  f"status {run.status.value}</p>")]
         body.append(f"<pre>{html.escape(text.read_text())}</pre>" if text.exists() else "<p>No report yet.</p>")
         for png in sorted((ctx.run_dir / "plots").glob("*.png")):
-            body.append(f"<p><img src='plot?key={html.escape(key, quote=True)}&amp;name={html.escape(png.name)}' "
-                        f"alt='{html.escape(png.stem)}' width='880'></p>")
+            body.append(f"<p><img src='{link('plot', key=run.run_key, name=png.name)}' "
+                        f"alt='{html.escape(png.stem, quote=True)}' width='880'></p>")
         return _page(f"zlops run {run.run_key}", "".join(body))
 
     @app.get("/plot")

@@ -19,16 +19,17 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
-from zlops.errors import StoreError
+from zlops.errors import DatabaseUnavailable, StoreError
 
 log = logging.getLogger(__name__)
 
 #: Execution option naming the statement that begins a transaction on SQLite.
 SQLITE_BEGIN_OPTION = "zlops_sqlite_begin"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 10
 
 
 def parse_url(url: str) -> URL:
@@ -43,21 +44,41 @@ def parse_url(url: str) -> URL:
 
 def create_store_engine(url: str) -> Engine:
     """An engine for ``url`` set up for the store (see the module docstring)."""
+    try:
+        return _create_store_engine(url)
+    except (ImportError, NoSuchModuleError) as exc:
+        shown = parse_url(url).render_as_string(hide_password=True)
+        raise DatabaseUnavailable(f"database unusable: {shown}: its driver is not installed ({exc}); zlops supports "
+                                  "sqlite:///PATH and postgresql+psycopg://USER@HOST:PORT/DB") from exc
+
+
+def _create_store_engine(url: str) -> Engine:
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
     if parsed.get_backend_name() != "postgresql":
         log.warning("store backend %s is untested; zlops supports sqlite and postgresql",
                     parsed.get_backend_name())
-    # pre-ping: Airflow workers hold engines across long idle gaps that servers may cut
-    return create_engine(parsed, pool_pre_ping=True)
+    # pre-ping: Airflow workers hold engines across long idle gaps that servers may cut, and a
+    # terminated connection is replaced at checkout instead of failing the next statement;
+    # a connect timeout: a host that drops packets fails (and is retried) instead of hanging the night
+    connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+    return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
 
 def _sqlite_engine(url: URL) -> Engine:
     database = url.database or ""
     if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
+        folder = Path(database).expanduser().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else (
+                exc.strerror or str(exc))
+            raise DatabaseUnavailable(f"database unusable: {url.render_as_string(hide_password=True)}: cannot "
+                                      f"create its folder {folder} ({why})") from exc
+    # pre-ping: a file deleted or made unreadable under a long-lived worker is noticed at checkout
+    engine = create_engine(url, pool_pre_ping=True)
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
     return engine

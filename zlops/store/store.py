@@ -8,12 +8,16 @@ of :mod:`zlops.store.runs`, :mod:`~zlops.store.series`, :mod:`~zlops.store.compa
 
 from __future__ import annotations
 
+import fcntl
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from zlops.alerts import Alert, AlertState
@@ -31,31 +35,39 @@ from zlops.store import alerts as _alerts
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
 from zlops.store.engine import SQLITE_BEGIN_OPTION, create_store_engine, parse_url
+from zlops.store.retry import RetryPolicy, as_unavailable, redacted_url, with_retries
 
 T = TypeVar("T")
+
+#: Key of the PostgreSQL advisory lock held while the outbox is flushed ("zlops" + 1).
+OUTBOX_LOCK = 0x7A6C6F7074
 
 
 class Store:
     """Benchmark runs, shard outcomes, results, comparisons and the notification outbox.
 
     Open with :meth:`open`; ``url`` is any SQLAlchemy URL of SQLite or PostgreSQL (psycopg 3).
+    Every convenience method is one unit of work retried on transient database faults by ``retry``
+    (:mod:`zlops.store.retry`); a fault that persists, or a permanent one, raises
+    :class:`~zlops.errors.DatabaseUnavailable` with a one-line message.
     """
 
     url: str
 
-    def __init__(self, url: str, engine: Engine) -> None:
+    def __init__(self, url: str, engine: Engine, *, retry: RetryPolicy | None = None) -> None:
         self.url = url
         self.engine = engine
+        self.retry = retry or RetryPolicy()
         # writers take SQLite's write lock at BEGIN (see zlops.store.engine); readers do not
         writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "BEGIN IMMEDIATE"})
         self._writes = sessionmaker(bind=writer, expire_on_commit=False)
         self._reads = sessionmaker(bind=engine, expire_on_commit=False)
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True) -> Store:
+    def open(cls, url: str, *, migrate: bool = True, retry: RetryPolicy | None = None) -> Store:
         """Connect to ``url`` (a SQLite file's folder is created) and, when ``migrate``, upgrade the
-        schema to the newest revision."""
-        store = cls(url, create_store_engine(url))
+        schema to the newest revision (connects that fail at start-up are retried by ``retry``)."""
+        store = cls(url, create_store_engine(url), retry=retry)
         if migrate:
             store.upgrade()
         return store
@@ -63,34 +75,112 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({parse_url(self.url).render_as_string(hide_password=True)!r})"
 
+    @property
+    def display_url(self) -> str:
+        """The URL with its password redacted (what messages and logs may show)."""
+        return redacted_url(self.url)
+
     # -- schema and transactions -------------------------------------------------------------
 
     def upgrade(self) -> None:
         """Migrate the schema to head; safe to repeat, and to run from two processes at once."""
-        migrate.upgrade(self.engine)
+        self._retrying(lambda: migrate.upgrade(self.engine), "schema upgrade")
 
     def current_revision(self) -> str | None:
         """The schema revision of the database; None when it was never migrated."""
-        return migrate.current_revision(self.engine)
+        return self._retrying(lambda: migrate.current_revision(self.engine), "schema check")
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """One transaction: committed when the block ends, rolled back when it raises."""
-        with self._writes.begin() as session:
-            yield session
+        """One transaction: committed when the block ends, rolled back when it raises.
 
-    @contextmanager
-    def _read(self) -> Iterator[Session]:
-        with self._reads.begin() as session:
-            yield session
+        Not retried (the block is the caller's); a database fault raises DatabaseUnavailable. Use
+        :meth:`unit_of_work` for a block that may simply be run again.
+        """
+        try:
+            with self._writes.begin() as session:
+                yield session
+        except DBAPIError as exc:
+            fault = as_unavailable(exc, self.url)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    def unit_of_work(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(session, *args, **kwargs)`` in one write transaction, run again on a transient fault.
+
+        ``fn`` must be safe to repeat (every zlops store write is an idempotent upsert).
+        """
+        def once() -> T:
+            with self._writes.begin() as session:
+                return fn(session, *args, **kwargs)
+
+        return self._retrying(once, getattr(fn, "__name__", "store write"))
+
+    def _retrying(self, fn: Callable[[], T], what: str) -> T:
+        return with_retries(fn, url=self.url, policy=self.retry, what=what)
 
     def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with self.session() as session:
-            return fn(session, *args, **kwargs)
+        return self.unit_of_work(fn, *args, **kwargs)
 
     def _query(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with self._read() as session:
-            return fn(session, *args, **kwargs)
+        def once() -> T:
+            with self._reads.begin() as session:
+                return fn(session, *args, **kwargs)
+
+        return self._retrying(once, getattr(fn, "__name__", "store read"))
+
+    @contextmanager
+    def outbox_lock(self, *, timeout_s: float = 120.0) -> Iterator[bool]:
+        """Held while the outbox is flushed, so two flushers (the report step, the outbox DAG, an
+        ``alert ack``) never post the same message twice: a PostgreSQL advisory lock on its own
+        connection; on SQLite an exclusive ``flock`` of the file ``<database>.outbox.lock``.
+
+        Yields whether it was taken within ``timeout_s``: a flusher that did not get it leaves the
+        messages to the one that holds it (or to the next flush) instead of waiting on.
+        """
+        deadline = time.monotonic() + timeout_s
+        if self.engine.dialect.name == "postgresql":
+            def take() -> Any:
+                return self.engine.connect()
+
+            conn = self._retrying(take, "outbox lock")
+            try:
+                got = False
+                while True:
+                    got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": OUTBOX_LOCK}).scalar())
+                    conn.commit()
+                    if got or time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.2)
+                yield got
+            finally:
+                try:
+                    if got:
+                        conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": OUTBOX_LOCK})
+                        conn.commit()
+                except DBAPIError:  # the connection died: the server released the lock with it
+                    pass
+                conn.close()
+            return
+        database = self.engine.url.database or ""
+        if not database or database == ":memory:" or database.startswith("file:"):
+            yield True
+            return
+        with open(Path(database + ".outbox.lock"), "a") as fh:
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        yield False
+                        return
+                    time.sleep(0.2)
+            try:
+                yield True
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def dispose(self) -> None:
         """Close every pooled connection (the store can still be used; it reconnects)."""
