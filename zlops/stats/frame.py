@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from zlops.stats.decide import Policy, State, telemetry_problem
+from zlops.stats.decide import CLEAR_STEP_FACTOR, Policy, State, telemetry_problem
 from zlops.stats.noise import MEDIAN_SE_FACTOR
 
 
@@ -233,7 +233,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
             clear = (State(prev["state"][i]) is state and not (prev["enough"][i] and s["enough"][i])
                      and pv > 0 and abs(float(value[i]) / pv - 1.0) * 100.0 <= thr
                      and all(int(x["counts"][i]) >= 3 and float(x["range"][i]) <= pol.potential_pct
-                             and abs(float(x["outside"][i])) > thr and (float(x["outside"][i]) > 0) == worse_side
+                             and abs(float(x["outside"][i])) > max(thr, CLEAR_STEP_FACTOR * pol.regression_pct)
+                             and (float(x["outside"][i]) > 0) == worse_side
                              for x in (prev, s)))
             if clear:
                 if worse_side:
