@@ -16,7 +16,7 @@ from zlops import pipeline
 from zlops.config import Config
 from zlops.confirm import confirm
 from zlops.errors import ZlopsError
-from zlops.model import CompareSummary, ShardOutcome, ShardStatus
+from zlops.model import CompareSummary, RunStatus, ShardOutcome, ShardStatus
 from zlops.nightly_figures import RunFigures
 from zlops.notify import NotifyResult
 from zlops.progress import LogProgress, Progress
@@ -121,11 +121,23 @@ def record_env_failure(ctx: pipeline.RunContext, error: str) -> None:
 
 def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_label: str | None = None,
                 progress: Progress | None = None, slack_client: Any = None) -> NightlyResult:
-    """fetch -> prepare -> run every device -> ingest -> compare -> report -> promote -> cleanup."""
+    """fetch -> prepare -> run every device -> ingest -> compare -> report -> promote -> cleanup.
+
+    Before fetching, what a dead zlops left on this host is settled (zlops.recovery). The run always
+    ends in a final state: ``done``/``failed`` by promote; ``interrupted`` when zlops is told to stop
+    (SIGTERM, SIGHUP, Ctrl-C: the benchmarks' process groups are ended first, artifacts are kept);
+    ``failed`` when a step raised (the error is re-raised after the run is marked).
+    """
+    from zlops import proc
+    from zlops.errors import Interrupted
+    from zlops.recovery import owner_meta, recover
+
     progress = progress or LogProgress()
     label = run_label or "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     run_key = pipeline.make_run_key("nightly", suite_name, label)
-    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress)
+    for line in recover(config, suite=suite_name).lines():
+        progress.note(line)
+    ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress, owner=owner_meta())
     try:
         try:
             pipeline.prepare(ctx, progress=progress)
@@ -142,7 +154,36 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
             log.error("confirmation of tonight's suspects failed: %s", exc)
         out = report(ctx, slack_client=slack_client, progress=progress)
         accepted = pipeline.promote(ctx)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else exc.signame
+        proc.interrupt_all(reason)
+        _finish(ctx, RunStatus.INTERRUPTED, f"zlops was interrupted by {reason}; the benchmarks were ended")
+        raise
+    except BaseException as exc:
+        proc.interrupt_all(f"the night failed: {type(exc).__name__}")
+        _finish(ctx, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        raise
     finally:
-        pipeline.cleanup(ctx)
+        proc.clear_interrupt()
+        try:
+            pipeline.cleanup(ctx)
+        except (OSError, ZlopsError) as exc:  # a stale worktree is swept by the next start
+            log.error("cleanup of %s failed: %s", ctx.worktree, exc)
     shards = tuple(pipeline.open_store(config).shards(run_key))
     return NightlyResult(run_key, ctx.sha, shards, summary, out, accepted)
+
+
+def _finish(ctx: pipeline.RunContext, status: RunStatus, reason: str) -> None:
+    """Mark a run that could not finish normally; never raises (the original error matters more)."""
+    import dataclasses
+
+    try:
+        store = pipeline.open_store(ctx.config)
+        run = store.get_run(ctx.run_key)
+        if run is None or run.status is not RunStatus.RUNNING:
+            return
+        now = datetime.now(timezone.utc)
+        store.upsert_run(dataclasses.replace(run, status=status, finished_at=now, meta={
+            status.value: {"reason": reason, "at": now.isoformat(timespec="seconds")}}))
+    except Exception as exc:  # noqa: BLE001 - the store itself may be what failed
+        log.error("cannot mark run %s %s: %s", ctx.run_key, status.value, exc)

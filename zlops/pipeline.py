@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from zlops import __version__, envs, gitops, telemetry
+from zlops import __version__, envs, gitops, proc, telemetry
 from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
 from zlops.errors import GitError, ParseError, ZlopsError
@@ -132,17 +132,19 @@ def resolve_auto_devices(config: Config, suite_name: str) -> tuple[tuple[str, tu
 # --- fetch --------------------------------------------------------------------------------------
 
 def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = None,
-          progress: Progress | None = None) -> RunContext:
+          progress: Progress | None = None, owner: dict[str, Any] | None = None) -> RunContext:
     """Mirror + fetch the suite's branch, resolve the commit to measure, record the run.
 
     A retry of the same run keeps the commit it chose the first time, even if upstream moved.
+    ``owner`` ({host, pid, start}: the one process that runs the whole night, zlops.recovery) goes
+    into the run's meta, so a later start can tell a run whose owner died from one still running.
     """
     progress = progress or LogProgress()
     suite = config.suite(suite_name)
     store = open_store(config)
     with progress.step("fetch", suite=suite_name, branch=suite.branch):
         mirror = gitops.ensure_mirror(suite.repo, config.mirrors_dir / f"{suite_name}.git")
-        head = gitops.fetch_branch(mirror, suite.branch)
+        head = gitops.fetch_branch(mirror, suite.branch, timeout=config.git_timeout_s)
         existing = store.get_run(run_key)
         if sha is None and existing is not None:
             chosen = existing.sha
@@ -152,7 +154,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
             if not gitops.looks_like_sha(sha):
                 raise GitError(f"--sha expects a commit id (4-64 hex digits), got {sha!r}")
             if len(sha) in (40, 64):
-                gitops.fetch_commit(mirror, sha.lower())
+                gitops.fetch_commit(mirror, sha.lower(), timeout=config.git_timeout_s)
             chosen = gitops.resolve(mirror, sha)
         if existing is not None and existing.sha != chosen:
             raise ZlopsError(f"run {run_key} already measured commit {existing.sha[:12]}; "
@@ -166,7 +168,8 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
             status=RunStatus.RUNNING, started_at=datetime.now(timezone.utc),
             meta={"zlops_version": __version__, "host": socket.gethostname(), "branch_head": head,
                   "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0],
-                  "auto_devices": [[p, list(d)] for p, d in auto]}))
+                  "auto_devices": [[p, list(d)] for p, d in auto],
+                  **({"owner": owner} if owner is not None else {})}))
     return RunContext(config, suite_name, run_key, chosen, auto)
 
 
@@ -186,7 +189,7 @@ def prepare(ctx: RunContext, *, progress: Progress | None = None, use_cache: boo
 
     Concurrent calls for one run on one host (two device tasks on a fresh host) take turns.
     """
-    with host_lock(ctx.config.locks_dir / f"prepare-{slug(ctx.run_key)}.lock"):
+    with host_lock(ctx.config.run_locks_dir / f"prepare-{slug(ctx.run_key)}.lock"):
         return _prepare(ctx, progress=progress, use_cache=use_cache)
 
 
@@ -226,7 +229,9 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
     results: list[CaseResult] = []
     if outcome.status is ShardStatus.OK and outcome.results_file is not None:
         try:
-            results = parse_results(ctx.suite.format, outcome.results_file)
+            results = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
+                                    max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
+                                    timeout_s=ctx.config.results_parse_timeout_s)
         except ParseError as exc:
             outcome = replace(outcome, status=ShardStatus.FAILED, error=f"malformed results: {exc}")
             log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
@@ -279,7 +284,7 @@ def plan_partition(ctx: RunContext, prepared: Prepared | None = None) -> dict[st
         return {}
     from zlops.sharding import plan_run
 
-    with host_lock(ctx.config.locks_dir / f"plan-{slug(ctx.run_key)}.lock"):
+    with host_lock(ctx.config.run_locks_dir / f"plan-{slug(ctx.run_key)}.lock"):
         return plan_run(open_store(ctx.config), ctx, worktree=prepared.worktree if prepared else None,
                         venv=prepared.venv if prepared else None)
 
@@ -473,11 +478,17 @@ def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> lis
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
         futures = [pool.submit(run_device, ctx, p, d, progress=progress) for p, _, d in shards]
         outcomes = []
-        for fut in futures:
-            try:
-                outcomes.append(fut.result())
-            except ZlopsError as exc:  # env/worktree failure: ingest() will record the shard as failed
-                log.error("device task failed: %s", exc)
+        try:
+            for fut in futures:
+                try:
+                    outcomes.append(fut.result())
+                except ZlopsError as exc:  # env/worktree failure: ingest() will record the shard as failed
+                    log.error("device task failed: %s", exc)
+        except BaseException as exc:
+            # an interrupt lands in this (main) thread while the benchmarks run in the workers: end
+            # their process groups now, or leaving this block would wait for every benchmark
+            proc.interrupt_all(getattr(exc, "signame", None) or type(exc).__name__)
+            raise
         return outcomes
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import stat
 import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -168,6 +169,14 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def summarize_dir(out_dir: Path) -> dict[str, Any]:
+    for name in (CSV_NAME, ERR_NAME):  # a benchmark may have put a FIFO there: never block on it
+        try:
+            if not stat.S_ISREG((out_dir / name).lstat().st_mode):
+                return {"error": f"{name} is not a regular file; telemetry not read"}
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return {"error": f"cannot read {name}: {exc}"}
     summary = summarize(read_csv(out_dir / CSV_NAME))
     err = out_dir / ERR_NAME
     if err.exists():
