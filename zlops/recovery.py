@@ -28,7 +28,7 @@ from zlops import gitops
 from zlops.config import Config
 from zlops.errors import ZlopsError
 from zlops.model import RunRecord, RunStatus
-from zlops.runner import process_start, read_manifest
+from zlops.runner import process_gone, process_start, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,8 @@ def owner_meta() -> dict[str, Any]:
 
 def _alive(pid: int, start: int | None) -> bool:
     """Whether process ``pid`` is alive and is the one that started at ``start`` (when known)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if process_gone(pid):
         return False
-    except PermissionError:
-        pass  # alive, owned by another user
     if start is None:
         return True
     now = process_start(pid)

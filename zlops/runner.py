@@ -163,6 +163,22 @@ def process_start(pid: int) -> int | None:
         return None
 
 
+def process_gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs: no such process, or a zombie nobody reaped yet (a zombie
+    holds no files, so no device lease either)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        return text.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
