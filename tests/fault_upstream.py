@@ -64,7 +64,7 @@ t = json.load(open("timings.json"))
 cases = [{"name": k, "metric": "time", "unit": "ms", "samples": [v] * a.rounds} for k, v in sorted(t.items())]
 doc = {"schema_version": 1, "cases": cases}
 if mode == "big":
-    doc["padding"] = "x" * int(os.environ.get("FAULT_BIG_BYTES", "100000"))
+    doc["context"] = {"padding": "x" * int(os.environ.get("FAULT_BIG_BYTES", "100000"))}
 json.dump(doc, open(a.out, "w"))
 event("end")
 '''

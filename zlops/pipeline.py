@@ -27,7 +27,7 @@ from zlops import __version__, envs, gitops, proc, telemetry
 from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
 from zlops.errors import GitError, ParseError, ZlopsError
-from zlops.formats import parse_results
+from zlops.formats import ResultsRefused, parse_results
 from zlops.judge import get_judge
 from zlops.locks import host_lock
 from zlops.model import (
@@ -233,7 +233,8 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
                                     max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
                                     timeout_s=ctx.config.results_parse_timeout_s)
         except ParseError as exc:
-            outcome = replace(outcome, status=ShardStatus.FAILED, error=f"malformed results: {exc}")
+            what = "results refused" if isinstance(exc, ResultsRefused) else "malformed results"
+            outcome = replace(outcome, status=ShardStatus.FAILED, error=f"{what}: {exc}")
             log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
         else:
             if not results:

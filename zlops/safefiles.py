@@ -62,7 +62,7 @@ def read_untrusted(path: Path, *, root: Path | None, max_bytes: int = DEFAULT_MA
             raise UnsafeFile(f"{path}: the {what} is {_kind(st.st_mode)}, not a regular file; "
                              "the benchmark must write a regular file")
         if st.st_size > max_bytes:
-            raise UnsafeFile(f"{path}: the {what} is {st.st_size} bytes, over the limit of {max_bytes} "
+            raise UnsafeFile(f"{path}: the {what} is {st.st_size} bytes, over the limit of {max_bytes} bytes "
                              "(results_max_mib in the config raises it)")
         os.set_blocking(fd, True)
         chunks: list[bytes] = []

@@ -52,6 +52,10 @@ def parse_text(fmt: str, text: str, *, source: str = "<text>") -> list[CaseResul
     return get_parser(fmt)(text, source=source)
 
 
+class ResultsRefused(ParseError):
+    """The results file is not something zlops reads (zlops.safefiles), or its parsing ran too long."""
+
+
 def _read(path: Path, *, root: Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """The text of a results file, checked first (zlops.safefiles): a regular file, inside ``root``
     when given, at most ``max_bytes``; a FIFO, device, socket or symlink out of ``root`` is refused."""
@@ -60,7 +64,7 @@ def _read(path: Path, *, root: Path | None = None, max_bytes: int = DEFAULT_MAX_
     except FileNotFoundError:
         raise ParseError("results file was not written by the benchmark", path=str(path)) from None
     except UnsafeFile as exc:
-        raise ParseError(f"refused: {exc}") from None
+        raise ResultsRefused(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ParseError(f"cannot read results file: {exc}", path=str(path)) from None
 
@@ -82,8 +86,8 @@ def _bounded(fn: Callable[[], list[CaseResult]], timeout_s: float | None, source
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
-        raise ParseError(f"parsing took longer than {timeout_s:g} s (results_parse_timeout_s); refused",
-                         path=source)
+        raise ResultsRefused(f"parsing took longer than {timeout_s:g} s (results_parse_timeout_s); refused",
+                             path=source)
     if "exc" in box:
         raise box["exc"]  # type: ignore[misc]
     return box["out"]  # type: ignore[return-value]
