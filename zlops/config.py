@@ -303,6 +303,11 @@ class NoiseConfig(_Strict):
 class Config(_Strict):
     """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
+    # ``locks_dir`` is the key; the field has another name so that ``config.locks_dir`` is always the
+    # resolved folder. A dump writes the key, so model_dump() -> parse_config() round-trips.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True)
+
     home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     hosts: dict[str, HostConfig] = Field(default_factory=dict,
