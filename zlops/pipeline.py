@@ -483,7 +483,7 @@ def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> lis
             for fut in futures:
                 try:
                     outcomes.append(fut.result())
-                except ZlopsError as exc:  # env/worktree failure: ingest() will record the shard as failed
+                except (ZlopsError, OSError) as exc:  # env/worktree failure: ingest() records the shard failed
                     log.error("device task failed: %s", exc)
         except BaseException as exc:
             # an interrupt lands in this (main) thread while the benchmarks run in the workers: end

@@ -18,13 +18,14 @@ def _one_bad_shard(work: Path, env: dict[str, str], expect_error: str, *, prepar
         skipped = prepare(home)
         if skipped:
             return Outcome(True, "", skipped=skipped)
-    n = night(cfg, "n1", work / "zlops.log", timeout_s=180)
+    n = night(cfg, "n1", work / "zlops.log", timeout_s=90)
     c = counts(db_url(work), "nightly:fake:n1")
     bad = c["shards"].get(("local", 1), ("?", ""))
     ok = (n.returncode == 5 and c["status"] == "done" and bad[0] == "failed" and expect_error in bad[1]
           and c["shards"].get(("local", 0), ("?",))[0] == "ok" and "Traceback" not in n.output)
     hang = " (hung: killed at the scenario's limit)" if n.returncode is None else ""
-    return Outcome(ok, f"exit {n.returncode}{hang}; shard 1: {bad[1].splitlines()[0][-90:] if bad[1] else bad[0]}",
+    error = bad[1].splitlines()[0].replace(str(work), "…") if bad[1] else bad[0]
+    return Outcome(ok, f"exit {n.returncode}{hang}; shard 1: {error[:150]}",
                    expected=CASES, stored=c["results"], duplicate_rows=c["duplicates"],
                    double_booked=len(overlaps(probe)))
 
