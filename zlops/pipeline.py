@@ -488,7 +488,8 @@ def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> lis
         except BaseException as exc:
             # an interrupt lands in this (main) thread while the benchmarks run in the workers: end
             # their process groups now, or leaving this block would wait for every benchmark
-            proc.interrupt_all(getattr(exc, "signame", None) or type(exc).__name__)
+            reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else getattr(exc, "signame", type(exc).__name__)
+            proc.interrupt_all(reason)
             raise
         return outcomes
 
