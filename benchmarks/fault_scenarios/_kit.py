@@ -88,7 +88,10 @@ def counts(url: str, run_key: str) -> dict[str, Any]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as c:
-            run = c.execute(sa.text("SELECT id, status FROM runs WHERE run_key = :k"), {"k": run_key}).first()
+            try:
+                run = c.execute(sa.text("SELECT id, status FROM runs WHERE run_key = :k"), {"k": run_key}).first()
+            except sa.exc.OperationalError:  # no store yet: zlops stopped before creating it
+                run = None
             if run is None:
                 return {"status": None, "results": 0, "duplicates": 0, "shards": {}}
             results = c.execute(sa.text("SELECT COUNT(*) FROM results r JOIN shards s ON r.shard_id = s.id "
