@@ -53,6 +53,17 @@ def setup(work: Path, *, devices: tuple[int, ...] = (0,), sleep_s: float = 0, na
     return cfg, probe, home
 
 
+def with_sleep(cfg: Path, sleep_s: float) -> Path:
+    """A copy of ``cfg`` (same home, same store) whose benchmark runs ``sleep_s`` seconds."""
+    import yaml
+
+    data = yaml.safe_load(cfg.read_text())
+    data["suites"]["fake"]["env"]["FAULT_SLEEP_S"] = str(sleep_s)
+    out = cfg.with_name(f"{cfg.stem}-sleep{sleep_s:g}.yaml")
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
 def night(cfg: Path, run_id: str, log: Path, *, timeout_s: float = 240, env: dict[str, str] | None = None) -> Night:
     """Run one night to its end; a night past ``timeout_s`` is killed (a hang: not survived)."""
     import os

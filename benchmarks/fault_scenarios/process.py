@@ -18,12 +18,15 @@ from ._kit import (
     start_nightly,
     wait_gone,
     wait_started,
+    with_sleep,
 )
 
 
 @scenario("SIGKILL of zlops mid-benchmark, then the next night")
 def sigkill_then_next_night(work: Path) -> Outcome:
-    cfg, probe, _ = setup(work, sleep_s=8)
+    # the killed night's benchmark would run 20 s more: long enough that a next night started at
+    # once meets it on the device unless something stops that
+    cfg, probe, _ = setup(work, sleep_s=20)
     log = work / "zlops.log"
     p1 = start_nightly(cfg, "n1", log=log)
     orphan = wait_started(probe, proc=p1, log=log)[0]
@@ -31,7 +34,7 @@ def sigkill_then_next_night(work: Path) -> Outcome:
         p1.send_signal(signal.SIGKILL)
         p1.wait(10)
         orphan_ran = alive(orphan)
-        n2 = night(cfg, "n2", log)
+        n2 = night(with_sleep(cfg, 2), "n2", log)
         c1, c2 = counts(db_url(work), "nightly:fake:n1"), counts(db_url(work), "nightly:fake:n2")
         booked = len(overlaps(probe))
         ok = (n2.returncode == 0 and booked == 0 and c1["status"] == "interrupted" and c2["status"] == "done"
@@ -44,7 +47,7 @@ def sigkill_then_next_night(work: Path) -> Outcome:
 
 
 def _signalled(work: Path, sig: signal.Signals) -> Outcome:
-    cfg, probe, _ = setup(work, sleep_s=6)
+    cfg, probe, _ = setup(work, sleep_s=20)
     log = work / "zlops.log"
     p1 = start_nightly(cfg, "n1", log=log)
     bench = wait_started(probe, proc=p1, log=log)[0]
@@ -52,7 +55,7 @@ def _signalled(work: Path, sig: signal.Signals) -> Outcome:
         p1.send_signal(sig)
         rc = p1.wait(60)
         gone = wait_gone(bench, 5)
-        n2 = night(cfg, "n2", log)
+        n2 = night(with_sleep(cfg, 2), "n2", log)
         c1, c2 = counts(db_url(work), "nightly:fake:n1"), counts(db_url(work), "nightly:fake:n2")
         booked = len(overlaps(probe))
         ok = (rc == 128 + sig and gone and c1["status"] == "interrupted" and n2.returncode == 0
