@@ -84,8 +84,6 @@ def _worst(codes: Sequence[int]) -> int:
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:
-    from zlops.errors import Interrupted
-
     raise Interrupted(signum)
 
 
