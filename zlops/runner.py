@@ -188,7 +188,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 def write_error(exc: OSError, where: Path) -> str:
     """The shard error for a failed write: a full disk says so and names the folder."""
     if exc.errno == errno.ENOSPC:
-        return f"no space left under {where} ({exc.filename or where}); free space there and re-run the shard"
+        what = f" (writing {exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
+        return f"no space left under {where}{what}; free space there and re-run the shard"
     if exc.errno == errno.EDQUOT:
         return f"disk quota exceeded under {where}; free space there and re-run the shard"
     return f"cannot write under {where}: {exc}"
