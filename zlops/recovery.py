@@ -122,11 +122,13 @@ def recover(config: Config, *, suite: str | None = None) -> Recovered:
             continue
         for shard_dir in _shard_dirs(config, run):
             manifest = read_manifest(shard_dir) or {}
-            pid = manifest.get("benchmark_pid")
-            if manifest.get("status") == "running" and isinstance(pid, int):
-                if end_group(pid, manifest.get("benchmark_start")):
+            if manifest.get("status") != "running":
+                continue
+            for kind in ("benchmark", "sampler"):  # the telemetry sampler would stream forever
+                pid = manifest.get(f"{kind}_pid")
+                if isinstance(pid, int) and end_group(pid, manifest.get(f"{kind}_start")):
                     out.orphans_ended.append(pid)
-                    log.warning("ended orphan benchmark %d of dead run %s (%s)", pid, run.run_key, shard_dir)
+                    log.warning("ended orphan %s %d of dead run %s (%s)", kind, pid, run.run_key, shard_dir)
         owner = run.meta.get("owner") or {}
         now = datetime.now(timezone.utc)
         store.upsert_run(dataclasses.replace(

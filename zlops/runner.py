@@ -268,6 +268,8 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
 
             started = _now()
             sampler.start()
+            if sampler.pid is not None:
+                manifest.update(sampler_pid=sampler.pid, sampler_start=process_start(sampler.pid))
             try:
                 # the benchmark inherits the lease's fd: the device stays leased for as long as the
                 # benchmark lives, even if this process is killed

@@ -56,6 +56,12 @@ class TelemetrySampler:
     def stop(self) -> None:
         return None
 
+    @property
+    def pid(self) -> int | None:
+        """The sampler's own process (its group leader), if it runs one: recorded in the shard's
+        manifest so a later start can end it when zlops died without stopping it (zlops.recovery)."""
+        return None
+
 
 def write_err(out_dir: Path, reason: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)

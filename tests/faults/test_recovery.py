@@ -55,17 +55,20 @@ def test_a_dead_owners_run_is_interrupted_and_its_orphan_ended(tmp_path: Path) -
     # a pid reused by another program is not the owner: its start time differs
     reused = _run(config, "reused", {"host": host, "pid": os.getpid(), "start": (process_start(os.getpid()) or 0) - 1})
     orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    sampler = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a streaming telemetry tool
     try:
         shard = config.artifacts_dir / "fake" / pipeline.slug(dead.run_key) / "local" / "0"
         shard.mkdir(parents=True)
-        (shard / "manifest.json").write_text(json.dumps({"status": "running", "benchmark_pid": orphan.pid,
-                                                         "benchmark_start": process_start(orphan.pid)}))
+        (shard / "manifest.json").write_text(json.dumps({
+            "status": "running", "benchmark_pid": orphan.pid, "benchmark_start": process_start(orphan.pid),
+            "sampler_pid": sampler.pid, "sampler_start": process_start(sampler.pid)}))
         (shard / "run.log").write_text("half a night\n")
         assert owner_dead(pipeline.open_store(config).get_run(dead.run_key))  # type: ignore[arg-type]
         got = recover(config)
         orphan.wait(10)
-        assert not alive(orphan.pid)
-        assert got.orphans_ended == [orphan.pid]
+        sampler.wait(10)
+        assert not alive(orphan.pid) and not alive(sampler.pid)
+        assert got.orphans_ended == [orphan.pid, sampler.pid]
         assert sorted(got.interrupted) == sorted([dead.run_key, reused.run_key])
         store = pipeline.open_store(config)
         statuses = {r.run_key: r.status for r in store.list_runs()}
@@ -78,6 +81,7 @@ def test_a_dead_owners_run_is_interrupted_and_its_orphan_ended(tmp_path: Path) -
         assert recover(config).interrupted == []  # idempotent
     finally:
         kill_quietly(orphan.pid)
+        kill_quietly(sampler.pid)
 
 
 def test_an_orphan_check_never_kills_a_reused_pid(tmp_path: Path) -> None:
