@@ -29,13 +29,15 @@ from fault_scenarios import Outcome, discover  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="run the scenarios whose group or function name contains this")
+    ap.add_argument("--only", help="run the scenarios whose group or function name contains one of these "
+                                   "(comma-separated)")
     ap.add_argument("--keep", help="keep every scenario's folder under this directory")
     args = ap.parse_args(argv)
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="zlops-faults-"))
     root.mkdir(parents=True, exist_ok=True)
     os.environ["ZLOPS_LOCKS_DIR"] = str(root / "locks")
-    chosen = [s for s in discover() if not args.only or args.only in s.group or args.only in s.fn.__name__]
+    wanted = [w for w in (args.only or "").split(",") if w]
+    chosen = [s for s in discover() if not wanted or any(w in s.group or w in s.fn.__name__ for w in wanted)]
     rows = []
     for s in chosen:
         work = root / f"{s.group}-{s.fn.__name__}"

@@ -5,6 +5,7 @@ whole life. The kernel releases it when the process dies, so finding it taken me
 benchmark is on the same device *right now*: the process appends that to ``overlaps.log``. This
 detector is independent of zlops' own leases, so it catches zlops' bugs. ``events.log`` gets
 ``start``/``end`` lines (pid, device, time); ``$FAULT_SLEEP_S`` is how long a benchmark runs;
+``$FAULT_GPU`` makes it run matmuls on its GPU for that long instead (torch);
 ``$FAULT_MODE`` (or ``$FAULT_MODE_<device>``) makes it misbehave: ``fifo`` (results and identity
 are FIFOs), ``symlink`` (results link to a file outside the shard folder), ``big`` (a results file
 of ``$FAULT_BIG_BYTES``), ``crash``.
@@ -47,7 +48,16 @@ except BlockingIOError:
         fh.write(f"overlap {os.getpid()} {a.device} {time.time():.3f}\n")
 event("start")
 mode = os.environ.get(f"FAULT_MODE_{a.device}") or os.environ.get("FAULT_MODE", "")
-time.sleep(float(os.environ.get("FAULT_SLEEP_S", "0")))
+busy_s = float(os.environ.get("FAULT_SLEEP_S", "0"))
+if os.environ.get("FAULT_GPU"):  # keep the (pinned) GPU busy instead of sleeping
+    import torch
+    x = torch.randn(4096, 4096, device="cuda")
+    end = time.time() + busy_s
+    while time.time() < end:
+        y = x @ x
+        torch.cuda.synchronize()
+else:
+    time.sleep(busy_s)
 if mode == "crash":
     event("end"); sys.exit(3)
 if mode == "fifo":
@@ -100,7 +110,7 @@ def write_config(path: Path, data: Mapping[str, Any]) -> Path:
 
 def start_nightly(config: Path, run_id: str, *, log: Path, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
     """``zlops nightly`` as a real subprocess (its own process, as on a host), output to ``log``."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     with log.open("ab") as fh:
         return subprocess.Popen([sys.executable, "-m", "zlops.cli", "--plain", "nightly", "--config", str(config),
                                  "--suite", "fake", "--run-id", run_id, *extra], stdout=fh, stderr=subprocess.STDOUT,

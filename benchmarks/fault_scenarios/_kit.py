@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -48,9 +49,15 @@ def setup(work: Path, *, devices: tuple[int, ...] = (0,), sleep_s: float = 0, na
         make_upstream(up)
     probe = work / "probe"
     home = work / f"home-{name}"
-    cfg = write_config(work / f"zlops-{name}.yaml", fault_config(
-        home, up, probe, devices=devices, sleep_s=sleep_s, database=f"sqlite:///{work / f'{name}.db'}", **extra))
-    return cfg, probe, home
+    data = fault_config(home, up, probe, devices=devices, sleep_s=sleep_s,
+                        database=f"sqlite:///{work / f'{name}.db'}", **extra)
+    backend = os.environ.get("ZLOPS_FAULTS_BACKEND", "cpu")
+    if backend != "cpu":  # a GPU host: real device pinning, idle checks, a streaming telemetry sampler
+        data["pools"]["local"]["backend"] = backend
+        suite = data["suites"]["fake"]
+        suite.update(install=[], system_site_packages=True)  # torch from the host; the bench needs no install
+        suite["env"]["FAULT_GPU"] = "1"
+    return write_config(work / f"zlops-{name}.yaml", data), probe, home
 
 
 def with_sleep(cfg: Path, sleep_s: float) -> Path:
@@ -66,8 +73,6 @@ def with_sleep(cfg: Path, sleep_s: float) -> Path:
 
 def night(cfg: Path, run_id: str, log: Path, *, timeout_s: float = 240, env: dict[str, str] | None = None) -> Night:
     """Run one night to its end; a night past ``timeout_s`` is killed (a hang: not survived)."""
-    import os
-
     start = time.monotonic()
     if env:
         old = {k: os.environ.get(k) for k in env}
