@@ -476,22 +476,28 @@ def context_for(config: Config, suite_name: str, run_key: str) -> RunContext:
 def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> list[ShardOutcome]:
     """Every planned shard, devices in parallel (one process per device; the device lock guards)."""
     shards = ctx.planned_shards()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
-        futures = [pool.submit(run_device, ctx, p, d, progress=progress) for p, _, d in shards]
-        outcomes = []
-        try:
-            for fut in futures:
-                try:
-                    outcomes.append(fut.result())
-                except (ZlopsError, OSError) as exc:  # env/worktree failure: ingest() records the shard failed
-                    log.error("device task failed: %s", exc)
-        except BaseException as exc:
-            # an interrupt lands in this (main) thread while the benchmarks run in the workers: end
-            # their process groups now, or leaving this block would wait for every benchmark
-            reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else getattr(exc, "signame", type(exc).__name__)
-            proc.interrupt_all(reason)
-            raise
-        return outcomes
+    interrupted_here = False
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
+            futures = [pool.submit(run_device, ctx, p, d, progress=progress) for p, _, d in shards]
+            outcomes = []
+            try:
+                for fut in futures:
+                    try:
+                        outcomes.append(fut.result())
+                    except (ZlopsError, OSError) as exc:  # env/worktree failure: ingest() records the shard failed
+                        log.error("device task failed: %s", exc)
+            except BaseException as exc:
+                # an interrupt lands in this (main) thread while the benchmarks run in the workers: end
+                # their process groups now, or leaving this block would wait for every benchmark
+                reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else getattr(exc, "signame",
+                                                                                     type(exc).__name__)
+                interrupted_here = proc.interrupt_all(reason) >= 0
+                raise
+            return outcomes
+    finally:
+        if interrupted_here:  # the workers are done (they recorded their shards): programs may run again
+            proc.clear_interrupt()
 
 
 def summary_dict(summary: CompareSummary) -> dict[str, Any]:
