@@ -29,6 +29,9 @@ os.environ.update(
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{_AF_HOME}/airflow.db",
 )
 os.environ.pop("ZLOPS_CONFIG", None)
+# device leases are host-wide by default (/var/lock/zlops): one test session gets its own folder,
+# so parallel sessions on one machine do not queue on "cpu:0"; tests of the default unset it
+os.environ["ZLOPS_LOCKS_DIR"] = tempfile.mkdtemp(prefix="zlops-locks-")
 os.environ.pop("SLACK_BOT_TOKEN", None)
 
 PG_HOST = "127.0.0.1"

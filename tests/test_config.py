@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,10 @@ def test_defaults_live_under_the_expanded_home(tmp_path: Path, monkeypatch: pyte
     home = tmp_path / "userhome" / ".zlops"
     assert cfg.home == home
     assert cfg.database_url == f"sqlite:///{home / 'zlops.db'}"
-    assert (cfg.mirrors_dir, cfg.worktrees_dir, cfg.envs_dir, cfg.artifacts_dir, cfg.locks_dir) == (
+    assert (cfg.mirrors_dir, cfg.worktrees_dir, cfg.envs_dir, cfg.artifacts_dir, cfg.run_locks_dir) == (
         home / "mirrors", home / "worktrees", home / "envs", home / "artifacts", home / "locks")
+    # device leases are host-wide, never under home (two homes on one host share their devices)
+    assert cfg.locks_dir == Path(os.environ["ZLOPS_LOCKS_DIR"]) and not cfg.locks_dir.is_relative_to(home)
     assert (cfg.env_cache_size, cfg.device_wait_s, cfg.judge) == (8, 600, "noise")
 
 

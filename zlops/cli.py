@@ -1,7 +1,9 @@
 """The ``zlops`` command line: the same library code paths the DAGs call.
 
 Exit codes: 0 done; 1 a step failed (the message says which and why); 2 bad usage or config;
-3 ``--fail-on`` matched a verdict; 4 a comparison refused for a caliber mismatch (``!!! [caliber]``).
+3 ``--fail-on`` matched a verdict; 4 a comparison refused for a caliber mismatch (``!!! [caliber]``);
+5 (nightly) a shard failed, timed out or was skipped, or a series was invalid or failed;
+128+N killed by signal N after ending its benchmarks (130 Ctrl-C, 129 SIGHUP, 143 SIGTERM).
 """
 
 from __future__ import annotations
@@ -17,14 +19,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
-from zlops.errors import CaliberMismatch, ConfigError, RunAlreadyAccepted, ZlopsError
+from zlops.errors import CaliberMismatch, ConfigError, Interrupted, RunAlreadyAccepted, ZlopsError
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
+    from zlops.nightly import NightlyResult
 
 log = logging.getLogger("zlops.cli")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED, EXIT_CALIBER = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED, EXIT_CALIBER, EXIT_SHARDS = 0, 1, 2, 3, 4, 5
+#: when several apply, the first of these wins
+NIGHTLY_EXIT_PRIORITY = (EXIT_ERROR, EXIT_CALIBER, EXIT_FLAGGED, EXIT_SHARDS, EXIT_OK)
+NIGHTLY_EXIT_HELP = ("exit codes: 0 every shard measured and nothing matched --fail-on; 1 a suite produced no "
+                     "results at all (or a step failed); 2 bad usage or config; 3 --fail-on matched; 4 a series "
+                     "was refused for a caliber break; 5 a shard failed, timed out or was skipped, or a series "
+                     "was invalid or failed; 128+N stopped by signal N (130 Ctrl-C, 129 SIGHUP, 143 SIGTERM), "
+                     "its benchmarks ended and the run marked interrupted. When several apply: 1, 4, 3, 5.")
 
 
 def _setup_logging(verbose: int, interactive: bool) -> None:
@@ -52,8 +62,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_ERROR
 
 
+def nightly_exit_code(result: NightlyResult, fail_on: str) -> int:
+    """The exit code one suite's night earns (see :data:`NIGHTLY_EXIT_HELP`)."""
+    from zlops.model import ShardStatus, Verdict
+
+    if not result.ok:
+        return EXIT_ERROR
+    if result.summary.count(Verdict.INCOMPARABLE):
+        return EXIT_CALIBER
+    bad = {"regression": (Verdict.REGRESSION, Verdict.SEVERE),
+           "potential": (Verdict.REGRESSION, Verdict.SEVERE, Verdict.POTENTIAL)}
+    if result.summary.count(*bad.get(fail_on, ())):
+        return EXIT_FLAGGED
+    if any(s.status is not ShardStatus.OK for s in result.shards) or \
+            result.summary.count(Verdict.INVALID, Verdict.FAILED):
+        return EXIT_SHARDS
+    return EXIT_OK
+
+
+def _worst(codes: Sequence[int]) -> int:
+    return next((c for c in NIGHTLY_EXIT_PRIORITY if c in codes), EXIT_OK)
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from zlops.model import Verdict
+    import signal
+
+    # SIGTERM and SIGHUP (Airflow, systemd, a closed terminal) end the night the way Ctrl-C does:
+    # the benchmarks' process groups are ended and the run is marked interrupted (zlops.nightly)
+    previous = {sig: signal.signal(sig, _raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _nightly(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _nightly(args: argparse.Namespace) -> int:
     from zlops.nightly import run_nightly
     from zlops.progress import make_progress
     from zlops.slack import client_for
@@ -68,7 +116,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise ConfigError("--promote needs --suite: it overrides one suite's baseline rules")
     client = client_for(config.slack)
     progress = make_progress(args.interactive)
-    flagged = incomparable = 0
+    codes = []
     try:
         for name in suites:
             config.suite(name)
@@ -80,18 +128,16 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                 progress.note(f"plot:   {p}")
             if result.report.slack is not None:
                 progress.note(f"slack:  {result.report.slack.status} ({result.report.slack.path})")
-            bad = {"regression": (Verdict.REGRESSION, Verdict.SEVERE),
-                   "potential": (Verdict.REGRESSION, Verdict.SEVERE, Verdict.POTENTIAL)}
-            flagged += result.summary.count(*bad.get(args.fail_on, ()))
-            incomparable += result.summary.count(Verdict.INCOMPARABLE)
+            codes.append(nightly_exit_code(result, args.fail_on))
             if not result.ok:
                 progress.note(f"suite {name}: no shard produced results")
-                return EXIT_ERROR
+            elif codes[-1] == EXIT_SHARDS:
+                bad = [s for s in result.shards if s.status.value != "ok"]
+                progress.note(f"suite {name}: {len(bad)} of {len(result.shards)} shards did not measure: "
+                              + "; ".join(f"{s.pool}/{s.device} {s.status.value}" for s in bad[:8]))
     finally:
         progress.close()
-    if incomparable:  # the report printed the !!! [caliber] lines; no delta was published for them
-        return EXIT_CALIBER
-    return EXIT_FLAGGED if flagged else EXIT_OK
+    return _worst(codes)
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
@@ -381,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--promote", action="store_true",
                    help="accept the run as the baseline although its commit is older than the current baseline, "
                         "off the branch's first-parent line, or a caliber break (backfills); needs --suite")
+    n.epilog = NIGHTLY_EXIT_HELP
     n.set_defaults(func=cmd_nightly)
 
     c = sub.add_parser("config", help="configuration tools")
@@ -506,6 +553,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("zlops: interrupted", file=sys.stderr)
         return 130
+    except Interrupted as exc:
+        print(f"zlops: {exc}", file=sys.stderr)
+        return 128 + exc.signum
+    except OSError as exc:  # a full disk, a folder zlops may not write: say which, no traceback
+        print(f"zlops: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -226,6 +226,8 @@ class SuiteConfig(_Strict):
                                           "backend's")
     variants: list[str] = Field(default_factory=list, description="variants (runtimes) a PR compare runs one after "
                                 "another, passed as {variant}; empty: one variant, 'default'")
+    results_max_mib: float | None = Field(default=None, gt=0, description="size limit of this suite's results "
+                                          "file in MiB (default: the global results_max_mib)")
     headline_metric: str | None = Field(default=None, description="the metric a PR compare's overall line counts "
                                         "(e.g. effective); default: each case's first metric")
 
@@ -384,6 +386,11 @@ class NoiseConfig(_Strict):
 class Config(_Strict):
     """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
+    # ``locks_dir`` is the key; the field has another name so that ``config.locks_dir`` is always the
+    # resolved folder. A dump writes the key, so model_dump() -> parse_config() round-trips.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True)
+
     home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     database_retry_s: float = Field(default=60, ge=0, description="how long transient database faults (a "
@@ -406,8 +413,15 @@ class Config(_Strict):
                                  description="how long a shard waits for a device another benchmark holds")
     baseline_depth: int = Field(default=2000, ge=1,
                                 description="how many ancestor commits are searched for a baseline")
+    locks_dir_setting: Path | None = Field(
+        default=None, alias="locks_dir", description="host-wide folder of device leases, shared by every config "
+        "on the host (default: $ZLOPS_LOCKS_DIR, else /var/lock/zlops when writable, else <tmp>/zlops-locks-<uid>)")
+    git_timeout_s: float = Field(default=900, gt=0, description="limit of one git fetch; past it git's whole "
+                                 "process group is killed")
+    results_max_mib: float = Field(default=256, gt=0, description="size limit of a results file in MiB")
+    results_parse_timeout_s: float = Field(default=300, gt=0, description="bound on parsing one results file")
 
-    @field_validator("home", mode="before")
+    @field_validator("home", "locks_dir_setting", mode="before")
     @classmethod
     def _expand_home(cls, v: Any) -> Any:
         if isinstance(v, (str, Path)):
@@ -509,7 +523,20 @@ class Config(_Strict):
 
     @property
     def locks_dir(self) -> Path:
+        """Where device leases live: the ``locks_dir`` key, else host-wide (zlops.locks.default_locks_dir),
+        never under home: two configs on one host share their devices' leases."""
+        from zlops.locks import default_locks_dir
+
+        return self.locks_dir_setting if self.locks_dir_setting is not None else default_locks_dir()
+
+    @property
+    def run_locks_dir(self) -> Path:
+        """Locks of one home's own steps (preparing a run's worktree, planning its partition)."""
         return self.home / "locks"
+
+    def results_max_bytes(self, suite: str) -> int:
+        mib = self.suite(suite).results_max_mib or self.results_max_mib
+        return int(mib * 1024 * 1024)
 
     def suite(self, name: str) -> SuiteConfig:
         try:

@@ -91,3 +91,16 @@ class ProcessError(ZlopsError):
         self.stdout_tail = stdout_tail
         self.stderr_tail = stderr_tail
         self.timed_out = timed_out
+
+
+class Interrupted(BaseException):
+    """zlops was told to stop (SIGTERM, SIGHUP): raised in the main thread by the CLI's signal
+    handler. A BaseException like KeyboardInterrupt, so no ``except Exception`` swallows it on the
+    way out; the nightly ends its benchmarks and marks the run ``interrupted``."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        self.signame = signal.Signals(signum).name
+        super().__init__(f"interrupted by {self.signame}")

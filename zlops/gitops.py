@@ -27,7 +27,8 @@ GIT_TIMEOUT_S = 300.0
 
 
 def _git_env() -> dict[str, str]:
-    # never prompt for credentials in a nightly; English messages so errors read the same everywhere
+    # never prompt for credentials in a nightly; English messages so errors read the same everywhere;
+    # build_env limits git to file/git/http/https/ssh (GIT_ALLOW_PROTOCOL: no fd::, no ext::)
     return proc.build_env({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ASKPASS": "/bin/true"})
 
 

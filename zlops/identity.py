@@ -136,6 +136,10 @@ def build_identity(*, backend_identity: Mapping[str, Any], rounds: int, pins: Ma
     return ident
 
 
+#: a run_identity.json larger than this is not read
+IDENTITY_MAX_BYTES = 4 * 1024 * 1024
+
+
 def write_identity(path: Path, identity: Mapping[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(identity, indent=2, sort_keys=True, default=str), encoding="utf-8")
@@ -143,9 +147,15 @@ def write_identity(path: Path, identity: Mapping[str, Any]) -> None:
 
 
 def read_identity(path: Path) -> dict[str, Any] | None:
+    """The identity a harness wrote; None when absent, unreadable or not a small regular JSON file
+    (a FIFO there must not hang the shard: zlops.safefiles)."""
+    from zlops.errors import ZlopsError
+    from zlops.safefiles import read_untrusted
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_untrusted(path, root=path.parent, max_bytes=IDENTITY_MAX_BYTES,
+                                         what="identity file"))
+    except (OSError, ValueError, ZlopsError):
         return None
     return data if isinstance(data, dict) else None
 

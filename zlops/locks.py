@@ -1,8 +1,14 @@
-"""Host-local device locks: never two benchmark processes on one device, whoever started them.
+"""Host-wide device leases: never two benchmark processes on one device, whoever started them.
 
-Airflow pools (one slot per device) are the first guard; this lock is the second, and the only one
-when the CLI and a DAG (or two DAG runs on two workers) share a host. ``flock`` is released by the
-kernel when the holder dies, so a crashed run never leaves a device locked.
+Airflow pools (one slot per device) are the first guard; this lease is the second, and the only one
+when the CLI and a DAG (or two DAG runs, or two configs with different homes) share a host. A lease
+is an ``flock`` on ``<locks_dir>/<backend>-<device>.lock``; the benchmark inherits the lock's file
+descriptor (:attr:`Lease.fd`), so the lease lives exactly as long as the benchmark does: a zlops
+killed with SIGKILL leaves its benchmark running *and* the device leased, and the next run waits.
+The kernel drops the lock when the last holder dies, so a crash never leaves a device locked.
+
+``locks_dir`` is host-wide (:func:`default_locks_dir`), never under a config's home: two homes on
+one host share their devices.
 """
 
 from __future__ import annotations
@@ -12,14 +18,43 @@ import fcntl
 import json
 import os
 import re
+import socket
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from zlops.errors import DeviceBusy
 
 POLL_S = 0.5
+#: the host-wide leases directory when it can be used; else a per-user one under the temp dir
+SYSTEM_LOCKS_DIR = Path("/var/lock/zlops")
+LOCKS_DIR_ENV = "ZLOPS_LOCKS_DIR"
+
+
+def default_locks_dir() -> Path:
+    """Where device leases live when the config names no ``locks_dir``.
+
+    ``$ZLOPS_LOCKS_DIR`` when set; else ``/var/lock/zlops`` when it exists or can be created and is
+    writable (created sticky and world-writable, like /tmp, so every user's zlops shares it); else
+    ``<tmp>/zlops-locks-<uid>``, shared only by one user's zlops processes.
+    """
+    env = os.environ.get(LOCKS_DIR_ENV)
+    if env:
+        return Path(env).expanduser().absolute()
+    try:
+        if not SYSTEM_LOCKS_DIR.is_dir():
+            SYSTEM_LOCKS_DIR.mkdir(parents=False)
+            os.chmod(SYSTEM_LOCKS_DIR, 0o1777)
+        if os.access(SYSTEM_LOCKS_DIR, os.W_OK | os.X_OK):
+            return SYSTEM_LOCKS_DIR
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / f"zlops-locks-{os.getuid()}"
 
 
 def lock_path(locks_dir: Path, backend: str, device: int) -> Path:
@@ -38,15 +73,61 @@ def holder(locks_dir: Path, backend: str, device: int) -> dict[str, object] | No
         return None
 
 
+@dataclass
+class Lease:
+    """A held device lease. ``fd`` is the locked file: pass it to the benchmark (``pass_fds``) so
+    the lease outlives zlops if zlops dies first."""
+
+    path: Path
+    fd: int
+    waited: float
+    note: dict[str, Any]
+
+    def update(self, **fields: Any) -> None:
+        """Add to the holder's note (e.g. the benchmark's pid, which an orphan check reads)."""
+        self.note.update(fields)
+        data = json.dumps(self.note).encode()
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, data, 0)
+        except OSError:  # a full disk loses the note, never the lease
+            pass
+
+
+def _open_lock(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) != 0o666:
+            os.fchmod(fd, 0o666)  # another user's zlops on this host must be able to take it too
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 @contextlib.contextmanager
 def device_lock(locks_dir: Path, backend: str, device: int, *, wait_s: float, owner: str) -> Iterator[float]:
     """Hold the lock of one device; waits up to ``wait_s`` seconds, then raises DeviceBusy.
 
-    Yields the seconds spent waiting.
+    Yields the seconds spent waiting. :func:`device_lease` is the same with the lease itself.
+    """
+    with device_lease(locks_dir, backend, device, wait_s=wait_s, owner=owner) as lease:
+        yield lease.waited
+
+
+@contextlib.contextmanager
+def device_lease(locks_dir: Path, backend: str, device: int, *, wait_s: float, owner: str) -> Iterator[Lease]:
+    """Lease one device; waits up to ``wait_s`` seconds, then raises DeviceBusy naming the holder.
+
+    The lease is released when the block ends, or, when its fd was passed to a benchmark that is
+    still running (zlops was killed), when that benchmark ends.
     """
     path = lock_path(locks_dir, backend, device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(path)
     start = time.monotonic()
     try:
         while True:
@@ -56,17 +137,17 @@ def device_lock(locks_dir: Path, backend: str, device: int, *, wait_s: float, ow
             except BlockingIOError:
                 if time.monotonic() - start >= wait_s:
                     who = holder(locks_dir, backend, device) or {}
+                    bench = f", benchmark pid {who['benchmark_pid']}" if who.get("benchmark_pid") else ""
                     raise DeviceBusy(
                         f"device {backend}:{device} is held by another benchmark "
-                        f"(owner {who.get('owner', '?')}, pid {who.get('pid', '?')}, since {who.get('since', '?')}); "
-                        f"waited {wait_s:g} s") from None
-                time.sleep(POLL_S)
-        waited = time.monotonic() - start
-        note = {"owner": owner, "pid": os.getpid(), "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(note).encode(), 0)
+                        f"(owner {who.get('owner', '?')}, pid {who.get('pid', '?')}{bench}, "
+                        f"since {who.get('since', '?')}); waited {wait_s:g} s") from None
+                time.sleep(min(POLL_S, max(0.01, wait_s / 10)))
+        lease = Lease(path, fd, time.monotonic() - start, {})
+        lease.update(owner=owner, pid=os.getpid(), host=socket.gethostname(),
+                     since=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         try:
-            yield waited
+            yield lease
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

@@ -388,6 +388,7 @@ class RunStatus(str, Enum):
     RUNNING = "running"
     DONE = "done"            # every step ran; individual shards may still have failed
     FAILED = "failed"        # the run could not complete (fetch/env failed, or no shard produced data)
+    INTERRUPTED = "interrupted"  # zlops was stopped (signal) or died mid-run; its artifacts are kept
 
 
 @dataclass(frozen=True)

@@ -218,12 +218,23 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
     branch line, off it, or a caliber break (a backfill; :mod:`zlops.promotion`). Re-using a run
     label re-runs that run: shards it already measured are ingested from their artifacts (no
     environment is built when all were); a completed, accepted run needs ``replace``.
+
+    Before fetching, what a dead zlops left on this host is settled (zlops.recovery). The run always
+    ends in a final state: ``done``/``failed`` by promote; ``interrupted`` when zlops is told to stop
+    (SIGTERM, SIGHUP, Ctrl-C: the benchmarks' process groups are ended first, artifacts are kept);
+    ``failed`` when a step raised (the error is re-raised after the run is marked).
     """
+    from zlops import proc
+    from zlops.errors import Interrupted
+    from zlops.recovery import owner_meta, recover
+
     progress = progress or LogProgress()
     label = run_label or "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     run_key = pipeline.make_run_key("nightly", suite_name, label)
+    for line in recover(config, suite=suite_name).lines():
+        progress.note(line)
     ctx = pipeline.fetch(config, suite_name, run_key=run_key, sha=sha, progress=progress, promote=promote,
-                         replace=replace)
+                         replace=replace, owner=owner_meta())
     try:
         measured = all(pipeline.measured_shard(ctx, p, d) for p, _, d in ctx.planned_shards())
         try:
@@ -245,10 +256,40 @@ def run_nightly(config: Config, suite_name: str, *, sha: str | None = None, run_
         out = report(ctx, slack_client=slack_client, progress=progress)
         accepted = pipeline.promote(ctx)
     except DatabaseUnavailable as exc:  # one line still, saying how the night is finished
+        proc.interrupt_all("the database is unavailable")
         raise DatabaseUnavailable(f"{exc}; what run {run_key} measured is kept in {ctx.run_dir}: run "
                                   f"`zlops nightly --suite {suite_name} --run-id {label}` again once the database "
                                   "is back to finish it", transient=exc.transient) from exc
+    except (KeyboardInterrupt, Interrupted) as exc:
+        reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else exc.signame
+        proc.interrupt_all(reason)
+        _finish(ctx, RunStatus.INTERRUPTED, f"zlops was interrupted by {reason}; the benchmarks were ended")
+        raise
+    except BaseException as exc:
+        proc.interrupt_all(f"the night failed: {type(exc).__name__}")
+        _finish(ctx, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        raise
     finally:
-        pipeline.cleanup(ctx)
+        proc.clear_interrupt()
+        try:
+            pipeline.cleanup(ctx)
+        except (OSError, ZlopsError) as exc:  # a stale worktree is swept by the next start
+            log.error("cleanup of %s failed: %s", ctx.worktree, exc)
     shards = tuple(pipeline.open_store(config).shards(run_key))
     return NightlyResult(run_key, ctx.sha, shards, summary, out, accepted)
+
+
+def _finish(ctx: pipeline.RunContext, status: RunStatus, reason: str) -> None:
+    """Mark a run that could not finish normally; never raises (the original error matters more)."""
+    import dataclasses
+
+    try:
+        store = pipeline.open_store(ctx.config)
+        run = store.get_run(ctx.run_key)
+        if run is None or run.status is not RunStatus.RUNNING:
+            return
+        now = datetime.now(timezone.utc)
+        store.upsert_run(dataclasses.replace(run, status=status, finished_at=now, meta={
+            status.value: {"reason": reason, "at": now.isoformat(timespec="seconds")}}))
+    except Exception as exc:  # noqa: BLE001 - the store itself may be what failed
+        log.error("cannot mark run %s %s: %s", ctx.run_key, status.value, exc)

@@ -24,11 +24,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from zlops import __version__, envs, gitops, judging, telemetry
+from zlops import __version__, envs, gitops, judging, proc, telemetry
 from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
 from zlops.errors import GitError, ParseError, RunAlreadyAccepted, ZlopsError
-from zlops.formats import parse_results
+from zlops.formats import ResultsRefused, parse_results
 from zlops.judge import get_judge
 from zlops.locks import host_lock
 from zlops.model import (
@@ -136,7 +136,8 @@ def resolve_auto_devices(config: Config, suite_name: str) -> tuple[tuple[str, tu
 # --- fetch --------------------------------------------------------------------------------------
 
 def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = None,
-          progress: Progress | None = None, promote: bool = False, replace: bool = False) -> RunContext:
+          progress: Progress | None = None, promote: bool = False, replace: bool = False,
+          owner: dict[str, Any] | None = None) -> RunContext:
     """Mirror + fetch the suite's branch, resolve the commit to measure, record the run.
 
     A retry of the same run keeps the commit it chose the first time, even if upstream moved, and
@@ -146,6 +147,8 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
     every shard is measured anew (its report and Slack summary are posted again, marked as a re-run).
     ``promote`` (recorded in the run's meta) makes the promote step accept the run although it is
     not newer on the branch line or breaks the caliber (:mod:`zlops.promotion`): backfills.
+    ``owner`` ({host, pid, start}: the one process that runs the whole night, zlops.recovery) goes
+    into the run's meta, so a later start can tell a run whose owner died from one still running.
     """
     if not isinstance(promote, bool):
         raise ZlopsError(f"promote must be true or false, got {promote!r}")
@@ -154,7 +157,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
     store = open_store(config)
     with progress.step("fetch", suite=suite_name, branch=suite.branch):
         mirror = gitops.ensure_mirror(suite.repo, config.mirrors_dir / f"{suite_name}.git")
-        head = gitops.fetch_branch(mirror, suite.branch)
+        head = gitops.fetch_branch(mirror, suite.branch, timeout=config.git_timeout_s)
         existing = store.get_run(run_key)
         if sha is None and existing is not None:
             chosen = existing.sha
@@ -164,7 +167,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
             if not gitops.looks_like_sha(sha):
                 raise GitError(f"--sha expects a commit id (4-64 hex digits), got {sha!r}")
             if len(sha) in (40, 64):
-                gitops.fetch_commit(mirror, sha.lower())
+                gitops.fetch_commit(mirror, sha.lower(), timeout=config.git_timeout_s)
             chosen = gitops.resolve(mirror, sha)
         if existing is not None and existing.sha != chosen:
             raise ZlopsError(f"run {run_key} already measured commit {existing.sha[:12]}; "
@@ -189,7 +192,8 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
             status=RunStatus.RUNNING, started_at=datetime.now(timezone.utc),
             meta={"zlops_version": __version__, "host": socket.gethostname(), "branch_head": head,
                   "subject": gitops.commit_subject(mirror, chosen), "python": sys.version.split()[0],
-                  "auto_devices": [[p, list(d)] for p, d in auto], "promote": promote, **replaced}))
+                  "auto_devices": [[p, list(d)] for p, d in auto], "promote": promote, **replaced,
+                  **({"owner": owner} if owner is not None else {})}))
     return RunContext(config, suite_name, run_key, chosen, auto)
 
 
@@ -209,7 +213,7 @@ def prepare(ctx: RunContext, *, progress: Progress | None = None, use_cache: boo
 
     Concurrent calls for one run on one host (two device tasks on a fresh host) take turns.
     """
-    with host_lock(ctx.config.locks_dir / f"prepare-{slug(ctx.run_key)}.lock"):
+    with host_lock(ctx.config.run_locks_dir / f"prepare-{slug(ctx.run_key)}.lock"):
         return _prepare(ctx, progress=progress, use_cache=use_cache)
 
 
@@ -249,9 +253,12 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
     results: list[CaseResult] = []
     if outcome.status is ShardStatus.OK and outcome.results_file is not None:
         try:
-            results = parse_results(ctx.suite.format, outcome.results_file)
+            results = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
+                                    max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
+                                    timeout_s=ctx.config.results_parse_timeout_s)
         except ParseError as exc:
-            outcome = replace(outcome, status=ShardStatus.FAILED, error=f"malformed results: {exc}")
+            what = "results refused" if isinstance(exc, ResultsRefused) else "malformed results"
+            outcome = replace(outcome, status=ShardStatus.FAILED, error=f"{what}: {exc}")
             log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
         else:
             if not results:
@@ -350,7 +357,7 @@ def plan_partition(ctx: RunContext, prepared: Prepared | None = None) -> dict[st
         return {}
     from zlops.sharding import plan_run
 
-    with host_lock(ctx.config.locks_dir / f"plan-{slug(ctx.run_key)}.lock"):
+    with host_lock(ctx.config.run_locks_dir / f"plan-{slug(ctx.run_key)}.lock"):
         return plan_run(open_store(ctx.config), ctx, worktree=prepared.worktree if prepared else None,
                         venv=prepared.venv if prepared else None)
 
@@ -672,15 +679,28 @@ def context_for(config: Config, suite_name: str, run_key: str) -> RunContext:
 def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> list[ShardOutcome]:
     """Every planned shard, devices in parallel (one process per device; the device lock guards)."""
     shards = ctx.planned_shards()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
-        futures = [pool.submit(run_device, ctx, p, d, progress=progress) for p, _, d in shards]
-        outcomes = []
-        for fut in futures:
+    interrupted_here = False
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
+            futures = [pool.submit(run_device, ctx, p, d, progress=progress) for p, _, d in shards]
+            outcomes = []
             try:
-                outcomes.append(fut.result())
-            except ZlopsError as exc:  # env/worktree failure: ingest() will record the shard as failed
-                log.error("device task failed: %s", exc)
-        return outcomes
+                for fut in futures:
+                    try:
+                        outcomes.append(fut.result())
+                    except (ZlopsError, OSError) as exc:  # env/worktree failure: ingest() records the shard failed
+                        log.error("device task failed: %s", exc)
+            except BaseException as exc:
+                # an interrupt lands in this (main) thread while the benchmarks run in the workers: end
+                # their process groups now, or leaving this block would wait for every benchmark
+                reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else getattr(exc, "signame",
+                                                                                     type(exc).__name__)
+                interrupted_here = proc.interrupt_all(reason) >= 0
+                raise
+            return outcomes
+    finally:
+        if interrupted_here:  # the workers are done (they recorded their shards): programs may run again
+            proc.clear_interrupt()
 
 
 def summary_dict(summary: CompareSummary) -> dict[str, Any]:

@@ -19,8 +19,9 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -49,6 +50,16 @@ ENV_DENYLIST: tuple[str, ...] = (
 )
 
 TAIL_CHARS = 4000
+
+#: The transports git may use, for zlops' own git calls and any git a child runs (pip's git+URLs):
+#: ``fd::`` and ``ext::`` would hang a fetch or run a command, so they are never allowed.
+GIT_ALLOW_PROTOCOL = "file:git:http:https:ssh"
+
+# Process groups zlops started and still waits for, so an interrupt (SIGTERM, SIGHUP, Ctrl-C) can
+# end them all, whichever thread started them; and the reason once an interrupt began.
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+_LIVE_LOCK = threading.Lock()
+_INTERRUPTED: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,7 @@ def build_env(
     env.setdefault("LANG", "C.UTF-8")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["GIT_ALLOW_PROTOCOL"] = GIT_ALLOW_PROTOCOL
     if venv is not None:
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
@@ -120,6 +132,53 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
         return
 
 
+def interrupt_all(reason: str, *, grace_s: float = 2.0) -> int:
+    """Stop everything zlops started and refuse to start more until :func:`clear_interrupt`.
+
+    Called when zlops itself is told to stop (SIGTERM, SIGHUP, SIGINT): every live process group
+    gets SIGTERM, then SIGKILL after ``grace_s``, so no benchmark outlives an interrupted night;
+    a device thread still waiting for its lock then cannot start one. Returns the groups ended.
+    """
+    with _LIVE_LOCK:
+        if not _INTERRUPTED:
+            _INTERRUPTED.append(reason)
+        live = list(_LIVE.values())
+    for popen in live:
+        if popen.poll() is None:
+            try:
+                os.killpg(popen.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+    deadline = time.monotonic() + grace_s
+    for popen in live:
+        try:
+            popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(live)
+
+
+def interrupted() -> str | None:
+    """Why zlops is stopping (``interrupt_all``'s reason), or None while it is not."""
+    return _INTERRUPTED[0] if _INTERRUPTED else None
+
+
+def clear_interrupt() -> None:
+    """Allow starting programs again (the clean-up after an interrupt runs git)."""
+    with _LIVE_LOCK:
+        _INTERRUPTED.clear()
+
+
+def _check_not_interrupted(label: str, args: Sequence[str]) -> None:
+    reason = interrupted()
+    if reason is not None:
+        raise ProcessError(f"{label}: not started: zlops is stopping ({reason})", argv=args, returncode=None)
+
+
 def _tail(text: str, n: int = TAIL_CHARS) -> str:
     return text[-n:]
 
@@ -145,12 +204,16 @@ def run(
     check: bool = True,
     input_text: str | None = None,
     what: str | None = None,
+    pass_fds: Sequence[int] = (),
+    on_start: Callable[[int], None] | None = None,
 ) -> Completed:
     """Run ``argv`` and wait for it.
 
     With ``log_path`` stdout and stderr both go (appended) to that file, as ``2>&1 | tee`` would,
     and the returned ``stdout`` is the file's tail; otherwise both are captured.
     ``check`` raises :class:`ProcessError` on a non-zero exit or a timeout.
+    ``pass_fds`` are inherited by the child (a device lease's lock: it then lives as long as the
+    benchmark does); ``on_start(pid)`` is called once the child runs (its pid is its group id).
     """
     if isinstance(argv, (str, bytes, os.PathLike)):
         raise TypeError("run: argv must be a list of arguments, never a shell string")
@@ -159,6 +222,7 @@ def run(
         raise ValueError("run: empty argv")
     child_env = dict(env) if env is not None else build_env()
     label = what or args[0]
+    _check_not_interrupted(label, args)
     log.debug("run %s (cwd=%s)", args, cwd)
     start = time.monotonic()
     logfh = None
@@ -175,7 +239,7 @@ def run(
             proc = subprocess.Popen(
                 args, cwd=cwd, env=child_env, stdout=stdout_target, stderr=stderr_target,  # type: ignore[arg-type]
                 stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                start_new_session=True,
+                start_new_session=True, pass_fds=tuple(pass_fds),
             )
         except FileNotFoundError as exc:
             raise ProcessError(f"{label}: program not found: {args[0]}", argv=args, returncode=None,
@@ -183,8 +247,14 @@ def run(
         except PermissionError as exc:
             raise ProcessError(f"{label}: not executable: {args[0]}", argv=args, returncode=None,
                                stderr_tail=str(exc)) from None
+        with _LIVE_LOCK:
+            _LIVE[proc.pid] = proc
+        if interrupted() is not None:  # the interrupt came between the check above and Popen
+            _kill_group(proc, grace_s=0.5)
         timed_out = False
         try:
+            if on_start is not None:
+                on_start(proc.pid)
             out_b, err_b = proc.communicate(
                 input=input_text.encode() if input_text is not None else None, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -200,6 +270,9 @@ def run(
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.pop(proc.pid, None)
     finally:
         if logfh is not None:
             logfh.close()
@@ -275,6 +348,7 @@ def spawn(
     if not args:
         raise ValueError("spawn: empty argv")
     label = what or args[0]
+    _check_not_interrupted(label, args)
     files: list[IO[bytes]] = []
     out: IO[bytes] | int = subprocess.DEVNULL
     if stdout_path is not None:

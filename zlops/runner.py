@@ -8,6 +8,7 @@ other devices' shards still count.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from zlops.backends.base import DeviceBackend
 from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
-from zlops.locks import device_lock
+from zlops.locks import device_lease
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.selection import selection_argv
 
@@ -189,21 +190,74 @@ def _direct_repeat(env: dict[str, str]) -> int:
         return 1
 
 
+def process_start(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (Linux ``/proc``), or None.
+
+    (pid, start) names one process for good: a pid reused by another program has another start.
+    """
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        return int(text.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs: no such process, or a zombie nobody reaped yet (a zombie
+    holds no files, so no device lease either)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        return text.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     os.replace(tmp, path)
 
 
+def write_error(exc: OSError, where: Path) -> str:
+    """The shard error for a failed write: a full disk says so and names the folder."""
+    if exc.errno == errno.ENOSPC:
+        what = f" (writing {exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
+        return f"no space left under {where}{what}; free space there and re-run the shard"
+    if exc.errno == errno.EDQUOT:
+        return f"disk quota exceeded under {where}; free space there and re-run the shard"
+    return f"cannot write under {where}: {exc}"
+
+
 def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
               telemetry_interval_s: float = 1.0, require_idle: bool = False,
               idle_poll_s: float = 5.0) -> ShardOutcome:
-    """Run one shard to completion and describe how it ended. Never raises for a benchmark failure.
+    """Run one shard to completion and describe how it ended. Never raises for a benchmark failure,
+    nor for a failed write of its artifacts (a full disk): the shard is FAILED with the reason.
 
     With ``require_idle`` the device must also be idle by its backend's tool (zlops.devices) once
     zlops' lock is held; a foreign process is waited for within what is left of ``device_wait_s``,
     then the shard is SKIPPED with the device's state as the reason.
     """
+    try:
+        return _run_shard(spec, locks_dir=locks_dir, device_wait_s=device_wait_s,
+                          telemetry_interval_s=telemetry_interval_s, require_idle=require_idle,
+                          idle_poll_s=idle_poll_s)
+    except OSError as exc:
+        error = write_error(exc, spec.artifact_dir)
+        log.warning("shard %s/%s failed: %s", spec.pool, spec.device, error)
+        return ShardOutcome(pool=spec.pool, device=spec.device, backend=spec.backend, status=ShardStatus.FAILED,
+                            artifact_dir=spec.artifact_dir, exit_code=None, started_at=None, ended_at=_now(),
+                            error=error)
+
+
+def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, telemetry_interval_s: float,
+               require_idle: bool, idle_poll_s: float) -> ShardOutcome:
     spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     backend = get_backend(spec.backend)
     argv = render_command(spec)
@@ -233,17 +287,34 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
     exit_code: int | None = None
     error: str | None = None
     try:
-        with device_lock(locks_dir, backend.name, spec.device, wait_s=device_wait_s, owner=spec.run_key) as waited:
+        with device_lease(locks_dir, backend.name, spec.device, wait_s=device_wait_s, owner=spec.run_key) as lease:
+            waited = lease.waited
             if require_idle:
                 _require_idle(backend, spec.device, max(0.0, device_wait_s - waited), idle_poll_s)
-            manifest.update(status="running", lock_wait_s=round(waited, 3), started_at=_now().isoformat())
+            manifest.update(status="running", lock_wait_s=round(waited, 3), started_at=_now().isoformat(),
+                            lease=str(lease.path), owner_pid=os.getpid())
             _write_manifest(spec, manifest)
             sampler = backend.telemetry_sampler([spec.device], spec.artifact_dir, interval_s=telemetry_interval_s)
+
+            def started_benchmark(pid: int) -> None:
+                # who holds the device now; an orphan check (zlops.recovery) reads it from here
+                lease.update(benchmark_pid=pid, benchmark_start=process_start(pid))
+                manifest.update(benchmark_pid=pid, benchmark_start=process_start(pid))
+                try:
+                    _write_manifest(spec, manifest)
+                except OSError as exc:  # the benchmark still runs; the shard records the write failure
+                    log.warning("shard %s/%s: %s", spec.pool, spec.device, write_error(exc, spec.artifact_dir))
+
             started = _now()
             sampler.start()
+            if sampler.pid is not None:
+                manifest.update(sampler_pid=sampler.pid, sampler_start=process_start(sampler.pid))
             try:
+                # the benchmark inherits the lease's fd: the device stays leased for as long as the
+                # benchmark lives, even if this process is killed
                 done = proc.run(argv, cwd=spec.cwd, env=env, timeout=spec.suite.timeout_s,
-                                log_path=spec.artifact_dir / RUN_LOG, check=False, what="benchmark")
+                                log_path=spec.artifact_dir / RUN_LOG, check=False, what="benchmark",
+                                pass_fds=(lease.fd,), on_start=started_benchmark)
             finally:
                 sampler.stop()
                 ended = _now()
@@ -253,14 +324,17 @@ def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
         status, error = ShardStatus.FAILED, str(exc)
     else:
         exit_code = done.returncode
-        if done.timed_out:
+        if proc.interrupted() is not None and done.returncode != 0:
+            status = ShardStatus.FAILED
+            error = f"interrupted ({proc.interrupted()}): the benchmark's process group was ended"
+        elif done.timed_out:
             status, error = ShardStatus.TIMEOUT, f"timed out after {spec.suite.timeout_s:g} s; process group killed"
         elif done.returncode != 0:
             status = ShardStatus.FAILED
             error = f"benchmark exited with code {done.returncode}; see {spec.artifact_dir / RUN_LOG}"
         elif spec.suite.results_glob and (error := collect_named_results(spec)) is not None:
             status = ShardStatus.FAILED
-        elif not spec.results_file.exists():
+        elif not spec.results_file.exists() and not spec.results_file.is_symlink():
             status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK

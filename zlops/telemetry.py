@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import stat
 import statistics
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,6 +61,12 @@ class TelemetrySampler:
             write_err(self.out_dir, self.reason)
 
     def stop(self) -> None:
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        """The sampler's own process (its group leader), if it runs one: recorded in the shard's
+        manifest so a later start can end it when zlops died without stopping it (zlops.recovery)."""
         return None
 
 
@@ -213,8 +220,16 @@ def summarize_dir(out_dir: Path) -> dict[str, Any]:
     """The shard's summary: its telemetry.csv, what the contention watch kept (``contention.json``:
     the run's mean foreign CPU, the busiest foreign processes, foreign device processes), and the
     reason telemetry is missing (``telemetry.err``)."""
-    from zlops.contention import read_contention
+    from zlops.contention import CONTENTION_FILE, read_contention
 
+    for name in (CSV_NAME, ERR_NAME, CONTENTION_FILE):  # a benchmark may have put a FIFO there: never block on it
+        try:
+            if not stat.S_ISREG((out_dir / name).lstat().st_mode):
+                return {"error": f"{name} is not a regular file; telemetry not read"}
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return {"error": f"cannot read {name}: {exc}"}
     summary = {**summarize(read_csv(out_dir / CSV_NAME)), **read_contention(out_dir)}
     err = out_dir / ERR_NAME
     if err.exists():

@@ -54,6 +54,7 @@ def _config(root: Path, host: str, upstream: Path, store_url: str) -> Path:
         suites[name] = suite
     data = {
         "home": str(root / host), "database": store_url, "judge": "simple", "device_wait_s": 60,
+        "locks_dir": str(root / host / "device-locks"),  # leases are host-wide: one folder per stand-in host
         "hosts": {"hostA": {"labels": ["stand-in for an 8-GPU host"]}, "hostB": {}},
         "pools": {p: {"backend": "cpu", "devices": devs, "host": h} for p, (h, devs) in POOLS.items()},
         "suites": suites,

@@ -115,6 +115,10 @@ class StreamingSampler(TelemetrySampler):
         except Exception as exc:  # noqa: BLE001 - a sampler must never take the benchmark down
             write_err(self.out_dir, f"sampler did not start: {type(exc).__name__}: {exc}")
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         if self._proc is None:
             return

@@ -8,12 +8,17 @@ Anchor: conbench ``benchadapt`` adapters (run, then a pure ``_transform_results`
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from zlops.errors import ParseError
 from zlops.formats._report import ParseReport
 from zlops.model import CaseResult
+from zlops.safefiles import DEFAULT_MAX_BYTES, UnsafeFile, read_untrusted
+
+#: default bound on parsing one results file (config ``results_parse_timeout_s``)
+DEFAULT_PARSE_TIMEOUT_S = 300.0
 
 Parser = Callable[..., list[CaseResult]]
 
@@ -47,18 +52,56 @@ def parse_text(fmt: str, text: str, *, source: str = "<text>") -> list[CaseResul
     return get_parser(fmt)(text, source=source)
 
 
-def _read(path: Path) -> str:
+class ResultsRefused(ParseError):
+    """The results file is not something zlops reads (zlops.safefiles), or its parsing ran too long."""
+
+
+def _read(path: Path, *, root: Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """The text of a results file, checked first (zlops.safefiles): a regular file, inside ``root``
+    when given, at most ``max_bytes``; a FIFO, device, socket or symlink out of ``root`` is refused."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_untrusted(path, root=root, max_bytes=max_bytes).decode("utf-8")
     except FileNotFoundError:
         raise ParseError("results file was not written by the benchmark", path=str(path)) from None
+    except UnsafeFile as exc:
+        raise ResultsRefused(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ParseError(f"cannot read results file: {exc}", path=str(path)) from None
 
 
-def parse_results(fmt: str, path: Path) -> list[CaseResult]:
-    """Parse a results file; a missing, unreadable or malformed file raises ParseError naming it."""
-    return parse_text(fmt, _read(path), source=str(path))
+def _bounded(fn: Callable[[], list[CaseResult]], timeout_s: float | None, source: str) -> list[CaseResult]:
+    """Run a parser with a deadline. A parser past it is abandoned (left to finish in a daemon
+    thread) and the file is refused: one pathological results file must not stall the night."""
+    if timeout_s is None:
+        return fn()
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["out"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            box["exc"] = exc
+
+    worker = threading.Thread(target=target, name=f"parse {source}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise ResultsRefused(f"parsing took longer than {timeout_s:g} s (results_parse_timeout_s); refused",
+                             path=source)
+    if "exc" in box:
+        raise box["exc"]  # type: ignore[misc]
+    return box["out"]  # type: ignore[return-value]
+
+
+def parse_results(fmt: str, path: Path, *, root: Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                  timeout_s: float | None = None) -> list[CaseResult]:
+    """Parse a results file; a missing, unreadable, unsafe or malformed file raises ParseError naming it.
+
+    ``root``: the shard folder the file must stay in (symlinks out of it are refused);
+    ``max_bytes``: the size limit; ``timeout_s``: the bound on parsing (None: unbounded).
+    """
+    text = _read(path, root=root, max_bytes=max_bytes)
+    return _bounded(lambda: parse_text(fmt, text, source=str(path)), timeout_s, str(path))
 
 
 def parse_results_with_report(fmt: str, path: Path) -> ParseReport:
