@@ -15,9 +15,11 @@ nothing and adds no archive revision. ``zlops rescore --show RUN`` lists the arc
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from zlops import __version__, pipeline
 from zlops.config import Config
@@ -133,6 +135,7 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         note = ("the run recorded no baseline runs (compared before zlops kept them): the newest accepted runs "
                 "that finished before it started")
     summary = pipeline.compare(ctx, baseline_runs=baseline_runs, as_of=run.started_at, save=False)
+    summary = _with_stored_ab(config, run.meta, summary, before)
     after = {(c.pool, c.case, c.metric): c for c in summary.comparisons}
     changes = tuple(RescoreChange(*key, before.get(key), after.get(key)) for key in sorted(before.keys() | after))
     revision = None
@@ -144,6 +147,29 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
             save_comparisons(session, run_key, summary.comparisons)
     log.info("rescored %s: %d changed", run_key, sum(c.changed for c in changes))
     return RescoreResult(run_key, revision, summary, changes, reparsed, tuple(failed), note)
+
+
+def _with_stored_ab(config: Config, meta: Mapping[str, Any], summary: CompareSummary,
+                    before: Mapping[tuple[str, str, str], Comparison]) -> CompareSummary:
+    """Re-apply the night's own A/B evidence: a suspect whose stored row holds the A/B's runs is decided
+    by those runs again (:func:`zlops.judge.confirm_suspect`), as the night decided it, never left a
+    suspect because a rescore cannot re-run the A/B."""
+    from zlops import judging
+    from zlops.judge import confirm_suspect
+
+    setup, _ = judging.for_run(meta, config)
+    policy = setup.policy or config.noise.policy(setup.thresholds)
+    rows = []
+    for c in summary.comparisons:
+        old = before.get((c.pool, c.case, c.metric))
+        f = old.figures if old is not None else None
+        if c.verdict.awaiting_confirmation and f is not None and f.runs_base and f.runs_head:
+            label = f.reference_label.split(",")[0] if f.reference_label.startswith("A/B") else "A/B base"
+            c = replace(c, judgement=confirm_suspect(c.judgement, f.runs_base, f.runs_head,
+                                                     lower_is_better=c.lower_is_better, policy=policy,
+                                                     base_label=label))
+        rows.append(c)
+    return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(rows))
 
 
 def _results_path(outcome: ShardOutcome) -> Path | None:

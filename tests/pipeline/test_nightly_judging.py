@@ -109,6 +109,13 @@ def test_ab_confirms_a_real_step_the_same_night(tmp_path: Path, upstream: Upstre
 
     cost = _pipeline.open_store(config).get_run(night.summary.run_key).meta["ab"]["local"]
     assert cost["runs"] == 10 and cost["stopped"] == "decided" and cost["cases"] == "all"
+    # a rescore re-derives the night from its artifacts and decides the suspect by the night's own A/B
+    # runs again (issue 12: "unchanged became suspect again" on a rescore)
+    from zlops.rescore import rescore
+
+    again = {c.case: c for c in rescore(config, night.summary.run_key).summary.comparisons}["alpha"]
+    assert again.verdict is Verdict.SEVERE and again.figures is not None
+    assert again.figures.runs_head == alpha.figures.runs_head
     assert not any((config.worktrees_dir / "fake").iterdir())  # both A/B worktrees removed
 
 
