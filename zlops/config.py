@@ -549,13 +549,13 @@ class Config(_Strict):
 
     def host_limits(self, pool: str) -> Any:
         """The pool's contention limits (:class:`zlops.contention.HostLimits`): its own keys, else the
-        global ``contention`` section's."""
+        global ``contention`` section's (a pool this config does not name has only the global ones)."""
         from zlops.contention import HostLimits
 
-        own, glob = self.pools[pool], self.contention
+        own, glob = self.pools.get(pool), self.contention
 
         def pick(name: str) -> Any:
-            value = getattr(own, name)
+            value = getattr(own, name) if own is not None else None
             return getattr(glob, name) if value is None else value
 
         return HostLimits(max_foreign_cpu_pct=pick("max_foreign_cpu_pct"), max_host_load=pick("max_host_load"),
