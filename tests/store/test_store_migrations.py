@@ -18,10 +18,10 @@ from zlops.store import Store
 from zlops.store.migrate import alembic_config, head_revision, sql_dir
 from zlops.store.models import Base
 
-TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events"}
+TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events", "series_points"}
 
 
-HEAD = "0003"  # the latest migration; bump with every new sql/versions file
+HEAD = "0004"  # the latest migration; bump with every new sql/versions file
 
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:

@@ -1,0 +1,266 @@
+"""Columnar series reads for the judge: a suite's history, verdicts and baselines in a few queries.
+
+Every read here issues a number of queries that does not depend on the number of series (run-id IN
+lists are cut into chunks of :data:`CHUNK`, so it grows only with the window), and none parses raw
+samples except :func:`run_samples`, which loads ONE run. The rows come from ``series_points`` (one per
+series and run, pooled over the pool's devices, written by the compare step and by migration 0004).
+A run in the window that has no points yet (stored before its compare step, or a pool re-recorded since)
+is summarized from its raw results instead, with the same functions ingest uses, so the answer never
+depends on whether the compare step already ran.
+
+Which runs count: the accepted runs of the suite and ``kind`` whose sha is in ``ancestors``, minus
+``exclude_run_key``, dated by ``finished_at`` (``started_at`` when unset); per pool (a run is in a pool
+when one of its shards there ended ok) the newest ``window`` of them. The caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import delete, insert, select
+from sqlalchemy.orm import Session
+
+from zlops.errors import StoreError
+from zlops.model import BaselinePoint, CaseResult, ShardStatus
+from zlops.store.models import ComparisonRow, Result, Run, SeriesPointRow, Shard
+from zlops.store.points import SeriesKey, SeriesPoint, point_rows, pool_device_results
+from zlops.store.runs import require_run
+
+#: Ids per IN (...) list: far below SQLite's bound-parameter limit (32766 since 3.32, 999 before).
+CHUNK = 500
+
+HISTORY_COLUMNS = ["pool", "case", "metric", "run_key", "sha", "finished_at", "unit", "lower_is_better",
+                   "median", "n", "spread_pct"]
+VERDICT_COLUMNS = ["run_key", "pool", "case", "metric", "verdict"]
+BASELINE_COLUMNS = ["pool", "run_key", "sha", "finished_at"]
+_POINT_COLUMNS = ["run_id", "pool", "case", "metric", "unit", "lower_is_better", "median", "n", "spread_pct"]
+
+
+def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+@dataclass(frozen=True)
+class WindowRun:
+    """One accepted run in one pool's window."""
+
+    run_id: int
+    pool: str
+    run_key: str
+    sha: str
+    finished_at: datetime
+
+
+def window_runs(session: Session, suite: str, *, ancestors: Collection[str], window: int,
+                exclude_run_key: str | None = None, pools: Collection[str] | None = None,
+                kind: str = "nightly") -> list[WindowRun]:
+    """The newest ``window`` accepted ancestor runs of each pool, newest first within a pool (ONE query).
+
+    The accepted runs of the suite are listed with their pools and filtered by sha here: ``ancestors``
+    is typically a first-parent history of thousands of commits, too long for a portable IN list, while
+    a suite has one accepted run a night (a few hundred rows a year).
+    """
+    if window < 1:
+        raise ValueError(f"window: expected >= 1, got {window}")
+    wanted = set(ancestors)
+    if not wanted:
+        return []
+    rows = session.execute(
+        select(Run.id, Shard.pool, Run.run_key, Run.sha, Run.finished_at, Run.started_at)
+        .join(Shard, Shard.run_id == Run.id)
+        .where(Run.suite == suite, Run.kind == kind, Run.accepted.is_(True),
+               Shard.status == ShardStatus.OK.value)
+        .distinct())
+    per_pool: dict[str, list[WindowRun]] = {}
+    for rid, pool, run_key, sha, finished, started in rows:
+        if sha in wanted and run_key != exclude_run_key and (pools is None or pool in pools):
+            per_pool.setdefault(pool, []).append(WindowRun(rid, pool, run_key, sha, finished or started))
+    out: list[WindowRun] = []
+    for pool in sorted(per_pool):
+        runs = sorted(per_pool[pool], key=lambda r: (r.finished_at, r.run_id), reverse=True)
+        out.extend(runs[:window])
+    return out
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, object)) for c in columns})
+
+
+_DTYPES = {"median": "float64", "spread_pct": "float64", "n": "int64", "lower_is_better": "bool",
+           "finished_at": "datetime64[us, UTC]", "run_id": "int64"}
+
+
+def _point_frame(session: Session, runs: Sequence[WindowRun]) -> pd.DataFrame:
+    """series_points rows of the (run, pool) pairs of ``runs``; a pair without rows is summarized
+    from its raw results (see the module docstring)."""
+    run_ids = sorted({r.run_id for r in runs})
+    pools = sorted({r.pool for r in runs})
+    frames: list[pd.DataFrame] = []
+    for chunk in chunks(run_ids):
+        query = (select(SeriesPointRow.run_id, SeriesPointRow.pool, SeriesPointRow.case, SeriesPointRow.metric,
+                        SeriesPointRow.unit, SeriesPointRow.lower_is_better, SeriesPointRow.median,
+                        SeriesPointRow.n, SeriesPointRow.spread_pct)
+                 .where(SeriesPointRow.run_id.in_(chunk)))
+        if len(pools) <= CHUNK:
+            query = query.where(SeriesPointRow.pool.in_(pools))
+        rows = session.execute(query).all()
+        if rows:
+            frames.append(pd.DataFrame.from_records(rows, columns=_POINT_COLUMNS))
+    points = pd.concat(frames, ignore_index=True) if frames else _empty(_POINT_COLUMNS)
+    present = set(zip(points["run_id"].tolist(), points["pool"].tolist(), strict=True)) if len(points) else set()
+    # a pool without points gets them from the raw results (usually none: the compare step writes them)
+    missing = sorted({(r.run_id, r.pool) for r in runs} - present)
+    if missing:
+        fallback = _points_from_results(session, missing)
+        if len(fallback):
+            points = pd.concat([points, fallback], ignore_index=True) if len(points) else fallback
+    return points
+
+
+def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]]) -> pd.DataFrame:
+    wanted = set(pairs)
+    records: list[dict[str, Any]] = []
+    for chunk in chunks(sorted({rid for rid, _ in pairs})):
+        rows = session.execute(
+            select(Shard.run_id, Shard.pool, Shard.device, Result.case, Result.metric, Result.unit,
+                   Result.lower_is_better, Result.samples)
+            .join(Result, Result.shard_id == Shard.id)
+            .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value)
+            .order_by(Shard.run_id, Shard.pool, Shard.device, Result.id))
+        by_run: dict[int, list[tuple[str, int, CaseResult]]] = {}
+        for rid, pool, device, case, metric, unit, lower, samples in rows:
+            if (rid, pool) in wanted:
+                by_run.setdefault(rid, []).append(
+                    (pool, device, CaseResult(case, metric, unit, bool(lower), tuple(samples))))
+        for rid, items in by_run.items():
+            records.extend({"run_id": rid, **row} for row in point_rows(pool_device_results(items)))
+    if not records:
+        return _empty(_POINT_COLUMNS)
+    return pd.DataFrame.from_records(records, columns=_POINT_COLUMNS)
+
+
+def history_frame(session: Session, suite: str, *, ancestors: Collection[str], window: int,
+                  exclude_run_key: str | None = None, pools: Collection[str] | None = None,
+                  kind: str = "nightly") -> pd.DataFrame:
+    """The suite's history, one row per series and run, oldest first per series.
+
+    Columns :data:`HISTORY_COLUMNS`: ``pool, case, metric, run_key, sha, finished_at`` (UTC),
+    ``unit, lower_is_better, median, n, spread_pct`` (NaN where the spread is unknown); the rows of a
+    series are consecutive, sorted by (pool, case, metric, finished_at). Runs: the module docstring.
+    """
+    runs = window_runs(session, suite, ancestors=ancestors, window=window, exclude_run_key=exclude_run_key,
+                       pools=pools, kind=kind)
+    if not runs:
+        return _empty(HISTORY_COLUMNS)
+    points = _point_frame(session, runs)
+    if not len(points):
+        return _empty(HISTORY_COLUMNS)
+    meta = pd.DataFrame({"run_id": [r.run_id for r in runs], "pool": [r.pool for r in runs],
+                         "run_key": [r.run_key for r in runs], "sha": [r.sha for r in runs],
+                         "finished_at": pd.to_datetime([r.finished_at for r in runs], utc=True)})
+    frame = points.merge(meta, on=["run_id", "pool"], how="inner", sort=False)
+    frame = frame.sort_values(["pool", "case", "metric", "finished_at", "run_id"], kind="stable",
+                              ignore_index=True)
+    frame["n"] = frame["n"].astype("int64")
+    frame["median"] = frame["median"].astype("float64")
+    frame["spread_pct"] = frame["spread_pct"].astype("float64")
+    frame["lower_is_better"] = frame["lower_is_better"].astype(bool)
+    return frame[HISTORY_COLUMNS]
+
+
+def baseline_frame(session: Session, suite: str, *, ancestors: Collection[str], window: int,
+                   exclude_run_key: str | None = None, pools: Collection[str] | None = None,
+                   kind: str = "nightly") -> pd.DataFrame:
+    """Per pool, its newest accepted ancestor run within the window: columns :data:`BASELINE_COLUMNS`.
+
+    The baseline run of a pool; :func:`run_samples` loads its raw samples. One query.
+    """
+    newest: dict[str, WindowRun] = {}
+    for r in window_runs(session, suite, ancestors=ancestors, window=window, exclude_run_key=exclude_run_key,
+                         pools=pools, kind=kind):
+        newest.setdefault(r.pool, r)  # window_runs lists each pool newest first
+    if not newest:
+        return _empty(BASELINE_COLUMNS)
+    runs = [newest[p] for p in sorted(newest)]
+    return pd.DataFrame({"pool": [r.pool for r in runs], "run_key": [r.run_key for r in runs],
+                         "sha": [r.sha for r in runs],
+                         "finished_at": pd.to_datetime([r.finished_at for r in runs], utc=True)})
+
+
+def run_samples(session: Session, run_key: str, pools: Collection[str] | None = None,
+                ) -> dict[SeriesKey, BaselinePoint]:
+    """The raw samples of ONE run's series, pooled over each pool's ok shards (device order, later
+    devices converted to the first one's unit, as ``compare.pool_results``). Two queries."""
+    run = require_run(session, run_key)
+    query = (select(Shard.pool, Shard.device, Result.case, Result.metric, Result.unit, Result.lower_is_better,
+                    Result.samples)
+             .join(Result, Result.shard_id == Shard.id)
+             .where(Shard.run_id == run.id, Shard.status == ShardStatus.OK.value)
+             .order_by(Shard.pool, Shard.device, Result.id))
+    if pools is not None:
+        query = query.where(Shard.pool.in_(sorted(pools)))
+    pooled = pool_device_results(
+        (pool, device, CaseResult(case, metric, unit, bool(lower), tuple(samples)))
+        for pool, device, case, metric, unit, lower, samples in session.execute(query))
+    return {key: BaselinePoint(run.run_key, run.sha, res.unit, res.samples) for key, res in pooled.items()}
+
+
+def verdict_frame(session: Session, run_keys: Sequence[str], *,
+                  verdicts: Collection[str] | None = None) -> pd.DataFrame:
+    """What the compare tables of ``run_keys`` judged: columns :data:`VERDICT_COLUMNS`.
+
+    ``verdicts`` keeps only rows with those verdict values (e.g. the level changes), which keeps the
+    frame small; rows are in run_keys order, then by series. One query per :data:`CHUNK` run keys.
+    """
+    keys = list(dict.fromkeys(run_keys))
+    frames: list[pd.DataFrame] = []
+    wanted = None if verdicts is None else sorted({str(getattr(v, "value", v)) for v in verdicts})
+    if wanted is not None and not wanted:
+        return _empty(VERDICT_COLUMNS)
+    for chunk in chunks(keys):
+        query = (select(Run.run_key, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
+                        ComparisonRow.verdict)
+                 .join(ComparisonRow, ComparisonRow.run_id == Run.id)
+                 .where(Run.run_key.in_(chunk)))
+        if wanted is not None:
+            query = query.where(ComparisonRow.verdict.in_(wanted))
+        rows = session.execute(query).all()
+        if rows:
+            frames.append(pd.DataFrame.from_records(rows, columns=VERDICT_COLUMNS))
+    if not frames:
+        return _empty(VERDICT_COLUMNS)
+    frame = pd.concat(frames, ignore_index=True)
+    order = {k: i for i, k in enumerate(keys)}
+    frame["_o"] = frame["run_key"].map(order)
+    return frame.sort_values(["_o", "pool", "case", "metric"], kind="stable", ignore_index=True)[VERDICT_COLUMNS]
+
+
+def save_series_points(session: Session, run_key: str,
+                       points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | Mapping[str, Any]]) -> int:
+    """REPLACE the pooled series points of ``run_key`` with ``points``; returns how many were stored.
+
+    ``points``: the output of ``compare.pool_results`` (series -> pooled CaseResult; the median, n and
+    spread are computed here), or :class:`~zlops.store.points.SeriesPoint` values, or plain mappings
+    with their fields. Replacing keeps a retry (or a rescore) idempotent; a repeated series is refused.
+    """
+    run = require_run(session, run_key)
+    try:
+        rows = point_rows(points)
+    except ValueError as exc:
+        raise StoreError(f"series points of run {run_key!r} were refused: {exc}") from exc
+    session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id))
+    if rows:
+        session.execute(insert(SeriesPointRow), [{"run_id": run.id, **r} for r in rows])
+    return len(rows)
+
+
+def newest_per_series(history: pd.DataFrame) -> pd.DataFrame:
+    """The last (newest) row of every series of a :func:`history_frame`."""
+    if not len(history):
+        return history
+    return history.groupby(["pool", "case", "metric"], sort=False, observed=True).tail(1)
