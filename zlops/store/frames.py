@@ -15,6 +15,7 @@ when one of its shards there ended ok) the newest ``window`` of them. The caller
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session
 from zlops.errors import StoreError
 from zlops.model import BaselinePoint, CaseResult, ShardStatus
 from zlops.store.models import ComparisonRow, Result, Run, SeriesPointRow, Shard
-from zlops.store.points import SeriesKey, SeriesPoint, point_rows, pool_device_results
+from zlops.store.points import SeriesKey, SeriesPoint, point_rows, pool_samples, spreads
 from zlops.store.runs import require_run
 
 #: Ids per IN (...) list: far below SQLite's bound-parameter limit (32766 since 3.32, 999 before).
@@ -87,6 +88,14 @@ def window_runs(session: Session, suite: str, *, ancestors: Collection[str], win
     return out
 
 
+def _fetch_frame(session: Session, query: Any, columns: list[str]) -> pd.DataFrame | None:
+    """Run ``query`` on the session's connection (Core: no ORM row processing) into a frame, column-wise."""
+    rows = session.connection().execute(query).fetchall()
+    if not rows:
+        return None
+    return pd.DataFrame(dict(zip(columns, map(list, zip(*rows, strict=True)), strict=True)))
+
+
 def _empty(columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, object)) for c in columns})
 
@@ -108,9 +117,9 @@ def _point_frame(session: Session, runs: Sequence[WindowRun]) -> pd.DataFrame:
                  .where(SeriesPointRow.run_id.in_(chunk)))
         if len(pools) <= CHUNK:
             query = query.where(SeriesPointRow.pool.in_(pools))
-        rows = session.execute(query).all()
-        if rows:
-            frames.append(pd.DataFrame.from_records(rows, columns=_POINT_COLUMNS))
+        frame = _fetch_frame(session, query, _POINT_COLUMNS)
+        if frame is not None:
+            frames.append(frame)
     points = pd.concat(frames, ignore_index=True) if frames else _empty(_POINT_COLUMNS)
     present = set(zip(points["run_id"].tolist(), points["pool"].tolist(), strict=True)) if len(points) else set()
     # a pool without points gets them from the raw results (usually none: the compare step writes them)
@@ -126,19 +135,24 @@ def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]]) -> 
     wanted = set(pairs)
     records: list[dict[str, Any]] = []
     for chunk in chunks(sorted({rid for rid, _ in pairs})):
-        rows = session.execute(
+        rows = session.connection().execute(
             select(Shard.run_id, Shard.pool, Shard.device, Result.case, Result.metric, Result.unit,
                    Result.lower_is_better, Result.samples)
             .join(Result, Result.shard_id == Shard.id)
             .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value)
             .order_by(Shard.run_id, Shard.pool, Shard.device, Result.id))
-        by_run: dict[int, list[tuple[str, int, CaseResult]]] = {}
-        for rid, pool, device, case, metric, unit, lower, samples in rows:
-            if (rid, pool) in wanted:
-                by_run.setdefault(rid, []).append(
-                    (pool, device, CaseResult(case, metric, unit, bool(lower), tuple(samples))))
+        by_run: dict[int, list[tuple[str, int, str, str, str, bool, Sequence[float]]]] = {}
+        for rid, *row in rows:
+            if (rid, row[0]) in wanted:
+                by_run.setdefault(rid, []).append(tuple(row))  # type: ignore[arg-type]
         for rid, items in by_run.items():
-            records.extend({"run_id": rid, **row} for row in point_rows(pool_device_results(items)))
+            pooled = pool_samples(items)
+            keys = sorted(pooled)
+            for key, spread in zip(keys, spreads([pooled[k][2] for k in keys]), strict=True):
+                unit, lower, samples = pooled[key]
+                records.append({"run_id": rid, "pool": key[0], "case": key[1], "metric": key[2], "unit": unit,
+                                "lower_is_better": lower, "median": float(statistics.median(samples)),
+                                "n": len(samples), "spread_pct": spread})
     if not records:
         return _empty(_POINT_COLUMNS)
     return pd.DataFrame.from_records(records, columns=_POINT_COLUMNS)
@@ -204,10 +218,9 @@ def run_samples(session: Session, run_key: str, pools: Collection[str] | None = 
              .order_by(Shard.pool, Shard.device, Result.id))
     if pools is not None:
         query = query.where(Shard.pool.in_(sorted(pools)))
-    pooled = pool_device_results(
-        (pool, device, CaseResult(case, metric, unit, bool(lower), tuple(samples)))
-        for pool, device, case, metric, unit, lower, samples in session.execute(query))
-    return {key: BaselinePoint(run.run_key, run.sha, res.unit, res.samples) for key, res in pooled.items()}
+    pooled = pool_samples(session.connection().execute(query))  # type: ignore[arg-type]
+    return {key: BaselinePoint(run.run_key, run.sha, unit, tuple(samples))
+            for key, (unit, _, samples) in pooled.items()}
 
 
 def verdict_frame(session: Session, run_keys: Sequence[str], *,
@@ -229,9 +242,9 @@ def verdict_frame(session: Session, run_keys: Sequence[str], *,
                  .where(Run.run_key.in_(chunk)))
         if wanted is not None:
             query = query.where(ComparisonRow.verdict.in_(wanted))
-        rows = session.execute(query).all()
-        if rows:
-            frames.append(pd.DataFrame.from_records(rows, columns=VERDICT_COLUMNS))
+        frame = _fetch_frame(session, query, VERDICT_COLUMNS)
+        if frame is not None:
+            frames.append(frame)
     if not frames:
         return _empty(VERDICT_COLUMNS)
     frame = pd.concat(frames, ignore_index=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,19 +58,38 @@ def spreads(samples: Sequence[Sequence[float]]) -> list[float | None]:
 
 def pool_device_results(rows: Iterable[tuple[str, int, CaseResult]]) -> dict[SeriesKey, CaseResult]:
     """(pool, device, result) rows pooled per series, as :func:`zlops.compare.pool_results` does."""
-    grouped: dict[SeriesKey, list[tuple[int, CaseResult]]] = defaultdict(list)
-    for pool, device, res in rows:
-        grouped[(pool, res.case, res.metric)].append((device, res))
-    out: dict[SeriesKey, CaseResult] = {}
+    params: dict[SeriesKey, Mapping[str, Any]] = {}
+
+    def flat() -> Iterator[tuple[str, int, str, str, str, bool, Sequence[float]]]:
+        for pool, device, r in rows:
+            params.setdefault((pool, r.case, r.metric), r.params)
+            yield pool, device, r.case, r.metric, r.unit, r.lower_is_better, r.samples
+
+    pooled = pool_samples(flat())
+    return {key: CaseResult(key[1], key[2], unit, lower, tuple(samples), dict(params[key]))
+            for key, (unit, lower, samples) in pooled.items()}
+
+
+def pool_samples(rows: Iterable[tuple[str, int, str, str, str, bool, Sequence[float]]],
+                 ) -> dict[SeriesKey, tuple[str, bool, list[float]]]:
+    """(pool, device, case, metric, unit, lower_is_better, samples) rows pooled per series into
+    (unit, lower_is_better, samples): devices in order, the first device's unit and direction win and
+    the other devices' samples are converted to that unit (``compare.pool_results``' rule)."""
+    grouped: dict[SeriesKey, list[tuple[int, str, bool, Sequence[float]]]] = defaultdict(list)
+    for pool, device, case, metric, unit, lower, samples in rows:
+        grouped[(pool, case, metric)].append((device, unit, bool(lower), samples))
+    out: dict[SeriesKey, tuple[str, bool, list[float]]] = {}
     for key, items in grouped.items():
-        items.sort(key=lambda t: t[0])
-        first = items[0][1]
-        samples: list[float] = []
-        for _, r in items:
-            samples.extend(r.samples if r.unit == first.unit else
-                           (metrics.convert(v, r.unit, first.unit) for v in r.samples))
-        out[key] = CaseResult(first.case, first.metric, first.unit, first.lower_is_better, tuple(samples),
-                              dict(first.params))
+        if len(items) > 1:
+            items.sort(key=lambda t: t[0])
+        _, unit, lower, _ = items[0]
+        pooled: list[float] = []
+        for _, u, _, samples in items:
+            if u == unit:
+                pooled.extend(float(v) for v in samples)
+            else:
+                pooled.extend(metrics.convert(float(v), u, unit) for v in samples)
+        out[key] = (unit, lower, pooled)
     return out
 
 
