@@ -77,8 +77,8 @@ def test_save_series_points_replaces_and_refuses_repeats(store: Store, make) -> 
     _night(store, make, "r", sha=1, day=1)
     with store.engine.connect() as conn:
         count = conn.execute(text("SELECT count(*) FROM series_points")).scalar()
-        npu = conn.execute(text("SELECT median, n, spread_pct, unit FROM series_points "
-                                "WHERE pool = 'npu' AND \"case\" = 'c0'")).one()
+        npu = conn.execute(text("SELECT median, n, spread_pct, unit FROM series_points JOIN series "
+                                "ON series.id = series_id WHERE pool = 'npu' AND \"case\" = 'c0'")).one()
     assert count == 4
     pooled = (10.0, 10.5, 11.0, 11.0, 11.5, 12.0)  # devices 0 and 1 pooled in device order
     assert (npu[0], npu[1], npu[3]) == (11.0, 6, "us")
@@ -105,7 +105,8 @@ def test_recording_a_shard_drops_its_pools_points(store: Store, make) -> None:
     _night(store, make, "r", sha=1, day=1)
     store.record_shard("r", make.shard("npu", 1), [make.result("c0", LAT, (99.0,))])
     with store.engine.connect() as conn:
-        pools = conn.execute(text("SELECT DISTINCT pool FROM series_points")).scalars().all()
+        pools = conn.execute(text("SELECT DISTINCT pool FROM series_points JOIN series "
+                                  "ON series.id = series_id")).scalars().all()
     assert pools == ["cpu"]
     # the history read summarizes the re-recorded pool from its raw results meanwhile
     frame = store.history_frame("ops", ancestors=[make.sha(1)], window=5)

@@ -18,7 +18,8 @@ from zlops.store import Store
 from zlops.store.migrate import alembic_config, head_revision, sql_dir
 from zlops.store.models import Base
 
-TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events", "series_points"}
+TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events", "series",
+          "series_points"}
 
 
 HEAD = "0004"  # the latest migration; bump with every new sql/versions file
@@ -191,6 +192,7 @@ def test_upgrade_from_0003_backfills_summaries_and_series_points(store: Store, m
         spreads = conn.execute(text("SELECT samples, spread_pct FROM results")).all()
         points = conn.execute(text(
             'SELECT pool, "case", metric, unit, lower_is_better, median, n, spread_pct FROM series_points '
+            "JOIN series ON series.id = series_points.series_id "
             "WHERE run_id = (SELECT id FROM runs WHERE run_key = 'r1')")).all()
         assert conn.execute(text("SELECT count(*) FROM series_points")).scalar() == len(expected) + 1
     import json

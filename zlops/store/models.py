@@ -153,25 +153,39 @@ class Result(Base):
     spread_pct: Mapped[float | None] = mapped_column(Float)
 
 
-class SeriesPointRow(Base):
-    """One series of one run, its samples pooled over the pool's devices (``compare.pool_results``).
+class SeriesRow(Base):
+    """One series of a suite: (pool, case, metric) in one unit and direction.
 
-    Written by the compare step for its run (replaced wholesale, so a retry or a rescore leaves one
-    row per series) and dropped for a pool whenever one of its shards is re-recorded; the history
-    reads (:mod:`zlops.store.frames`) use these rows and never parse raw samples. Keyed by
-    (run, pool, case, metric); the unique index serves the by-run reads.
+    The dimension of ``series_points``: a night's point stores only numbers and this id, so a history
+    read moves numbers, not the same strings once a night. A series whose unit or direction changes is
+    a new row (its points are not comparable with the old ones).
     """
 
-    __tablename__ = "series_points"
-    __table_args__ = (UniqueConstraint("run_id", "pool", "case", "metric"),)
+    __tablename__ = "series"
+    __table_args__ = (UniqueConstraint("suite", "pool", "case", "metric", "unit", "lower_is_better"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    suite: Mapped[str] = mapped_column(String(200))
     pool: Mapped[str] = mapped_column(String(100))
     case: Mapped[str] = mapped_column(String(500))
     metric: Mapped[str] = mapped_column(String(100))
     unit: Mapped[str] = mapped_column(String(32))
     lower_is_better: Mapped[bool] = mapped_column(Boolean)
+
+
+class SeriesPointRow(Base):
+    """One series of one run, its samples pooled over the pool's devices (``compare.pool_results``).
+
+    Written by the compare step for its run (replaced wholesale, so a retry or a rescore leaves one
+    row per series) and dropped for a pool whenever one of its shards is re-recorded; the history
+    reads (:mod:`zlops.store.frames`) use these rows and never parse raw samples. The primary key
+    (run, series) serves the by-run reads.
+    """
+
+    __tablename__ = "series_points"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"), primary_key=True)
     median: Mapped[float] = mapped_column(Float)
     n: Mapped[int] = mapped_column(Integer)
     spread_pct: Mapped[float | None] = mapped_column(Float)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sqlalchemy import Connection, Table, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from zlops import metrics
 from zlops.model import CaseResult
@@ -30,6 +32,8 @@ from zlops.model import CaseResult
 _NDTRI_075 = 0.6744897501960817
 
 SeriesKey = tuple[str, str, str]  # (pool, case, metric)
+#: A row of the ``series`` table, as its identity: (pool, case, metric, unit, lower_is_better) in a suite.
+SeriesIdentity = tuple[str, str, str, str, bool]
 
 
 def spread_pct(samples: Sequence[float]) -> float | None:
@@ -161,3 +165,40 @@ def point_rows(points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | M
         seen.add(key)
         rows.append({f: getattr(point, f) for f in _POINT_FIELDS})
     return rows
+
+
+def ensure_series(conn: Connection, table: Table, suite: str,
+                  keys: Iterable[SeriesIdentity]) -> dict[SeriesIdentity, int]:
+    """The ``series`` ids of ``keys`` in ``suite``, inserting the new ones (concurrent writers: ON
+    CONFLICT DO NOTHING, then read back). Two queries, three when some series are new; ``table`` is the
+    ``series`` table (the model's, or a migration's lightweight copy)."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    pools = sorted({k[0] for k in wanted})
+    c = table.c
+
+    def known() -> dict[SeriesIdentity, int]:
+        rows = conn.execute(select(c.id, c.pool, c.case, c.metric, c.unit, c.lower_is_better)
+                            .where(c.suite == suite, c.pool.in_(pools)))
+        return {(p, cs, m, u, bool(lib)): i for i, p, cs, m, u, lib in rows}
+
+    ids = known()
+    missing = sorted(wanted - ids.keys())
+    if missing:
+        insert = postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
+        conn.execute(insert.on_conflict_do_nothing(),
+                     [{"suite": suite, "pool": p, "case": cs, "metric": m, "unit": u, "lower_is_better": lib}
+                      for p, cs, m, u, lib in missing])
+        ids = known()
+    return {k: ids[k] for k in wanted}
+
+
+def point_values(run_id: int, suite: str, conn: Connection, series_table: Table,
+                 rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``series_points`` rows of :func:`point_rows` output for one run (series ids resolved/created)."""
+    ids = ensure_series(conn, series_table, suite,
+                        ((r["pool"], r["case"], r["metric"], r["unit"], bool(r["lower_is_better"])) for r in rows))
+    return [{"run_id": run_id, "median": r["median"], "n": r["n"], "spread_pct": r["spread_pct"],
+             "series_id": ids[(r["pool"], r["case"], r["metric"], r["unit"], bool(r["lower_is_better"]))]}
+            for r in rows]

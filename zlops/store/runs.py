@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from zlops.errors import StoreError
 from zlops.model import CaseResult, RunRecord, RunStatus, ShardOutcome, ShardStatus
 from zlops.store.engine import dialect_insert
-from zlops.store.models import Result, Run, SeriesPointRow, Shard, utcnow
+from zlops.store.models import Result, Run, SeriesPointRow, SeriesRow, Shard, utcnow
 from zlops.store.points import spreads
 
 log = logging.getLogger(__name__)
@@ -142,8 +142,9 @@ def record_shard(session: Session, run_key: str, outcome: ShardOutcome,
         set_={name: stmt.excluded[name] for name in values},
     ).returning(Shard.id)).scalar_one()
     session.execute(delete(Result).where(Result.shard_id == shard_id))
+    pool_series = select(SeriesRow.id).where(SeriesRow.suite == run.suite, SeriesRow.pool == outcome.pool)
     session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id,
-                                                 SeriesPointRow.pool == outcome.pool))
+                                                 SeriesPointRow.series_id.in_(pool_series)))
     log.debug("shard %s/%s of run %s stored as %s with %d results", outcome.pool, outcome.device,
               run_key, values["status"], len(results))
     if not results:
