@@ -1,7 +1,7 @@
 """Store scale: S series x H nights on SQLite and PostgreSQL; ingest, history reads (old vs new), RSS, bytes.
 
     python benchmarks/scale.py --db sqlite,postgres --series 1000,20000 --nights 30,365
-    python benchmarks/scale.py --series 1000 --nights 30 --compare      # + the full compare step
+    python benchmarks/scale.py --series 1000 --nights 30 --compare 1000   # + the full compare step
 
 For each database and S a fresh store is filled with synthetic accepted nightly runs (two pools, one
 device each, S/2 cases per pool, ``--samples`` raw samples per result, a compare table per night with a
@@ -90,6 +90,13 @@ class Filler:
         raw = self.store.engine.raw_connection()
         try:
             cur = raw.cursor()
+            if not self.pg:  # the store's engine hands transaction control to SQLAlchemy: begin here
+                cur.execute("BEGIN")
+            if self.nights == 0:  # the series dimension, once (ids 1..S in case order)
+                t = (lambda b: b) if self.pg else int
+                self._write(cur, "series", 'id, suite, pool, "case", metric, unit, lower_is_better',
+                            [(i + 1, SUITE, POOLS[i // self.per_pool], case(i), "latency", "us", t(True))
+                             for i in range(self.series)])
             for night in range(self.nights + 1, upto + 1):
                 self._night(cur, night)
             raw.commit()
@@ -98,7 +105,7 @@ class Filler:
         self.nights = max(self.nights, upto)
         if self.pg:
             with self.store.engine.begin() as conn:
-                for table in ("runs", "shards", "results", "series_points", "comparisons"):
+                for table in ("runs", "shards", "results", "series", "comparisons"):
                     conn.exec_driver_sql(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                                          f"(SELECT coalesce(max(id), 1) FROM {table}))")
 
@@ -120,8 +127,7 @@ class Filler:
                 c = case(i)
                 results.append((rid, shard_id, c, "latency", "us", t(True), float(medians[i]), self.samples,
                                 spread[i], texts[i], "{}"))
-                points.append((rid, night, pool, c, "latency", "us", t(True), float(medians[i]), self.samples,
-                               spread[i]))
+                points.append((night, i + 1, float(medians[i]), self.samples, spread[i]))
                 verdict = "regression" if (i + night) % 997 == 0 else "unchanged"
                 comps.append((rid, night, pool, c, "latency", "us", t(True), None, None, None, None,
                               None, None, None, verdict, ""))
@@ -131,8 +137,7 @@ class Filler:
                     "artifact_dir, error, results_file, telemetry, identity", shards)
         self._write(cur, "results", 'id, shard_id, "case", metric, unit, lower_is_better, median, n, spread_pct, '
                     "samples, params", results)
-        self._write(cur, "series_points", 'id, run_id, pool, "case", metric, unit, lower_is_better, median, n, '
-                    "spread_pct", points)
+        self._write(cur, "series_points", "run_id, series_id, median, n, spread_pct", points)
         self._write(cur, "comparisons", 'id, run_id, pool, "case", metric, unit, lower_is_better, base_run_key, '
                     "base_sha, base_samples, head_samples, change_pct, worse_pct, threshold_pct, verdict, note",
                     comps)
@@ -358,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--old-subset", type=int, default=100, help="series the old per-series path is timed on")
     ap.add_argument("--old-runs", type=int, default=30, help="runs the old baseline_candidates is timed on")
     ap.add_argument("--no-old", action="store_true", help="skip the old path")
-    ap.add_argument("--compare", action="store_true", help="also time zlops.pipeline.compare of one night")
+    ap.add_argument("--compare", type=int, default=0, metavar="MAX_SERIES",
+                    help="also time zlops.pipeline.compare of one night where S <= MAX_SERIES (0: never)")
     ap.add_argument("--json", type=Path, help="append each result as a JSON line to this file")
     ns = ap.parse_args(argv)
     rows = []
@@ -378,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                     ingest = _child(["ingest", *common])
                     new = _child(["new", *common])
                     old = None if ns.no_old else _child(["old", *common, str(ns.old_subset), str(ns.old_runs)])
-                    comp = _child(["compare", *common]) if ns.compare else None
+                    comp = _child(["compare", *common]) if series <= ns.compare else None
                     size = filler.size_bytes()
                     row = {"db": db, "series": series, "nights": nights, "fill_s": fill_s, "ingest": ingest,
                            "new": new, "old": old, "compare": comp,

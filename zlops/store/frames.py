@@ -133,19 +133,23 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun]) -> pd.
         rows.extend(_raw_rows(session, select(c.run_id, c.series_id, c.median, c.n, c.spread_pct)
                               .where(c.run_id.in_(chunk))))
     if rows:
-        run_col, sid_col, med_col, n_col, spread_col = (list(col) for col in zip(*rows, strict=True))
-        ids = sorted(meta, key=meta.__getitem__)  # position = the series' rank in (pool, case, metric) order
-        index = {sid: i for i, sid in enumerate(ids)}
-        pos = np.fromiter((index.get(s, -1) for s in sid_col), dtype=np.int64, count=len(sid_col))
-        known = pos >= 0
-        table = np.array([meta[i] for i in ids] + [("", "", "", "", False)], dtype=object)
+        # one C-level conversion (None -> NaN); run and series ids and n are exact in float64
+        arr = np.array(rows, dtype=float)
+        run_col, sid_col = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
+        by_key = sorted(meta, key=meta.__getitem__)  # rank = position in (pool, case, metric, unit) order
+        ids = np.array(sorted(meta), dtype=np.int64)
+        rank_of = np.empty(len(ids) + 1, dtype=np.int64)
+        rank_of[np.searchsorted(ids, np.array(by_key, dtype=np.int64))] = np.arange(len(by_key))
+        rank_of[-1] = -1
+        slot = np.searchsorted(ids, sid_col)
+        known = (slot < len(ids)) & (ids[np.minimum(slot, len(ids) - 1)] == sid_col)
+        pos = np.where(known, rank_of[np.where(known, slot, len(ids))], -1)
+        table = np.array([meta[i] for i in by_key] + [("", "", "", "", False)], dtype=object)
         picked = table[pos]  # -1 takes the blank last row; filtered out below
         points = pd.DataFrame({
-            "run_id": np.asarray(run_col, dtype=np.int64), "pool": picked[:, 0], "case": picked[:, 1],
-            "metric": picked[:, 2], "unit": picked[:, 3], "lower_is_better": picked[:, 4].astype(bool),
-            "median": np.asarray(med_col, dtype=float), "n": np.asarray(n_col, dtype=np.int64),
-            "spread_pct": np.array([np.nan if v is None else v for v in spread_col], dtype=float),
-            "_rank": pos})
+            "run_id": run_col, "pool": picked[:, 0], "case": picked[:, 1], "metric": picked[:, 2],
+            "unit": picked[:, 3], "lower_is_better": picked[:, 4].astype(bool), "median": arr[:, 2],
+            "n": arr[:, 3].astype(np.int64), "spread_pct": arr[:, 4], "_rank": pos})
         keep = np.zeros(len(points), dtype=bool)
         for pool in pools:  # each pool keeps the runs of its own window
             in_window = [r.run_id for r in runs if r.pool == pool]
@@ -215,8 +219,10 @@ def history_frame(session: Session, suite: str, *, ancestors: Collection[str], w
     frame["sha"] = np.array([r.sha for r in ordered], dtype=object)[at]
     frame["finished_at"] = pd.DatetimeIndex(pd.to_datetime([r.finished_at for r in ordered], utc=True))[at]
     if "_rank" in frame and not frame["_rank"].isna().any():  # all from stored points: sort numbers
-        order = np.lexsort((frame["run_id"].to_numpy(), frame["finished_at"].to_numpy(),
-                            frame["_rank"].to_numpy()))
+        when = np.empty(len(ordered), dtype=np.int64)  # each run's place in time (finished_at, run id)
+        when[sorted(range(len(ordered)), key=lambda i: (ordered[i].finished_at, ordered[i].run_id))] = \
+            np.arange(len(ordered))
+        order = np.lexsort((when[at], frame["_rank"].to_numpy()))
         frame = frame.iloc[order].reset_index(drop=True)
     else:
         frame = frame.sort_values(["pool", "case", "metric", "finished_at", "run_id"], kind="stable",
