@@ -290,6 +290,7 @@ def measure_compare(url: str, nights: int, window: int) -> dict[str, Any]:
     home = Path(os.environ.get("TMPDIR", "/tmp")) / "zlops-scale-home"
     config = parse_config({
         "home": str(home), "database": url, "judge": "noise", "noise": {"window": window},
+        "allow_caliber_mismatch": True,  # synthetic shards carry no device identity
         "pools": {"npu": {"backend": "cpu", "devices": [0]}, "cpu": {"backend": "cpu", "devices": [1]}},
         "suites": {SUITE: {"repo": str(home / "none.git"), "branch": "main", "install": [], "command": ["true"],
                            "format": "zlops-json", "pools": list(POOLS)}}}, source="benchmarks/scale.py")

@@ -18,20 +18,19 @@ when one of its shards there ended ok) the newest ``window`` of them. The caller
 from __future__ import annotations
 
 import statistics
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import delete, insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zlops.errors import StoreError
-from zlops.model import BaselinePoint, CaseResult, ShardStatus
+from zlops.model import BaselinePoint, ShardStatus
 from zlops.store.models import ComparisonRow, Result, Run, SeriesPointRow, SeriesRow, Shard
-from zlops.store.points import SeriesKey, SeriesPoint, point_rows, point_values, pool_samples, spreads
+from zlops.store.points import SeriesKey, pool_samples, spreads
 from zlops.store.runs import require_run
 
 #: Ids per IN (...) list: far below SQLite's bound-parameter limit (32766 since 3.32, 999 before).
@@ -298,26 +297,6 @@ def verdict_frame(session: Session, run_keys: Sequence[str], *,
     order = {k: i for i, k in enumerate(keys)}
     frame["_o"] = frame["run_key"].map(order)
     return frame.sort_values(["_o", "pool", "case", "metric"], kind="stable", ignore_index=True)[VERDICT_COLUMNS]
-
-
-def save_series_points(session: Session, run_key: str,
-                       points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | Mapping[str, Any]]) -> int:
-    """REPLACE the pooled series points of ``run_key`` with ``points``; returns how many were stored.
-
-    ``points``: the output of ``compare.pool_results`` (series -> pooled CaseResult; the median, n and
-    spread are computed here), or :class:`~zlops.store.points.SeriesPoint` values, or plain mappings
-    with their fields. Replacing keeps a retry (or a rescore) idempotent; a repeated series is refused.
-    """
-    run = require_run(session, run_key)
-    try:
-        rows = point_rows(points)
-    except ValueError as exc:
-        raise StoreError(f"series points of run {run_key!r} were refused: {exc}") from exc
-    session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id))
-    if rows:
-        conn = session.connection()
-        session.execute(insert(SeriesPointRow), point_values(run.id, run.suite, conn, SeriesRow.__table__, rows))
-    return len(rows)
 
 
 def newest_per_series(history: pd.DataFrame) -> pd.DataFrame:

@@ -9,14 +9,18 @@ a pool are interchangeable copies of one kind of hardware, so their rounds are o
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, and_, delete, insert, or_, select
 from sqlalchemy.orm import Session
 
-from zlops.model import BaselinePoint, HistoryPoint, ShardStatus
-from zlops.store.models import Result, Run, Shard
+from zlops.errors import StoreError
+from zlops.model import BaselinePoint, CaseResult, HistoryPoint, ShardStatus
+from zlops.store.models import Result, Run, SeriesPointRow, SeriesRow, Shard
+from zlops.store.points import SeriesKey, SeriesPoint, point_rows, point_values
+from zlops.store.runs import require_run
 
 BaselineCandidate = tuple[str, str, str, BaselinePoint, datetime]
 
@@ -94,3 +98,24 @@ def series_history(session: Session, suite: str, pool: str, case: str, metric: s
         points[rid][4].extend(float(v) for v in samples)
     return [HistoryPoint(run_key=run_key, sha=sha, when=when, unit=unit, samples=tuple(samples))
             for run_key, sha, when, unit, samples in points.values()]
+
+
+def save_series_points(session: Session, run_key: str,
+                       points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | Mapping[str, Any]]) -> int:
+    """REPLACE the pooled series points of ``run_key`` with ``points``; returns how many were stored.
+
+    ``points``: the output of ``compare.pool_results`` (series -> pooled CaseResult; the median, n and
+    spread are computed here), or :class:`~zlops.store.points.SeriesPoint` values, or plain mappings
+    with their fields. Replacing keeps a retry (or a rescore) idempotent; a repeated series is refused.
+    New series get their ``series`` row here.
+    """
+    run = require_run(session, run_key)
+    try:
+        rows = point_rows(points)
+    except ValueError as exc:
+        raise StoreError(f"series points of run {run_key!r} were refused: {exc}") from exc
+    session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id))
+    if rows:
+        values = point_values(run.id, run.suite, session.connection(), SeriesRow.__table__, rows)
+        session.execute(insert(SeriesPointRow), values)
+    return len(rows)

@@ -189,7 +189,7 @@ class Store:
                            ) -> int:
         """Replace the run's pooled series points (``compare.pool_results`` output, SeriesPoint values or
         plain rows); returns how many were stored. Idempotent."""
-        return self._write(_frames().save_series_points, run_key, points)
+        return self._write(series.save_series_points, run_key, points)
 
     def series_history(self, suite: str, pool: str, case: str, metric: str, *, limit: int = 60,
                        kind: str = "nightly",
