@@ -254,3 +254,22 @@ def test_nan_spread_round_trips(store: Store, make) -> None:
     store.save_series_points("r", pool_results(store.results("r")))
     frame = store.history_frame("ops", ancestors=[make.sha(1)], window=3)
     assert frame["n"].tolist() == [1] and math.isnan(frame["spread_pct"].iloc[0])
+
+
+def test_a_unit_change_is_a_new_series_row_and_both_stay_in_the_history(store: Store, make) -> None:
+    for day, unit in ((1, "us"), (2, "ms")):
+        key = f"n{day}"
+        store.upsert_run(make.run(key, sha=day, day=day, finished_day=day + 0.1, accepted=True))
+        store.record_shard(key, make.shard("npu", 0), [make.result("a", LAT, (2.0, 3.0), unit=unit)])
+        store.save_series_points(key, pool_results(store.results(key)))
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM series")).scalar() == 2
+    frame = store.history_frame("ops", ancestors=[make.sha(1), make.sha(2)], window=5)
+    assert list(zip(frame["run_key"], frame["unit"], strict=True)) == [("n1", "us"), ("n2", "ms")]
+    # the series rows are per suite: another suite's run makes its own
+    store.upsert_run(make.run("o1", sha=1, suite="other", day=1, finished_day=1.1, accepted=True))
+    store.record_shard("o1", make.shard("npu", 0), [make.result("a", LAT, (2.0, 3.0))])
+    store.save_series_points("o1", pool_results(store.results("o1")))
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM series")).scalar() == 3
+    assert store.history_frame("other", ancestors=[make.sha(1)], window=5)["run_key"].tolist() == ["o1"]

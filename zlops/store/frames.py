@@ -17,6 +17,7 @@ when one of its shards there ended ok) the newest ``window`` of them. The caller
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
@@ -135,16 +136,18 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun]) -> pd.
         # one C-level conversion (None -> NaN); run and series ids and n are exact in float64
         arr = np.array(rows, dtype=float)
         run_col, sid_col = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
-        by_key = sorted(meta, key=meta.__getitem__)  # rank = position in (pool, case, metric, unit) order
-        ids = np.array(sorted(meta), dtype=np.int64)
-        rank_of = np.empty(len(ids) + 1, dtype=np.int64)
-        rank_of[np.searchsorted(ids, np.array(by_key, dtype=np.int64))] = np.arange(len(by_key))
-        rank_of[-1] = -1
+        ids = np.array(sorted(meta), dtype=np.int64)  # slot k holds series ids[k]
+        by_name = sorted(range(len(ids)), key=lambda k: meta[int(ids[k])])
+        names = [meta[int(ids[k])][:3] for k in by_name]
+        # dense rank of (pool, case, metric): a series whose unit changed keeps one place, ordered by time
+        rank_of = np.full(len(ids) + 1, -1, dtype=np.int64)
+        rank_of[by_name] = np.cumsum([0] + [a != b for a, b in itertools.pairwise(names)], dtype=np.int64)[:len(ids)]
+        table = np.array([meta[int(i)] for i in ids] + [("", "", "", "", False)], dtype=object)
         slot = np.searchsorted(ids, sid_col)
-        known = (slot < len(ids)) & (ids[np.minimum(slot, len(ids) - 1)] == sid_col)
-        pos = np.where(known, rank_of[np.where(known, slot, len(ids))], -1)
-        table = np.array([meta[i] for i in by_key] + [("", "", "", "", False)], dtype=object)
-        picked = table[pos]  # -1 takes the blank last row; filtered out below
+        known = (slot < len(ids)) & (ids[np.minimum(slot, max(len(ids) - 1, 0))] == sid_col) if len(ids) else \
+            np.zeros(len(sid_col), dtype=bool)
+        slot = np.where(known, slot, len(ids))  # an unknown id takes the blank last row; dropped below
+        picked, pos = table[slot], rank_of[slot]
         points = pd.DataFrame({
             "run_id": run_col, "pool": picked[:, 0], "case": picked[:, 1], "metric": picked[:, 2],
             "unit": picked[:, 3], "lower_is_better": picked[:, 4].astype(bool), "median": arr[:, 2],
