@@ -11,7 +11,8 @@ Create Date: 2026-11-30
 - ``series_points``: one row per (run, series), the samples of the pool's ok shards pooled in device
   order (later devices converted to the first device's unit), with median, n and spread_pct;
   backfilled for every stored run.
-- ``ix_runs_suite_kind_accepted_finished_at``: the history and baseline reads' run lookup.
+- ``ix_runs_suite_kind_accepted_finished_at``: the history and baseline reads' run lookup;
+  ``ix_comparisons_run_id_verdict``: the level changes of the window's runs (``verdict_frame``).
 
 The backfill goes one run at a time (one SELECT of its results, one UPDATE batch, one INSERT batch),
 so its memory is that of the largest run. It uses :mod:`zlops.store.points`, the functions ingest uses,
@@ -53,6 +54,7 @@ def upgrade() -> None:
     op.add_column("results", sa.Column("spread_pct", sa.Float(), nullable=True))
     op.create_index("ix_runs_suite_kind_accepted_finished_at", "runs",
                     ["suite", "kind", "accepted", "finished_at"])
+    op.create_index("ix_comparisons_run_id_verdict", "comparisons", ["run_id", "verdict"])
     op.create_table(
         "series",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -110,6 +112,7 @@ def _backfill(conn: sa.Connection) -> None:
 def downgrade() -> None:
     op.drop_table("series_points")
     op.drop_table("series")
+    op.drop_index("ix_comparisons_run_id_verdict", table_name="comparisons")
     op.drop_index("ix_runs_suite_kind_accepted_finished_at", table_name="runs")
     with op.batch_alter_table("results") as batch:
         batch.drop_column("spread_pct")

@@ -195,7 +195,11 @@ class ComparisonRow(Base):
     """One row of a run's compare table (a series against its baseline, and the verdict)."""
 
     __tablename__ = "comparisons"
-    __table_args__ = (UniqueConstraint("run_id", "pool", "case", "metric"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "pool", "case", "metric"),
+        # verdict_frame(run_keys, verdicts=level changes): the few such rows of the window's runs
+        Index(None, "run_id", "verdict"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
