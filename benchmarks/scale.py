@@ -108,6 +108,9 @@ class Filler:
                 for table in ("runs", "shards", "results", "series", "comparisons"):
                     conn.exec_driver_sql(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                                          f"(SELECT coalesce(max(id), 1) FROM {table}))")
+            # a store that grew night by night has planner statistics (autovacuum); a bulk load has none yet
+            with self.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.exec_driver_sql("ANALYZE")
 
     def _night(self, cur: Any, night: int) -> None:
         when = T0 + timedelta(days=night)
