@@ -18,10 +18,11 @@ from zlops.store import Store
 from zlops.store.migrate import alembic_config, head_revision, sql_dir
 from zlops.store.models import Base
 
-TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events"}
+TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events", "series",
+          "series_points"}
 
 
-HEAD = "0004"  # the latest migration; bump with every new sql/versions file
+HEAD = "0005"  # the latest migration; bump with every new sql/versions file
 
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:
@@ -157,3 +158,52 @@ def test_upgrade_from_0001_keeps_the_data(store: Store) -> None:
     assert store.current_revision() == HEAD
     assert store.get_run("nightly:s:1") is not None
     assert store.archived_comparisons("nightly:s:1") == []
+
+
+def test_upgrade_from_0003_backfills_summaries_and_series_points(store: Store, make) -> None:
+    """0005 fills results.spread_pct and series_points of a store written before it, as ingest would."""
+    from zlops.compare import pool_results
+    from zlops.model import ShardStatus
+    from zlops.stats.noise import robust_relative_spread
+    from zlops.store.points import point_rows
+
+    store.upsert_run(make.run("r1", accepted=True, finished_day=1))
+    store.record_shard("r1", make.shard("npu", 1), [make.result("a", "latency", (3.0, 4.0, 5.0)),
+                                                    make.result("b", "latency", (7.0,))])
+    store.record_shard("r1", make.shard("npu", 0), [make.result("a", "latency", (1.0, 2.0))])
+    store.record_shard("r1", make.shard("npu", 2, ShardStatus.FAILED), [make.result("a", "latency", (999.0,))])
+    store.record_shard("r1", make.shard("cpu", 0), [make.result("a", "latency", (2.0, 3.0), unit="ms")])
+    store.record_shard("r1", make.shard("cpu", 1), [make.result("a", "latency", (4000.0,), unit="us")])
+    store.upsert_run(make.run("r2", sha=2, accepted=True, finished_day=2))
+    store.record_shard("r2", make.shard("npu", 0), [make.result("a", "latency", (6.0, 6.5))])
+    store.upsert_run(make.run("empty", sha=3))
+    ok_results = [(p, d, r) for p, d, r in store.results("r1") if (p, d) != ("npu", 2)]
+    expected = sorted(tuple(row.values()) for row in point_rows(pool_results(ok_results)))
+
+    config = alembic_config()
+    with store.engine.connect() as conn, conn.begin():
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0003")
+    assert "series_points" not in inspect(store.engine).get_table_names()
+    assert "spread_pct" not in {c["name"] for c in inspect(store.engine).get_columns("results")}
+    store.upgrade()
+
+    with store.engine.connect() as conn:
+        spreads = conn.execute(text("SELECT samples, spread_pct FROM results")).all()
+        points = conn.execute(text(
+            'SELECT pool, "case", metric, unit, lower_is_better, median, n, spread_pct FROM series_points '
+            "JOIN series ON series.id = series_points.series_id "
+            "WHERE run_id = (SELECT id FROM runs WHERE run_key = 'r1')")).all()
+        assert conn.execute(text("SELECT count(*) FROM series_points")).scalar() == len(expected) + 1
+    import json
+    assert len(spreads) == 7
+    for samples, spread in spreads:
+        values = json.loads(samples) if isinstance(samples, str) else samples
+        want = robust_relative_spread(values) if len(values) > 1 else None
+        assert spread == (None if want is None else pytest.approx(want)), samples
+    got = sorted((p, c, m, u, bool(lib), med, n, s) for p, c, m, u, lib, med, n, s in points)
+    assert got == [tuple(pytest.approx(v) if isinstance(v, float) else v for v in row) for row in expected]
+    # the cpu series pooled a ms device and a us device in the first device's unit
+    assert ("cpu", "a", "latency", "ms", True, 3.0, 3) == got[0][:7]
+    history = store.history_frame("ops", ancestors=[make.sha(1), make.sha(2)], window=5)
+    assert sorted(set(history["run_key"])) == ["r1", "r2"]

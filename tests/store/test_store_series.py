@@ -40,16 +40,32 @@ def test_baseline_candidates(store: Store, make) -> None:
         ("cpu", "add", LAT, BaselinePoint("new", make.sha(2), "ms", (200.0,)), new),
         ("npu", "add", LAT, BaselinePoint("new", make.sha(2), "us", (20.0, 21.0, 22.0)), new),
         ("npu", "mul", LAT, BaselinePoint("new", make.sha(2), "us", (23.0,)), new),
-        ("cpu", "add", LAT, BaselinePoint("old", make.sha(1), "ms", (100.0,)), old),
-        ("npu", "add", LAT, BaselinePoint("old", make.sha(1), "us", (10.0, 11.0, 12.0)), old),
-        ("npu", "mul", LAT, BaselinePoint("old", make.sha(1), "us", (13.0,)), old),
-    ]
+    ]  # one candidate per series, its newest: older runs' samples are never loaded
     # without the exclusion tonight's accepted run is the newest candidate; kind selects PR runs
     assert got[0][3].run_key == "new"
     assert store.baseline_candidates("ops", shas={make.sha(2)})[0][3].run_key == "tonight"
     assert {c[3].run_key for c in store.baseline_candidates("ops", shas={make.sha(2)},
                                                             kind="pr")} == {"a-pr"}
     assert store.baseline_candidates("ops", shas=[]) == []
+    # the older run is the candidate where the newer one is off the ancestry
+    assert {c[3].run_key for c in store.baseline_candidates("ops", shas=[make.sha(1)])} == {"old"}
+    assert old < new
+
+
+def test_baseline_candidates_fall_back_per_series_within_the_window(store: Store, make) -> None:
+    _nightly(store, make, "n1", sha=1, day=1, base=10)
+    _nightly(store, make, "n2", sha=2, day=2, base=20)
+    store.upsert_run(make.run("n3", sha=3, day=3, finished_day=3.1, accepted=True))
+    store.record_shard("n3", make.shard("npu", 0), [make.result("add", LAT, (30.0,))])
+    shas = [make.sha(n) for n in (1, 2, 3)]
+    got = {(c[0], c[1]): c[3] for c in store.baseline_candidates("ops", shas=shas)}
+    # npu/mul is not in n3: its newest point is n2's; cpu has no shard in n3 either
+    assert got == {("npu", "add"): BaselinePoint("n3", make.sha(3), "us", (30.0,)),
+                   ("npu", "mul"): BaselinePoint("n2", make.sha(2), "us", (23.0,)),
+                   ("cpu", "add"): BaselinePoint("n2", make.sha(2), "ms", (200.0,))}
+    # a window of one run per pool: npu/mul had no point in npu's newest run (n3)
+    narrow = {(c[0], c[1]): c[3].run_key for c in store.baseline_candidates("ops", shas=shas, window=1)}
+    assert narrow == {("npu", "add"): "n3", ("cpu", "add"): "n2"}
 
 
 def test_baseline_candidates_with_thousands_of_shas(store: Store, make) -> None:

@@ -84,7 +84,11 @@ class Run(Base):
     """One run of a suite at one commit; ``run_key`` is the idempotency key."""
 
     __tablename__ = "runs"
-    __table_args__ = (Index(None, "suite", "kind", "started_at"),)
+    __table_args__ = (
+        Index(None, "suite", "kind", "started_at"),
+        # history and baseline reads: the accepted runs of a suite, newest finished first
+        Index(None, "suite", "kind", "accepted", "finished_at"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_key: Mapped[str] = mapped_column(String(250), unique=True)
@@ -124,7 +128,9 @@ class Shard(Base):
 class Result(Base):
     """One (case, metric) series point of one shard, with its raw samples.
 
-    ``median`` and ``n`` are denormalised from ``samples`` so report SQL need not parse JSON.
+    ``median``, ``n`` and ``spread_pct`` (1.4826 * MAD of the log samples in percent, None for fewer
+    than two samples; :mod:`zlops.store.points`) are written at ingest from ``samples`` so reads and
+    report SQL need not parse JSON.
     """
 
     __tablename__ = "results"
@@ -144,13 +150,56 @@ class Result(Base):
     n: Mapped[int] = mapped_column(Integer)
     samples: Mapped[list[float]] = mapped_column(JSON)
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    spread_pct: Mapped[float | None] = mapped_column(Float)
+
+
+class SeriesRow(Base):
+    """One series of a suite: (pool, case, metric) in one unit and direction.
+
+    The dimension of ``series_points``: a night's point stores only numbers and this id, so a history
+    read moves numbers, not the same strings once a night. A series whose unit or direction changes is
+    a new row (its points are not comparable with the old ones).
+    """
+
+    __tablename__ = "series"
+    __table_args__ = (UniqueConstraint("suite", "pool", "case", "metric", "unit", "lower_is_better"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(200))
+    pool: Mapped[str] = mapped_column(String(100))
+    case: Mapped[str] = mapped_column(String(500))
+    metric: Mapped[str] = mapped_column(String(100))
+    unit: Mapped[str] = mapped_column(String(32))
+    lower_is_better: Mapped[bool] = mapped_column(Boolean)
+
+
+class SeriesPointRow(Base):
+    """One series of one run, its samples pooled over the pool's devices (``compare.pool_results``).
+
+    Written by the compare step for its run (replaced wholesale, so a retry or a rescore leaves one
+    row per series) and dropped for a pool whenever one of its shards is re-recorded; the history
+    reads (:mod:`zlops.store.frames`) use these rows and never parse raw samples. The primary key
+    (run, series) serves the by-run reads.
+    """
+
+    __tablename__ = "series_points"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"), primary_key=True)
+    median: Mapped[float] = mapped_column(Float)
+    n: Mapped[int] = mapped_column(Integer)
+    spread_pct: Mapped[float | None] = mapped_column(Float)
 
 
 class ComparisonRow(Base):
     """One row of a run's compare table (a series against its baseline, and the verdict)."""
 
     __tablename__ = "comparisons"
-    __table_args__ = (UniqueConstraint("run_id", "pool", "case", "metric"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "pool", "case", "metric"),
+        # verdict_frame(run_keys, verdicts=level changes): the few such rows of the window's runs
+        Index(None, "run_id", "verdict"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))

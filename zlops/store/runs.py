@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 from zlops.errors import StoreError
 from zlops.model import CaseResult, RunRecord, RunStatus, ShardOutcome, ShardStatus
 from zlops.store.engine import dialect_insert
-from zlops.store.models import Result, Run, Shard, utcnow
+from zlops.store.models import Result, Run, SeriesPointRow, SeriesRow, Shard, utcnow
+from zlops.store.points import spreads
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,9 @@ def record_shard(session: Session, run_key: str, outcome: ShardOutcome,
                  identity: Mapping[str, Any] | None = None) -> None:
     """Upsert the shard row of (run, pool, device) and REPLACE its result rows.
 
-    The shard row ends up exactly as this call describes it (telemetry and identity included).
+    The shard row ends up exactly as this call describes it (telemetry and identity included); each
+    result row gets its summary figures (median, n, spread_pct). The run's pooled series points of
+    that pool are dropped (they no longer match the results); the compare step writes them again.
     Run it inside one transaction (the Store method does): a failure part-way, such as two results
     with the same (case, metric), raises StoreError and the rollback keeps the previous rows.
     """
@@ -152,13 +155,18 @@ def record_shard(session: Session, run_key: str, outcome: ShardOutcome,
         set_={name: stmt.excluded[name] for name in values},
     ).returning(Shard.id)).scalar_one()
     session.execute(delete(Result).where(Result.shard_id == shard_id))
+    pool_series = select(SeriesRow.id).where(SeriesRow.suite == run.suite, SeriesRow.pool == outcome.pool)
+    session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id,
+                                                 SeriesPointRow.series_id.in_(pool_series)))
     log.debug("shard %s/%s of run %s stored as %s with %d results", outcome.pool, outcome.device,
               run_key, values["status"], len(results))
     if not results:
         return
+    spread = spreads([r.samples for r in results])
     rows = [{"shard_id": shard_id, "case": r.case, "metric": r.metric, "unit": r.unit,
              "lower_is_better": r.lower_is_better, "median": r.median, "n": len(r.samples),
-             "samples": list(r.samples), "params": dict(r.params)} for r in results]
+             "spread_pct": s, "samples": list(r.samples), "params": dict(r.params)}
+            for r, s in zip(results, spread, strict=True)]
     try:
         session.execute(insert(Result), rows)
     except IntegrityError as exc:

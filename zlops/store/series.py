@@ -1,5 +1,7 @@
 """Series reads for the comparer and the trend plots: baseline candidates and series history.
 
+The columnar reads of a whole suite (history, verdicts, baselines) live in :mod:`.frames`.
+
 A series is (suite, pool, case, metric). Only shards that ended "ok" count, and the samples of one
 run's series are pooled over the devices of the pool (concatenated in device order): the devices of
 a pool are interchangeable copies of one kind of hardware, so their rounds are one sample.
@@ -7,72 +9,56 @@ a pool are interchangeable copies of one kind of hardware, so their rounds are o
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, and_, delete, insert, or_, select
 from sqlalchemy.orm import Session
 
-from zlops.model import BaselinePoint, HistoryPoint, ShardStatus
-from zlops.store.models import Result, Run, Shard
-
-#: Run ids per IN (...) list: far below SQLite's bound-parameter limit, few round trips.
-_CHUNK = 500
+from zlops.errors import StoreError
+from zlops.model import BaselinePoint, CaseResult, HistoryPoint, ShardStatus
+from zlops.store.models import Result, Run, SeriesPointRow, SeriesRow, Shard
+from zlops.store.points import SeriesKey, SeriesPoint, point_rows, point_values
+from zlops.store.runs import require_run
 
 BaselineCandidate = tuple[str, str, str, BaselinePoint, datetime]
 
-
-def _chunks(ids: Sequence[int], size: int = _CHUNK) -> Iterator[Sequence[int]]:
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]
+#: How many accepted runs per pool :func:`baseline_candidates` looks back (a series absent from all of
+#: them has no baseline: NEW).
+BASELINE_WINDOW = 60
 
 
 def baseline_candidates(session: Session, suite: str, *, shas: Collection[str],
-                        exclude_run_key: str | None = None,
-                        kind: str = "nightly") -> list[BaselineCandidate]:
-    """(pool, case, metric, point, finished_at) of every series of the ACCEPTED runs of
-    ``suite``/``kind`` whose sha is in ``shas``, newest finished first (the caller takes the first
-    per series). ``exclude_run_key`` (tonight's run) is never its own baseline. A run without
-    ``finished_at`` is dated by its ``started_at``.
+                        exclude_run_key: str | None = None, kind: str = "nightly",
+                        window: int = BASELINE_WINDOW) -> list[BaselineCandidate]:
+    """(pool, case, metric, point, finished_at) of every series: its NEWEST point among the newest
+    ``window`` ACCEPTED runs of its pool of ``suite``/``kind`` whose sha is in ``shas``; newest finished
+    first. ``exclude_run_key`` (tonight's run) is never its own baseline. A run without ``finished_at``
+    is dated by its ``started_at``.
 
-    The accepted runs are listed first and filtered by sha in Python: ``shas`` is typically a
-    first-parent history of thousands of commits, too long for a portable IN list.
+    Bounded: which run holds each series' newest point comes from the summary rows
+    (:func:`zlops.store.frames.history_frame`); raw samples are loaded only for those runs (usually one
+    per pool), never for the whole history.
     """
-    wanted = set(shas)
-    if not wanted:
+    from zlops.store import frames  # pandas on first use only
+
+    history = frames.history_frame(session, suite, ancestors=shas, window=window,
+                                   exclude_run_key=exclude_run_key, kind=kind)
+    newest = frames.newest_per_series(history)
+    if not len(newest):
         return []
-    runs = session.execute(
-        select(Run.id, Run.run_key, Run.sha, Run.finished_at, Run.started_at)
-        .where(Run.suite == suite, Run.kind == kind, Run.accepted.is_(True)))
-    chosen = {rid: (run_key, sha, finished or started)
-              for rid, run_key, sha, finished, started in runs
-              if sha in wanted and run_key != exclude_run_key}
-    pooled: dict[tuple[int, str, str, str], tuple[str, list[float]]] = {}
-    for chunk in _chunks(sorted(chosen)):
-        rows = session.execute(
-            select(Shard.run_id, Shard.pool, Result.case, Result.metric, Result.unit, Result.samples)
-            .join(Result, Result.shard_id == Shard.id)
-            .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value)
-            .order_by(Shard.run_id, Shard.pool, Result.case, Result.metric, Shard.device))
-        _pool_samples(rows, pooled)
-    out: list[tuple[datetime, int, BaselineCandidate]] = []
-    for (rid, pool, case, metric), (unit, samples) in pooled.items():
-        run_key, sha, when = chosen[rid]
-        point = BaselinePoint(run_key=run_key, sha=sha, unit=unit, samples=tuple(samples))
-        out.append((when, rid, (pool, case, metric, point, when)))
-    out.sort(key=lambda item: (-item[0].timestamp(), -item[1], item[2][:3]))
-    return [candidate for _, _, candidate in out]
-
-
-def _pool_samples(rows: Iterable[Any],
-                  into: dict[tuple[int, str, str, str], tuple[str, list[float]]]) -> None:
-    # rows arrive in device order within a series; the first device's unit names the series'
-    for rid, pool, case, metric, unit, samples in rows:
-        key = (rid, pool, case, metric)
-        if key not in into:
-            into[key] = (unit, [])
-        into[key][1].extend(float(v) for v in samples)
+    out: list[tuple[float, BaselineCandidate]] = []
+    for run_key, group in newest.groupby("run_key", sort=False):
+        samples = frames.run_samples(session, str(run_key), set(group["pool"]))
+        for pool, case, metric, when in zip(group["pool"], group["case"], group["metric"],
+                                            group["finished_at"], strict=True):
+            point = samples.get((pool, case, metric))
+            if point is not None:
+                stamp = when.to_pydatetime()
+                out.append((stamp.timestamp(), (pool, case, metric, point, stamp)))
+    out.sort(key=lambda item: (-item[0], item[1][3].run_key, item[1][:3]))
+    return [candidate for _, candidate in out]
 
 
 def series_history(session: Session, suite: str, pool: str, case: str, metric: str, *,
@@ -113,3 +99,24 @@ def series_history(session: Session, suite: str, pool: str, case: str, metric: s
         points[rid][4].extend(float(v) for v in samples)
     return [HistoryPoint(run_key=run_key, sha=sha, when=when, unit=unit, samples=tuple(samples))
             for run_key, sha, when, unit, samples in points.values()]
+
+
+def save_series_points(session: Session, run_key: str,
+                       points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | Mapping[str, Any]]) -> int:
+    """REPLACE the pooled series points of ``run_key`` with ``points``; returns how many were stored.
+
+    ``points``: the output of ``compare.pool_results`` (series -> pooled CaseResult; the median, n and
+    spread are computed here), or :class:`~zlops.store.points.SeriesPoint` values, or plain mappings
+    with their fields. Replacing keeps a retry (or a rescore) idempotent; a repeated series is refused.
+    New series get their ``series`` row here.
+    """
+    run = require_run(session, run_key)
+    try:
+        rows = point_rows(points)
+    except ValueError as exc:
+        raise StoreError(f"series points of run {run_key!r} were refused: {exc}") from exc
+    session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id))
+    if rows:
+        values = point_values(run.id, run.suite, session.connection(), SeriesRow.__table__, rows)
+        session.execute(insert(SeriesPointRow), values)
+    return len(rows)

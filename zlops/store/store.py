@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
@@ -35,7 +35,18 @@ from zlops.store import alerts as _alerts
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
 from zlops.store.engine import SQLITE_BEGIN_OPTION, create_store_engine, parse_url
+from zlops.store.points import SeriesKey, SeriesPoint
 from zlops.store.retry import RetryPolicy, as_unavailable, redacted_url, with_retries
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _frames() -> Any:
+    # pandas is imported on first use only: `import zlops.store` stays light for DAG parsing and the CLI
+    from zlops.store import frames
+
+    return frames
 
 T = TypeVar("T")
 
@@ -236,10 +247,47 @@ class Store:
 
     def baseline_candidates(self, suite: str, *, shas: Collection[str],
                             exclude_run_key: str | None = None, kind: str = "nightly",
+                            window: int = series.BASELINE_WINDOW,
                             ) -> list[tuple[str, str, str, BaselinePoint, datetime]]:
-        """Baseline points from accepted runs at ``shas``, newest first (see :mod:`.series`)."""
+        """Each series' newest baseline point among the newest ``window`` accepted runs per pool at
+        ``shas``, newest first; raw samples of those runs only (see :mod:`.series`)."""
         return self._query(series.baseline_candidates, suite, shas=shas,
-                           exclude_run_key=exclude_run_key, kind=kind)
+                           exclude_run_key=exclude_run_key, kind=kind, window=window)
+
+    # -- columnar reads (zlops.store.frames): a constant number of queries for any number of series --
+
+    def history_frame(self, suite: str, *, ancestors: Collection[str], window: int,
+                      exclude_run_key: str | None = None, pools: Collection[str] | None = None,
+                      kind: str = "nightly") -> pd.DataFrame:
+        """The suite's history from the newest ``window`` accepted ancestor runs per pool, one row per
+        series and run, oldest first per series; columns ``pool, case, metric, run_key, sha,
+        finished_at, unit, lower_is_better, median, n, spread_pct`` (see :mod:`.frames`)."""
+        return self._query(_frames().history_frame, suite, ancestors=ancestors, window=window,
+                           exclude_run_key=exclude_run_key, pools=pools, kind=kind)
+
+    def verdict_frame(self, run_keys: Sequence[str], *,
+                      verdicts: Collection[str | Verdict] | None = None) -> pd.DataFrame:
+        """``run_key, pool, case, metric, verdict`` of the compare tables of ``run_keys`` (only the rows
+        with one of ``verdicts`` when given)."""
+        return self._query(_frames().verdict_frame, run_keys, verdicts=verdicts)
+
+    def baseline_frame(self, suite: str, *, ancestors: Collection[str], window: int,
+                       exclude_run_key: str | None = None, pools: Collection[str] | None = None,
+                       kind: str = "nightly") -> pd.DataFrame:
+        """Per pool its newest accepted ancestor run within the window: ``pool, run_key, sha, finished_at``."""
+        return self._query(_frames().baseline_frame, suite, ancestors=ancestors, window=window,
+                           exclude_run_key=exclude_run_key, pools=pools, kind=kind)
+
+    def run_samples(self, run_key: str, pools: Collection[str] | None = None) -> dict[SeriesKey, BaselinePoint]:
+        """The raw samples of ONE run per series, pooled over each pool's ok shards."""
+        return self._query(_frames().run_samples, run_key, pools)
+
+    def save_series_points(self, run_key: str,
+                           points: Mapping[SeriesKey, CaseResult] | Sequence[SeriesPoint | Mapping[str, Any]],
+                           ) -> int:
+        """Replace the run's pooled series points (``compare.pool_results`` output, SeriesPoint values or
+        plain rows); returns how many were stored. Idempotent."""
+        return self._write(series.save_series_points, run_key, points)
 
     def series_history(self, suite: str, pool: str, case: str, metric: str, *, limit: int = 60,
                        kind: str = "nightly", include_run_key: str | None = None,
