@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import itertools
 import json
 import logging
 import re
 import socket
 import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from zlops import __version__, envs, gitops, judging, proc, telemetry
 from zlops import compare as cmp
@@ -423,6 +424,7 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
         rows = annotate_change_points(ctx, store, rows, set(shas), as_of=as_of)
         if save:
             store.save_comparisons(ctx.run_key, rows)
+            store.save_series_points(ctx.run_key, head)   # tonight, pooled: the next nights' history
             _record_compare_setup(ctx, store, rows, setup)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
 
@@ -518,6 +520,37 @@ def _pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
     for (pool, device), extra in sorted(store.shard_extras(run_key).items()):
         if (pool, device) in ok:
             out.setdefault(pool, []).append(extra)
+    return out
+
+
+class HistPoint(NamedTuple):
+    """One accepted night of a series, as the judge reads it: its run and its median."""
+
+    run_key: str
+    median: float
+
+
+def history_points(frame: Any, keys: Collection[cmp.SeriesKey]) -> dict[cmp.SeriesKey, list[HistPoint]]:
+    """Per series of ``keys``, its nights of ``frame`` (:meth:`Store.history_frame`), oldest first.
+
+    The frame holds each series' rows consecutively (sorted by pool, case, metric, time): the groups
+    are cut where the key changes, without a Python loop over the rows.
+    """
+    import numpy as np
+
+    out: dict[cmp.SeriesKey, list[HistPoint]] = {k: [] for k in keys}
+    if frame is None or len(frame) == 0:
+        return out
+    pools, cases, metrics_ = (frame[c].to_numpy(dtype=object) for c in ("pool", "case", "metric"))
+    changed = np.ones(len(frame), dtype=bool)
+    changed[1:] = (pools[1:] != pools[:-1]) | (cases[1:] != cases[:-1]) | (metrics_[1:] != metrics_[:-1])
+    starts = [*np.flatnonzero(changed).tolist(), len(frame)]
+    run_keys = frame["run_key"].to_numpy(dtype=object)
+    medians = frame["median"].to_numpy(dtype=float)
+    for a, b in itertools.pairwise(starts):
+        key = (pools[a], cases[a], metrics_[a])
+        if key in out:
+            out[key] = [HistPoint(r, float(m)) for r, m in zip(run_keys[a:b], medians[a:b], strict=True)]
     return out
 
 
@@ -618,11 +651,16 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
         return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=setup.allow_caliber_mismatch,
                                failed_pools=failed_pools)
     policy = setup.policy
-    points_of = {key: [p for p in store.series_history(ctx.suite_name, *key, limit=policy.window)
-                       if p.run_key != ctx.run_key and p.sha in ancestors and (as_of is None or p.when < as_of)]
-                 for key in head}
-    walls = caliber_walls(store, ctx, {p.run_key for pts in points_of.values() for p in pts}, tonight)
-    evidence = store.verdict_evidence(sorted({p.run_key for pts in points_of.values() for p in pts}))
+    # one columnar read of the window for every series (issue 13): window + 1 nights, so last night
+    # can be re-judged against the window before it (zlops.stats.judge_tonight)
+    frame = store.history_frame(ctx.suite_name, ancestors=ancestors, window=policy.window + 1,
+                                exclude_run_key=ctx.run_key, pools=sorted({k[0] for k in head}))
+    if as_of is not None and not frame.empty:
+        frame = frame[frame["finished_at"] < as_of]
+    points_of = history_points(frame, head)
+    run_keys = sorted({p.run_key for pts in points_of.values() for p in pts})
+    walls = caliber_walls(store, ctx, set(run_keys), tonight)
+    evidence = store.verdict_evidence(run_keys, only_evidence=True)
     history, processes = {}, {}
     for key, points in points_of.items():
         points = after_wall(points, walls.get(key[0]))

@@ -345,6 +345,15 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
     thresholds = config.thresholds_value()
     policy = config.noise.policy(thresholds) if config.judge == "noise" else None
     out: dict[str, list[Comparison]] = {}
+    nightly: dict[Any, list[Any]] = {}
+    if config.judge == "noise" and plan.base_sha:
+        # the series' nightly history on the merge-base's ancestor line, one columnar read (issue 13)
+        suite_cfg = config.suite(req.suite)
+        mirror = gitops.ensure_mirror(suite_cfg.repo, config.mirrors_dir / f"{req.suite}.git")
+        ancestors = gitops.ancestors(mirror, plan.base_sha, max_count=config.baseline_depth)
+        frame = store.history_frame(req.suite, ancestors=ancestors, window=policy.window + 1, pools=[req.pool])
+        keys = {(req.pool, r.case, r.metric) for v in req.variants for r in head_results[v]}
+        nightly = pipeline.history_points(frame, keys)
     for variant in req.variants:
         pool = req.pool if variant == "default" else f"{req.pool}.{variant}"
         heads = {(pool, r.case, r.metric): r for r in head_results[variant]}
@@ -353,8 +362,7 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
         history: dict[Any, list[float]] = {}
         if config.judge == "noise":
             for key in heads:
-                points = store.series_history(req.suite, req.pool, key[1], key[2], limit=policy.window)
-                history[key] = [p.median for p in points]
+                history[key] = [p.median for p in nightly.get((req.pool, key[1], key[2]), [])]
         inputs = JudgeInputs(history=history, policy=policy, caliber={(pool, plan.base_key or ""): caliber},
                              allow_caliber_mismatch=allow_caliber_mismatch)
         rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},

@@ -126,23 +126,35 @@ def series_verdicts(session: Session, run_keys: Sequence[str], pool: str, case: 
     return {rk: Verdict(v) for rk, v in rows}
 
 
-def verdict_evidence(session: Session, run_keys: Sequence[str]) -> dict[tuple[str, str, str, str],
-                                                                        tuple[Verdict, Figures | None]]:
-    """(run_key, pool, case, metric) -> (verdict, figures) of every compare row of ``run_keys``.
+#: verdicts that restart a series' reference (zlops.model.Verdict.changes_level)
+LEVEL_CHANGE_VALUES = ("regression", "severe", "improved")
+
+
+def verdict_evidence(session: Session, run_keys: Sequence[str], *, only_evidence: bool = False,
+                     ) -> dict[tuple[str, str, str, str], tuple[Verdict, Figures | None]]:
+    """(run_key, pool, case, metric) -> (verdict, figures) of the compare rows of ``run_keys``.
 
     One query per chunk of runs, whatever the number of series: the judge reads the level changes
-    and the A/B evidence of a whole window of nights at once.
+    and the A/B evidence of a whole window of nights at once. ``only_evidence``: only the rows the
+    judge needs (a level change, or figures that hold A/B runs), so a window of a 20,000-series suite
+    does not parse 600,000 figures.
     """
+    from sqlalchemy import String, and_, cast, or_
+
     from zlops.store.models import Run
 
+    text = cast(ComparisonRow.figures, String)
+    wanted = or_(ComparisonRow.verdict.in_(LEVEL_CHANGE_VALUES),
+                 and_(ComparisonRow.figures.isnot(None), text.like('%"runs_head": [%'),
+                      ~text.like('%"runs_head": []%')))
     out: dict[tuple[str, str, str, str], tuple[Verdict, Figures | None]] = {}
     keys = list(dict.fromkeys(run_keys))
     for i in range(0, len(keys), 500):
-        rows = session.execute(
-            select(Run.run_key, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
-                   ComparisonRow.verdict, ComparisonRow.figures)
-            .join(ComparisonRow, ComparisonRow.run_id == Run.id)
-            .where(Run.run_key.in_(keys[i:i + 500])))
+        query = (select(Run.run_key, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
+                        ComparisonRow.verdict, ComparisonRow.figures)
+                 .join(ComparisonRow, ComparisonRow.run_id == Run.id)
+                 .where(Run.run_key.in_(keys[i:i + 500])))
+        rows = session.execute(query.where(wanted) if only_evidence else query)
         for rk, pool, case, metric, verdict, figures in rows:
             out[(rk, pool, case, metric)] = (Verdict(verdict), Figures.from_dict(figures))
     return out

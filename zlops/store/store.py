@@ -306,9 +306,10 @@ class Store:
     def comparisons(self, run_key: str) -> list[Comparison]:
         return self._query(_comparisons.comparisons, run_key)
 
-    def verdict_evidence(self, run_keys: Sequence[str]) -> dict[tuple[str, str, str, str], tuple[Verdict, Any]]:
+    def verdict_evidence(self, run_keys: Sequence[str], *, only_evidence: bool = False,
+                         ) -> dict[tuple[str, str, str, str], tuple[Verdict, Any]]:
         """(run_key, pool, case, metric) -> (verdict, figures) of the runs' compare rows, in bulk."""
-        return self._query(_comparisons.verdict_evidence, run_keys)
+        return self._query(_comparisons.verdict_evidence, run_keys, only_evidence=only_evidence)
 
     def series_verdicts(self, run_keys: Sequence[str], pool: str, case: str, metric: str) -> dict[str, Verdict]:
         """What each run judged one series (to restart a series' reference after a confirmed change)."""
