@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
-from scipy import stats as sps
+
+
+def _sps():  # type: ignore[no-untyped-def]
+    """scipy.stats, imported on first use: it takes ~1-3 s to import, and a night without an A/B or a
+    flagged series (the vectorized judge needs neither) should not pay for it."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,7 @@ def _ttest_p(left: np.ndarray, right: np.ndarray) -> float:
     sr = float(right.std(ddof=1)) if right.size >= 2 else 0.0
     if sl == 0 and sr == 0:
         return 1.0 if ml == mr else 0.0
-    return float(sps.ttest_ind_from_stats(ml, sl, left.size, mr, sr, right.size).pvalue)
+    return float(_sps().ttest_ind_from_stats(ml, sl, left.size, mr, sr, right.size).pvalue)
 
 
 def _best_split(x: np.ndarray, min_size: int) -> tuple[int, float] | None:
