@@ -371,7 +371,7 @@ def _register() -> None:
                            duplicate_rows=row.duplicate_rows, double_booked=row.double_booked) \
                 if row.measurements_lost else Outcome(row.survived, row.detail, duplicate_rows=row.duplicate_rows,
                                                       double_booked=row.double_booked)
-        run.__module__ = __name__
+        run.__module__, run.__name__, run.__qualname__ = __name__, fn.__name__, fn.__name__
         scenario(fn.__name__)(run)
 
 
