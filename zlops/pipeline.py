@@ -407,7 +407,9 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
     with progress.step("compare", suite=ctx.suite_name, commit=ctx.sha[:12]):
         mirror = gitops.ensure_mirror(ctx.suite.repo, ctx.mirror_path)
         shas = gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)
-        candidates = store.baseline_candidates(ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key)
+        candidates = store.baseline_candidates(
+            ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key, before=as_of,
+            only_runs=None if baseline_runs is None else {k for keys in baseline_runs.values() for k in keys})
         candidates = [c for c in candidates if (as_of is None or c[4] < as_of) and
                       (baseline_runs is None or c[3].run_key in baseline_runs.get(c[0], ()))]
         baselines, newest = cmp.pick_baselines(candidates)

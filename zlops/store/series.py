@@ -31,11 +31,13 @@ BASELINE_WINDOW = 60
 
 def baseline_candidates(session: Session, suite: str, *, shas: Collection[str],
                         exclude_run_key: str | None = None, kind: str = "nightly",
-                        window: int = BASELINE_WINDOW) -> list[BaselineCandidate]:
+                        window: int = BASELINE_WINDOW, only_runs: Collection[str] | None = None,
+                        before: datetime | None = None) -> list[BaselineCandidate]:
     """(pool, case, metric, point, finished_at) of every series: its NEWEST point among the newest
     ``window`` ACCEPTED runs of its pool of ``suite``/``kind`` whose sha is in ``shas``; newest finished
     first. ``exclude_run_key`` (tonight's run) is never its own baseline. A run without ``finished_at``
-    is dated by its ``started_at``.
+    is dated by its ``started_at``. ``only_runs`` and ``before`` narrow the candidates to those runs
+    and to runs finished before that moment (a rescore: the night's own baselines, as of that night).
 
     Bounded: which run holds each series' newest point comes from the summary rows
     (:func:`zlops.store.frames.history_frame`); raw samples are loaded only for those runs (usually one
@@ -45,6 +47,10 @@ def baseline_candidates(session: Session, suite: str, *, shas: Collection[str],
 
     history = frames.history_frame(session, suite, ancestors=shas, window=window,
                                    exclude_run_key=exclude_run_key, kind=kind)
+    if only_runs is not None and len(history):
+        history = history[history["run_key"].isin(list(only_runs))]
+    if before is not None and len(history):
+        history = history[history["finished_at"] < before]
     newest = frames.newest_per_series(history)
     if not len(newest):
         return []

@@ -247,12 +247,14 @@ class Store:
 
     def baseline_candidates(self, suite: str, *, shas: Collection[str],
                             exclude_run_key: str | None = None, kind: str = "nightly",
-                            window: int = series.BASELINE_WINDOW,
+                            window: int = series.BASELINE_WINDOW, only_runs: Collection[str] | None = None,
+                            before: datetime | None = None,
                             ) -> list[tuple[str, str, str, BaselinePoint, datetime]]:
         """Each series' newest baseline point among the newest ``window`` accepted runs per pool at
         ``shas``, newest first; raw samples of those runs only (see :mod:`.series`)."""
         return self._query(series.baseline_candidates, suite, shas=shas,
-                           exclude_run_key=exclude_run_key, kind=kind, window=window)
+                           exclude_run_key=exclude_run_key, kind=kind, window=window, only_runs=only_runs,
+                           before=before)
 
     # -- columnar reads (zlops.store.frames): a constant number of queries for any number of series --
 
