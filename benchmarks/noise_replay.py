@@ -204,24 +204,23 @@ def _pct(num: float, den: int, scale: float = 100.0) -> float:
     return scale * num / max(den, 1)
 
 
+def _all_series_table(title: str, methods: Sequence[str], groups: Sequence[dict[str, Tally]]) -> list[str]:
+    """Per method, the alarms per 1,000 case-nights of every series, in the real order and all orders."""
+    lines = [title, "", "| method | real order | all orders |", "|---|---:|---:|"]
+    for m in methods:
+        cells = []
+        for kind in ("real", "all"):
+            alarms, nights = sum(g[kind].alarms[m] for g in groups), sum(g[kind].nights for g in groups)
+            cells.append(f"{_pct(alarms, nights, 1000):.2f} ({alarms} of {nights})")
+        lines.append(f"| {m} | {' | '.join(cells)} |")
+    return lines
+
+
 def report(result: dict[str, dict[str, Tally]], sizes: Sequence[float]) -> list[str]:
     groups = [result[g] for g in ("quiet", "noisy")]
-    lines = ["### All series: false alarms per 1,000 case-nights", "",
-             "| method | real order | all orders |", "|---|---:|---:|"]
-    for m in METHODS:
-        cells = []
-        for kind in ("real", "all"):
-            alarms, nights = sum(g[kind].alarms[m] for g in groups), sum(g[kind].nights for g in groups)
-            cells.append(f"{_pct(alarms, nights, 1000):.2f} ({alarms} of {nights})")
-        lines.append(f"| {m} | {' | '.join(cells)} |")
-    lines += ["", "### All series: false improvements per 1,000 case-nights (an A/A night announced faster)", "",
-              "| method | real order | all orders |", "|---|---:|---:|"]
-    for m in FALSE_IMPROVEMENT:
-        cells = []
-        for kind in ("real", "all"):
-            alarms, nights = sum(g[kind].alarms[m] for g in groups), sum(g[kind].nights for g in groups)
-            cells.append(f"{_pct(alarms, nights, 1000):.2f} ({alarms} of {nights})")
-        lines.append(f"| {m} | {' | '.join(cells)} |")
+    lines = _all_series_table("### All series: false alarms per 1,000 case-nights", METHODS, groups)
+    lines += ["", *_all_series_table("### All series: false improvements per 1,000 case-nights "
+                                     "(an A/A night announced faster)", FALSE_IMPROVEMENT, groups)]
     lines.append("")
     for group, title in (("quiet", "A/A noise < 1% (CV)"), ("noisy", "A/A noise >= 1% (CV)")):
         real, every = result[group]["real"], result[group]["all"]

@@ -16,7 +16,7 @@ from zlops import __version__, judging, pipeline
 from zlops.config import Config
 from zlops.confirm import confirm
 from zlops.errors import DatabaseUnavailable, ZlopsError
-from zlops.model import CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus, Thresholds
+from zlops.model import CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus
 from zlops.nightly_figures import RunFigures
 from zlops.notify import NotifyResult
 from zlops.progress import LogProgress, Progress
@@ -76,8 +76,8 @@ def report(ctx: pipeline.RunContext, *, slack_client: Any = None, progress: Prog
             progress.note(f"baseline: {baseline_line}")
         text_path = out_dir / "report.txt"
         text_path.write_text(table + "\n", encoding="utf-8")
-        setup, _ = judging.for_run(run.meta, ctx.config)   # what the run was judged with, not today's config
-        thresholds, thresholds_note = run_thresholds(ctx.config, run)
+        setup, thresholds_note = run_setup(ctx.config, run)   # what the run was judged with, not today's config
+        thresholds = setup.thresholds
         ancestors, history_note = run_ancestors(ctx)
         if rerender:
             (out_dir / RERENDER_NOTE).write_text("\n".join((
@@ -138,20 +138,14 @@ def next_render_dir(run_dir: Path) -> Path:
     return run_dir / f"rerender-{n}"
 
 
-def run_thresholds(config: Config, run: RunRecord) -> tuple[Thresholds, str]:
-    """The thresholds stored with the run at its compare (the judging setup, or zlops' own record);
-    today's config's when the run stored none, with a note saying so."""
-    stored_setup = run.meta.get(judging.META_KEY)
-    for source, stored in (("judging", stored_setup.get("thresholds") if isinstance(stored_setup, dict) else None),
-                           ("thresholds", run.meta.get("thresholds"))):
-        if isinstance(stored, dict) and {"potential_pct", "regression_pct"} <= stored.keys():
-            try:
-                value = Thresholds(float(stored["potential_pct"]), float(stored["regression_pct"]))
-            except (TypeError, ValueError):
-                continue
-            return value, f"stored with the run (meta {source}): {value.potential_pct:g}% / {value.regression_pct:g}%"
-    value = config.thresholds_value()
-    return value, (f"the run stored none: today's config's {value.potential_pct:g}% / {value.regression_pct:g}% "
+def run_setup(config: Config, run: RunRecord) -> tuple[judging.JudgingSetup, str]:
+    """The judging setup stored with the run at its compare (:func:`zlops.judging.for_run`), and a note on
+    its thresholds for the re-render note; today's config's when the run stored none, saying so."""
+    setup, _ = judging.for_run(run.meta, config)
+    t = setup.thresholds
+    if isinstance(run.meta.get(judging.META_KEY), dict):
+        return setup, f"stored with the run (meta judging): {t.potential_pct:g}% / {t.regression_pct:g}%"
+    return setup, (f"the run stored none: today's config's {t.potential_pct:g}% / {t.regression_pct:g}% "
                    "(may differ from what the night used)")
 
 

@@ -32,13 +32,7 @@ from itertools import pairwise
 
 import numpy as np
 
-
-def _sps():  # type: ignore[no-untyped-def]
-    """scipy.stats, imported on first use: it takes ~1-3 s to import, and a night without an A/B or a
-    flagged series (the vectorized judge needs neither) should not pay for it."""
-    from scipy import stats
-
-    return stats
+from zlops.stats.twosample import _sps
 
 
 @dataclass(frozen=True)

@@ -81,10 +81,9 @@ def row_median(mat: np.ndarray) -> np.ndarray:
     counts = np.sum(~np.isnan(mat), axis=1)
     rows = np.arange(mat.shape[0])
     lo = np.maximum((counts - 1) // 2, 0)
-    hi = np.maximum(counts // 2, 0)
-    hi = np.where(counts == 0, 0, hi)
-    out = np.where(lo == hi, srt[rows, lo], (srt[rows, lo] + srt[rows, hi]) / 2.0)
-    out = np.where((counts % 2 == 0) & (counts > 0), np.mean(np.stack([srt[rows, lo], srt[rows, hi]]), axis=0), out)
+    hi = np.where(counts == 0, 0, counts // 2)
+    # np.median takes the mean of the two middle values: the same operation, so the same float
+    out = np.where(lo == hi, srt[rows, lo], np.mean(np.stack([srt[rows, lo], srt[rows, hi]]), axis=0))
     out[counts == 0] = np.nan
     return out
 
