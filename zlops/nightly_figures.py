@@ -101,7 +101,7 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
 
     def night(key: str, pool: str) -> tuple[float | None, float | None]:
         if key not in nights:
-            nights[key] = _telemetry_by_pool(store.shard_extras(key))
+            nights[key] = telemetry_by_pool(store.shard_extras(key))
         return nights[key].get(pool, (None, None))
 
     trends: dict[SeriesKey, Path] = {}
@@ -140,9 +140,10 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
     return RunFigures(trends, ratio, phases, scaling, timelines)
 
 
-def _telemetry_by_pool(extras: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, tuple[float | None,
+def telemetry_by_pool(extras: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, tuple[float | None,
                                                                                                 float | None]]:
-    """Per pool: the median of its shards' median clocks, and the max of their max temperatures."""
+    """Per pool: the median of its shards' median clocks, and the max of their max temperatures (the
+    trend figures' telemetry strip and the series page's overlay)."""
     clocks: dict[str, list[float]] = {}
     temps: dict[str, list[float]] = {}
     for (pool, _device), extra in extras.items():

@@ -54,7 +54,13 @@ def fetch(suite: str) -> dict[str, str]:
         promote = False
     if not isinstance(promote, bool):
         raise ValueError(f"the promote param must be true or false, got {promote!r}")
-    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=sha, promote=promote)
+    config = _config()
+    ctx = do_fetch(config, suite, run_key=_run_key(suite), sha=sha, promote=promote)
+    from zlops.airflow.links import airflow_meta
+    from zlops.pipeline import open_store
+
+    dag_run = get_current_context()["dag_run"]  # the zlops pages link back to it
+    open_store(config).update_run_meta(ctx.run_key, airflow_meta(dag_run.dag_id, dag_run.run_id))
     return {"run_key": ctx.run_key, "sha": ctx.sha, "promote": promote}
 
 

@@ -113,25 +113,34 @@ _DTYPES = {"median": "float64", "spread_pct": "float64", "n": "int64", "lower_is
            "finished_at": "datetime64[us, UTC]", "run_id": "int64"}
 
 
-def _series_meta(session: Session, suite: str, pools: Sequence[str]) -> dict[int, tuple[str, str, str, str, bool]]:
+def _series_meta(session: Session, suite: str, pools: Sequence[str], only: Collection[tuple[str, str]] | None = None,
+                 ) -> dict[int, tuple[str, str, str, str, bool]]:
     c = SeriesRow.__table__.c
     query = select(c.id, c.pool, c.case, c.metric, c.unit, c.lower_is_better).where(c.suite == suite)
     if len(pools) <= CHUNK:
         query = query.where(c.pool.in_(pools))
-    return {row[0]: (row[1], row[2], row[3], row[4], bool(row[5])) for row in _raw_rows(session, query)}
+    if only is not None and len(only) <= CHUNK:
+        query = query.where(c.case.in_(sorted({case for case, _ in only})))
+    wanted = None if only is None else set(only)
+    return {row[0]: (row[1], row[2], row[3], row[4], bool(row[5])) for row in _raw_rows(session, query)
+            if wanted is None or (row[2], row[3]) in wanted}
 
 
-def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun]) -> pd.DataFrame:
+def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
+                 only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Columns :data:`_POINT_COLUMNS` of the (run, pool) pairs of ``runs``; a pair without stored points
-    is summarized from its raw results (see the module docstring)."""
+    is summarized from its raw results (see the module docstring). ``only``: these (case, metric) only."""
     run_ids = sorted({r.run_id for r in runs})
     pools = sorted({r.pool for r in runs})
-    meta = _series_meta(session, suite, pools)
+    meta = _series_meta(session, suite, pools, only)
     rows: list[tuple[Any, ...]] = []
     c = SeriesPointRow.__table__.c
+    narrow = only is not None and len(meta) <= CHUNK  # a few series (a page): their ids in the query
+    if only is not None and not meta:
+        run_ids = []
     for chunk in chunks(run_ids):
-        rows.extend(_raw_rows(session, select(c.run_id, c.series_id, c.median, c.n, c.spread_pct)
-                              .where(c.run_id.in_(chunk))))
+        query = select(c.run_id, c.series_id, c.median, c.n, c.spread_pct).where(c.run_id.in_(chunk))
+        rows.extend(_raw_rows(session, query.where(c.series_id.in_(sorted(meta))) if narrow else query))
     if rows:
         # one C-level conversion (None -> NaN); run and series ids and n are exact in float64
         arr = np.array(rows, dtype=float)
@@ -162,8 +171,16 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun]) -> pd.
     present = set(zip(points["run_id"].tolist(), points["pool"].tolist(), strict=True)) if len(points) else set()
     # a pool without points gets them from the raw results (usually none: the compare step writes them)
     missing = sorted({(r.run_id, r.pool) for r in runs} - present)
+    if missing and only is not None:  # a series the run has no point of: only runs without any point
+        with_points = {rid for (rid,) in _raw_rows(session, select(c.run_id).where(
+            c.run_id.in_(sorted({rid for rid, _ in missing}))).distinct())}
+        missing = [(rid, pool) for rid, pool in missing if rid not in with_points]
     if missing:
         fallback = _points_from_results(session, missing)
+        if only is not None and len(fallback):
+            wanted = set(only)
+            fallback = fallback[[(k, m) in wanted for k, m in zip(fallback["case"], fallback["metric"],
+                                                                  strict=True)]].reset_index(drop=True)
         if len(fallback):
             points = pd.concat([points, fallback], ignore_index=True) if len(points) else fallback
     return points
@@ -198,8 +215,10 @@ def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]]) -> 
 
 def history_frame(session: Session, suite: str, *, ancestors: Collection[str], window: int,
                   exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                  kind: str = "nightly") -> pd.DataFrame:
+                  kind: str = "nightly", only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     """The suite's history, one row per series and run, oldest first per series.
+
+    ``only``: just these (case, metric) series (a page about one operator), read by their series ids.
 
     Columns :data:`HISTORY_COLUMNS`: ``pool, case, metric, run_key, sha, finished_at`` (UTC),
     ``unit, lower_is_better, median, n, spread_pct`` (NaN where the spread is unknown); the rows of a
@@ -209,7 +228,7 @@ def history_frame(session: Session, suite: str, *, ancestors: Collection[str], w
                        pools=pools, kind=kind)
     if not runs:
         return _empty(HISTORY_COLUMNS)
-    points = _point_frame(session, suite, runs)
+    points = _point_frame(session, suite, runs, only)
     if not len(points):
         return _empty(HISTORY_COLUMNS)
     by_run = {r.run_id: r for r in runs}  # run_key, sha and date are the run's, whatever the pool

@@ -134,6 +134,11 @@ class Store:
     def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return self.unit_of_work(fn, *args, **kwargs)
 
+    def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(session, *args, **kwargs)`` in one read transaction, run again on a transient fault: for
+        the session-level reads of :mod:`zlops.store.pages` and friends."""
+        return self._query(fn, *args, **kwargs)
+
     def _query(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         def once() -> T:
             with self._reads.begin() as session:
@@ -260,12 +265,13 @@ class Store:
 
     def history_frame(self, suite: str, *, ancestors: Collection[str], window: int,
                       exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                      kind: str = "nightly") -> pd.DataFrame:
+                      kind: str = "nightly", only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
         """The suite's history from the newest ``window`` accepted ancestor runs per pool, one row per
         series and run, oldest first per series; columns ``pool, case, metric, run_key, sha,
-        finished_at, unit, lower_is_better, median, n, spread_pct`` (see :mod:`.frames`)."""
+        finished_at, unit, lower_is_better, median, n, spread_pct`` (see :mod:`.frames`); ``only``
+        keeps just those (case, metric) series."""
         return self._query(_frames().history_frame, suite, ancestors=ancestors, window=window,
-                           exclude_run_key=exclude_run_key, pools=pools, kind=kind)
+                           exclude_run_key=exclude_run_key, pools=pools, kind=kind, only=only)
 
     def verdict_frame(self, run_keys: Sequence[str], *,
                       verdicts: Collection[str | Verdict] | None = None) -> pd.DataFrame:
