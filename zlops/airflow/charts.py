@@ -116,14 +116,19 @@ def series_figure(view: SeriesView) -> str:
         fig.add_hline(y=level, line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 2}, row=1, col=1,
                       annotation_text=_escape(f"alert #{a.id} reference {cells.format_value(level, a.unit)} "
                                               f"±{band:g}%"), annotation_position="top left")
-    for mark in view.marks:
-        x = next((night_label(n) for n in nights if n.run_key == mark.run_key), None)
-        if x is None:
+    at_night: dict[str, list[Any]] = {}
+    for mark in view.marks:  # one line per night, however many marks name it
+        at_night.setdefault(mark.run_key, []).append(mark)
+    for n in nights:
+        marks = at_night.get(n.run_key)
+        if not marks:
             continue
-        fig.add_vline(x=x, line={"color": "#d62728" if mark.kind == "first bad" else "#7f7f7f", "dash": "dash",
-                                 "width": 1.5})
-        fig.add_annotation(x=x, y=1.0, yref="y domain", text=_escape(mark.kind), showarrow=False, yshift=8,
-                           hovertext=_escape(mark.text), font={"size": 11})
+        x = night_label(n)
+        first_bad = any(m.kind == "first bad" for m in marks)
+        fig.add_vline(x=x, line={"color": "#d62728" if first_bad else "#7f7f7f", "dash": "dash", "width": 1.5})
+        fig.add_annotation(x=x, y=1.0, yref="y domain", text=_escape(" + ".join(dict.fromkeys(m.kind for m in marks))),
+                           showarrow=False, yshift=10, hovertext=_escape("; ".join(m.text for m in marks)),
+                           font={"size": 11})
     if telemetry:
         fig.add_trace(go.Scatter(x=labels, y=[n.clock_mhz for n in nights], mode="lines+markers",
                                  name="pool clock (MHz, median)", line={"color": CLOCK_COLOUR},
