@@ -63,6 +63,7 @@ def _samples(pool: str, case: str, night: int) -> tuple[float, ...]:
 @dataclass(frozen=True)
 class Nights:
     config: Config
+    config_path: Path
     store: Store
     alerts: dict[str, int]   # pool -> id of softmax_8192's alert
     thread_root: int         # the npu alert's announcement (sent)
@@ -131,4 +132,4 @@ def build(tmp: Path) -> Nights:
     assert root is not None
     store.mark_notification(root, "sent", ts="1764554400.000100", channel_id="C0PERF")
     store.record_thread(root, "1764554400.000100", "C0PERF")
-    return Nights(config, store, alerts, root)
+    return Nights(config, tmp / "zlops.yaml", store, alerts, root)

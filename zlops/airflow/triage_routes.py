@@ -77,12 +77,13 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
     def act(request: Request, background: BackgroundTasks, user: Any = Depends(user_dep),
             alert_id: int = Path(..., ge=1, le=2**62), action: str = Form(..., max_length=20),
             note: str = Form("", max_length=MAX_NOTE_CHARS), csrf_token: str = Form("", max_length=128)) -> Response:
-        from zlops.triage import action_state, change_alert
+        from zlops.triage import action_state, change_alert, clean_note
 
         check_csrf(request, csrf_token)
         store = pages.store()
         try:
             to = action_state(action)
+            note = clean_note(note)
             alert = store.alert(alert_id)
         except AlertError as exc:
             raise HTTPException(404 if "unknown alert" in str(exc) else 422, str(exc)) from exc
