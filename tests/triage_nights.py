@@ -1,5 +1,5 @@
 """Eight stored nights of a suite on three backends (npu/ascend, cuda, musa), written through zlops' own
-store API and alert lifecycle, for the triage pages' tests.
+store API and alert lifecycle, for the triage pages' tests (tests/airflow) and the store reads behind them (tests/store).
 
 ``softmax_8192`` (time, ms) regresses by about 12% at night 5 on npu and musa (confirmed; npu's with a
 same-device A/B: its Figures hold the A/B runs, a CI and a p-value, and its note names the change point),
@@ -69,8 +69,8 @@ class Nights:
     thread_root: int         # the npu alert's announcement (sent)
 
 
-def _config(tmp: Path) -> Config:
-    data = {
+def _config(tmp: Path, database: str | None) -> Config:
+    data: dict[str, object] = {
         "home": str(tmp / "home"),
         "pools": {pool: {"backend": backend, "devices": [0]} for pool, backend in POOLS.items()},
         "suites": {SUITE: {"repo": str(tmp / "upstream"), "branch": "main", "command": ["true"],
@@ -78,6 +78,8 @@ def _config(tmp: Path) -> Config:
         "thresholds": {"potential_pct": 2, "regression_pct": 5},
         "slack": {"channel": "#perf"},
     }
+    if database:
+        data["database"] = database
     path = tmp / "zlops.yaml"
     path.write_text(yaml.safe_dump(data))
     return load_config(path)
@@ -100,9 +102,10 @@ def _comparison(pool: str, case: str, night: int, head: tuple[float, ...], base:
                       head, Judgement(verdict, None, None, 2.0, note, figures))
 
 
-def build(tmp: Path) -> Nights:
-    """Store the nights (see the module docstring) and return where they are."""
-    config = _config(tmp)
+def build(tmp: Path, *, database: str | None = None) -> Nights:
+    """Store the nights (see the module docstring) and return where they are (``database``: a store URL,
+    default the config's SQLite file)."""
+    config = _config(tmp, database)
     store = open_store(config)
     alerts: dict[str, int] = {}
     for night in range(NIGHTS):
