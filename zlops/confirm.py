@@ -201,6 +201,11 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
                            "stopped": f"skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
                                       f"{budget.seconds:.0f} s (noise.ab_budget_share / ab_budget_s); suspects "
                                       "wait for a second night"}
+            skipped = (f"[A/B on {pool} skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
+                       f"{budget.seconds:.0f} s]")
+            for c in members:   # the reason a suspect stays one is said beside it, in every rendering
+                updated[(c.pool, c.case, c.metric)] = replace(
+                    c.judgement, note=f"{c.judgement.note} {skipped}" if c.judgement.note else skipped)
             continue
 
         def judged(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
