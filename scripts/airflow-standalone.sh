@@ -12,5 +12,5 @@ fi
 mkdir -p "$AIRFLOW_HOME"
 setsid airflow standalone >"$AIRFLOW_HOME/standalone.log" 2>&1 </dev/null &
 echo $! >"$pidfile"
-echo "airflow standalone started (pid $!): UI on http://localhost:8080 in ~15-30 s; log $AIRFLOW_HOME/standalone.log"
+echo "airflow standalone started (pid $!): UI on http://localhost:${AIRFLOW__API__PORT:-8080} in ~15-30 s (longer on a busy machine); log $AIRFLOW_HOME/standalone.log"
 echo "stop it with: bash scripts/airflow-stop.sh"

@@ -444,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rounds", type=int, default=5, help="samples per benchmark worker process")
     d.add_argument("--workers", type=int, default=5, help="fresh benchmark processes per night")
     d.add_argument("--judge", choices=("simple", "noise"), default="simple",
-                   help="simple: the seed's 2%%/5%% rule (default, ~25 s); noise: the production judge with "
+                   help="simple: the seed's 2%%/5%% rule (default; under a minute on a quiet machine); noise: the "
+                        "production judge with "
                         "same-device A/B confirmation (a few minutes)")
     d.set_defaults(func=cmd_demo)
 

@@ -99,7 +99,8 @@ def create_upstream(path: Path) -> list[str]:
 def demo_config_data(home: Path, *, rounds: int, workers: int, judge: str = "simple") -> dict[str, object]:
     """The config the demo runs with (also written to ``<home>/zlops.yaml`` for reuse).
 
-    The demo judges with the seed's plain 2%/5% rule by default, so a week of nights takes ~25 s;
+    The demo judges with the seed's plain 2%/5% rule by default, so a week of nights takes under a minute
+    on a quiet machine (docs/demo.md has measured durations);
     ``judge="noise"`` shows the production judge, whose same-device A/B confirmations of every
     suspect make it a few minutes on a 2-core machine.
     """
