@@ -56,7 +56,8 @@ class PoolConfig(_Strict):
 
     backend: str = Field(description="device backend: cpu, cuda, musa, ascend, rocm (or an alias)")
     devices: list[int] | Literal["auto"] = Field(
-        default="auto", description="device indices, one benchmark process each; 'auto' picks the longest "
+        default="auto", json_schema_extra={"accepts": "a list of device numbers like [0, 1] or 'auto'"},
+        description="device indices, one benchmark process each; 'auto' picks the longest "
                                     "consecutive run of idle devices (at most 4) when a run starts")
     host: str | None = Field(default=None, pattern=NAME_PATTERN,
                              description="host the pool's devices are attached to: a name under hosts (or, "
@@ -190,15 +191,20 @@ class SuiteConfig(_Strict):
     """One benchmark suite: where its code lives, how to install and run it, where it runs."""
 
     repo: str = Field(description="local path or git URL of the upstream repository")
-    branch: str = Field(default="main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+    branch: str = Field(default="main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$",
+                        json_schema_extra={"accepts": "a branch name like main or release/1.2 (letters, digits, "
+                                                      "'.', '_', '/', '-')"})
     install: list[list[str]] = Field(default_factory=list,
+                                     json_schema_extra={"accepts": 'a list of argv lists like [["pip", "install", "."]]'},
                                      description="argv lists run inside the suite's venv, in the worktree")
-    command: list[str] = Field(min_length=1, description="argv of the benchmark; placeholders {results} ...")
+    command: list[str] = Field(min_length=1, json_schema_extra={
+        "accepts": 'an argv list like ["python", "bench.py", "--out", "{results}"]'}, description="argv of the benchmark; placeholders {results} ...")
     format: str = Field(description="results format: zlops-json, pytest-benchmark, ...")
     pools: list[str] = Field(min_length=1)
     rounds: int = Field(default=5, ge=1, le=100000)
     timeout_s: float = Field(default=1800, gt=0)
-    schedule: str | None = Field(default="0 2 * * *")
+    schedule: str | None = Field(default="0 2 * * *", json_schema_extra={
+        "accepts": "a 5-field cron expression like '0 2 * * *', or @daily, @hourly ... (null: triggered only)"})
     system_site_packages: bool = False
     python: str | None = Field(default=None, description="interpreter the suite's venv is made from "
                                "(default: the one running zlops)")
@@ -391,7 +397,8 @@ class Config(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
                               serialize_by_alias=True)
 
-    home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
+    home: Path = Field(default=Path("~/.zlops"), validate_default=True,
+                       json_schema_extra={"accepts": "a folder path like ~/.zlops"})  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     database_retry_s: float = Field(default=60, ge=0, description="how long transient database faults (a "
                                     "refused connect, a terminated connection) are retried before a step fails")
@@ -562,35 +569,20 @@ class Config(_Strict):
                           max_steal_pct=pick("max_steal_pct"), contention_wait_s=float(pick("contention_wait_s")))
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
-
-
-def _format_errors(source: str, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = _loc(tuple(p for p in err["loc"] if p not in ("function-after", "function-before")))
-        msg = err["msg"]
-        msg = msg.removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see docs/config.md for the keys)"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        got = err.get("input")
-        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, (dict, list)) \
-            else f", got {got!r}"
-        lines.append(f"{source}: {loc}: {msg}{shown}")
-    return "\n".join(lines)
-
-
 def parse_config(data: Any, *, source: str = "<config>") -> Config:
     """Validate an already-loaded mapping; errors name ``source`` and the key path."""
+    from zlops.config_errors import format_errors
+
+    if data is None:
+        raise ConfigError(f"{source}: the file is empty: expected a mapping with at least pools and suites "
+                          "(see docs/config.md)")
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+        kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(data), "value")
+        raise ConfigError(f"{source}: expected a mapping at the top level, got a {kind}")
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc)) from None
+        raise ConfigError(format_errors(source, exc, Config)) from None
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:
