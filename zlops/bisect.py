@@ -423,3 +423,48 @@ def bisect_range(commits: Sequence[str], targets: Sequence[Target], measurer: Me
 def builds_bound(n: int) -> int:
     """The most builds a bisection of ``n`` commits needs without skips: ``ceil(log2 n) + 2``."""
     return math.ceil(math.log2(n)) + 2 if n > 1 else 2
+
+
+# --- stored form ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bisection:
+    """A bisection as stored (``bisections``): its range, targets, state and culprit."""
+
+    id: int
+    suite: str
+    pool: str
+    device: int
+    good_sha: str
+    bad_sha: str
+    commits: tuple[str, ...]
+    targets: tuple[Target, ...]
+    state: State
+    reason: str
+    culprit_sha: str | None
+    culprit_subject: str | None
+    culprit_author: str | None
+    candidates: tuple[str, ...]
+    alert_ids: tuple[int, ...]
+
+    @property
+    def n(self) -> int:
+        """Commits in the range (the good end excluded)."""
+        return len(self.commits) - 1
+
+
+def evidence_to_json(evidence: Sequence[CaseEvidence]) -> list[dict[str, object]]:
+    return [{"case": e.case, "metric": e.metric, "line_pct": e.line_pct,
+             "outcome": None if e.outcome is None else e.outcome.value, "figures": e.figures.to_dict()}
+            for e in evidence]
+
+
+def evidence_from_json(data: Sequence[Mapping[str, object]]) -> tuple[CaseEvidence, ...]:
+    out = []
+    for d in data:
+        figures = Figures.from_dict(d["figures"])  # type: ignore[arg-type]
+        if figures is None:
+            continue
+        out.append(CaseEvidence(str(d["case"]), str(d["metric"]), figures, float(d["line_pct"]),  # type: ignore[arg-type]
+                                None if d.get("outcome") is None else Outcome(str(d["outcome"]))))
+    return tuple(out)
