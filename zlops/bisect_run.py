@@ -272,7 +272,9 @@ def announce(config: Config, store: Store, b: Bisection) -> list[int]:
     for root_id in roots:
         (root,) = store.outbox_items(ids=[root_id])
         payload = bisect_messages.reply(with_steps, channel=root.channel)
-        queued.append(store.queue_notification(root.run_key, kind, root.channel, payload, parent_id=root.id))
+        # the outbox is keyed by (run, kind, channel): the root's id keeps two threads of one night apart
+        queued.append(store.queue_notification(root.run_key, f"{kind}-t{root.id}", root.channel, payload,
+                                               parent_id=root.id))
     return queued
 
 
