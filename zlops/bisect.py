@@ -102,7 +102,7 @@ class BisectPolicy:
     floor_pct: float = 2.0        # the judge's potential threshold: the smallest change the ends must show
     share: float = 0.5            # a case's line between good and bad, as a share of its reproduced change
     min_pairs: int = 4
-    max_pairs: int = 12
+    max_pairs: int = 24
     confidence: float = 0.95
 
     def __post_init__(self) -> None:

@@ -394,7 +394,7 @@ class BisectConfig(_Strict):
                                       "spend per night (rolling budget_window_h)")
     budget_window_h: float = Field(default=24, gt=0, description="the window the per-night budget is counted over")
     min_pairs: int = Field(default=4, ge=2, description="A/B pairs a step starts with")
-    max_pairs: int = Field(default=12, ge=2, description="most A/B pairs a step adds while its CI straddles the line; "
+    max_pairs: int = Field(default=24, ge=2, description="most A/B pairs a step adds while its CI straddles the line; "
                            "then the step is unclear and skipped")
     confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the bootstrap CI a step is judged by")
     line_share: float = Field(default=0.5, gt=0, lt=1, description="a case's line between good and bad, as a share "
