@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from zlops.bisect import Bisection, CaseEvidence, State, StepKind, StepRecord, Target
+from zlops.bisect import Bisection, CaseEvidence, State, StepKind, StepRecord
 from zlops.report import cells
 
 _EMOJI = {State.FOUND: ":mag:", State.UNVERIFIED: ":grey_question:", State.AMBIGUOUS: ":grey_question:",
@@ -117,7 +117,3 @@ def reply(group: Sequence[tuple[Bisection, Sequence[StepRecord]]], *, channel: s
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": (
         f"every step: `zlops alert show {ids}` · zlops bisection, same-device interleaved A/B of the regressed cases")}]})
     return {"channel": channel, "text": text, "blocks": blocks[:49]}
-
-
-def targets_of(b: Bisection) -> tuple[Target, ...]:
-    return b.targets
