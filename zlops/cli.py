@@ -569,6 +569,9 @@ def build_parser() -> argparse.ArgumentParser:
     from zlops.alerts_cli import add_alert_parser  # zlops alert list|show|ack|expected|false-positive|wontfix
 
     add_alert_parser(sub)
+    from zlops.bisect_cli import add_bisect_parser  # zlops bisect ALERT_ID
+
+    add_bisect_parser(sub)
     return p
 
 

@@ -389,6 +389,34 @@ class NoiseConfig(_Strict):
                       max_throttle_share=self.max_throttle_share, temp_limit_c=self.temp_limit_c)
 
 
+class BisectConfig(_Strict):
+    """Automatic bisection of confirmed regressions (docs/bisect.md)."""
+
+    auto: bool = Field(default=True, description="the nightly's report step requests a bisection (zlops_bisect DAG) "
+                       "for each newly confirmed regression whose range spans more than one commit")
+    builds_per_night: int = Field(default=16, ge=0, description="commits a pool's bisections may build per night "
+                                  "(rolling budget_window_h); past it a bisection pauses and the next request resumes it")
+    device_s_per_night: float = Field(default=3600, ge=0, description="device seconds a pool's bisections may "
+                                      "spend per night (rolling budget_window_h)")
+    budget_window_h: float = Field(default=24, gt=0, description="the window the per-night budget is counted over")
+    min_pairs: int = Field(default=4, ge=2, description="A/B pairs a step starts with")
+    max_pairs: int = Field(default=24, ge=2, description="most A/B pairs a step adds while its CI straddles the line; "
+                           "then the step is unclear and skipped")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the bootstrap CI a step is judged by")
+    line_share: float = Field(default=0.5, gt=0, lt=1, description="a case's line between good and bad, as a share "
+                              "of the change the range's ends reproduced (never below thresholds.potential_pct)")
+    max_commits: int = Field(default=512, ge=2, description="longest range bisected (first-parent commits)")
+    nightly_grace_h: float = Field(default=12, gt=0, description="a nightly of a suite on the pool started within "
+                                   "this many hours and still running makes a bisection yield (pause) before its "
+                                   "next benchmark process")
+
+    @model_validator(mode="after")
+    def _pairs(self) -> BisectConfig:
+        if self.min_pairs > self.max_pairs:
+            raise ValueError(f"min_pairs {self.min_pairs} is above max_pairs {self.max_pairs}")
+        return self
+
+
 class Config(_Strict):
     """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
@@ -413,6 +441,7 @@ class Config(_Strict):
                                      "simple: the seed's fixed 2%/5% rule on the change of medians")
     noise: NoiseConfig = Field(default_factory=lambda: NoiseConfig())
     contention: ContentionConfig = Field(default_factory=lambda: ContentionConfig())
+    bisect: BisectConfig = Field(default_factory=lambda: BisectConfig())
     allow_caliber_mismatch: bool = Field(default=False, description="publish deltas across calibers (still "
                                          "printed as !!! [caliber])")
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
