@@ -55,6 +55,12 @@ def cmd_alert_show(args: argparse.Namespace) -> int:
         by = e["run_key"] or e["actor"]
         note = f": {e['note']}" if e["note"] else ""
         print(f"  {e['at']:%Y-%m-%d %H:%M}  {what:<28} {by}{' (announced)' if e['announced'] else ''}{note}")
+    bisection = store.bisection_of_alert(args.id)
+    if bisection is not None:
+        from zlops.bisect_messages import show_lines
+
+        for line in show_lines(bisection, store.bisection_steps(bisection.id)):
+            print(f"  {line}")
     return EXIT_OK
 
 

@@ -56,7 +56,8 @@ class PoolConfig(_Strict):
 
     backend: str = Field(description="device backend: cpu, cuda, musa, ascend, rocm (or an alias)")
     devices: list[int] | Literal["auto"] = Field(
-        default="auto", description="device indices, one benchmark process each; 'auto' picks the longest "
+        default="auto", json_schema_extra={"accepts": "a list of device numbers like [0, 1] or 'auto'"},
+        description="device indices, one benchmark process each; 'auto' picks the longest "
                                     "consecutive run of idle devices (at most 4) when a run starts")
     host: str | None = Field(default=None, pattern=NAME_PATTERN,
                              description="host the pool's devices are attached to: a name under hosts (or, "
@@ -190,15 +191,20 @@ class SuiteConfig(_Strict):
     """One benchmark suite: where its code lives, how to install and run it, where it runs."""
 
     repo: str = Field(description="local path or git URL of the upstream repository")
-    branch: str = Field(default="main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+    branch: str = Field(default="main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$",
+                        json_schema_extra={"accepts": "a branch name like main or release/1.2 (letters, digits, "
+                                                      "'.', '_', '/', '-')"})
     install: list[list[str]] = Field(default_factory=list,
+                                     json_schema_extra={"accepts": 'a list of argv lists like [["pip", "install", "."]]'},
                                      description="argv lists run inside the suite's venv, in the worktree")
-    command: list[str] = Field(min_length=1, description="argv of the benchmark; placeholders {results} ...")
+    command: list[str] = Field(min_length=1, json_schema_extra={
+        "accepts": 'an argv list like ["python", "bench.py", "--out", "{results}"]'}, description="argv of the benchmark; placeholders {results} ...")
     format: str = Field(description="results format: zlops-json, pytest-benchmark, ...")
     pools: list[str] = Field(min_length=1)
     rounds: int = Field(default=5, ge=1, le=100000)
     timeout_s: float = Field(default=1800, gt=0)
-    schedule: str | None = Field(default="0 2 * * *")
+    schedule: str | None = Field(default="0 2 * * *", json_schema_extra={
+        "accepts": "a 5-field cron expression like '0 2 * * *', or @daily, @hourly ... (null: triggered only)"})
     system_site_packages: bool = False
     python: str | None = Field(default=None, description="interpreter the suite's venv is made from "
                                "(default: the one running zlops)")
@@ -383,6 +389,34 @@ class NoiseConfig(_Strict):
                       max_throttle_share=self.max_throttle_share, temp_limit_c=self.temp_limit_c)
 
 
+class BisectConfig(_Strict):
+    """Automatic bisection of confirmed regressions (docs/bisect.md)."""
+
+    auto: bool = Field(default=True, description="the nightly's report step requests a bisection (zlops_bisect DAG) "
+                       "for each newly confirmed regression whose range spans more than one commit")
+    builds_per_night: int = Field(default=16, ge=0, description="commits a pool's bisections may build per night "
+                                  "(rolling budget_window_h); past it a bisection pauses and the next request resumes it")
+    device_s_per_night: float = Field(default=3600, ge=0, description="device seconds a pool's bisections may "
+                                      "spend per night (rolling budget_window_h)")
+    budget_window_h: float = Field(default=24, gt=0, description="the window the per-night budget is counted over")
+    min_pairs: int = Field(default=4, ge=2, description="A/B pairs a step starts with")
+    max_pairs: int = Field(default=24, ge=2, description="most A/B pairs a step adds while its CI straddles the line; "
+                           "then the step is unclear and skipped")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the bootstrap CI a step is judged by")
+    line_share: float = Field(default=0.5, gt=0, lt=1, description="a case's line between good and bad, as a share "
+                              "of the change the range's ends reproduced (never below thresholds.potential_pct)")
+    max_commits: int = Field(default=512, ge=2, description="longest range bisected (first-parent commits)")
+    nightly_grace_h: float = Field(default=12, gt=0, description="a nightly of a suite on the pool started within "
+                                   "this many hours and still running makes a bisection yield (pause) before its "
+                                   "next benchmark process")
+
+    @model_validator(mode="after")
+    def _pairs(self) -> BisectConfig:
+        if self.min_pairs > self.max_pairs:
+            raise ValueError(f"min_pairs {self.min_pairs} is above max_pairs {self.max_pairs}")
+        return self
+
+
 class Config(_Strict):
     """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
@@ -391,7 +425,8 @@ class Config(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
                               serialize_by_alias=True)
 
-    home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
+    home: Path = Field(default=Path("~/.zlops"), validate_default=True,
+                       json_schema_extra={"accepts": "a folder path like ~/.zlops"})  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     database_retry_s: float = Field(default=60, ge=0, description="how long transient database faults (a "
                                     "refused connect, a terminated connection) are retried before a step fails")
@@ -406,6 +441,7 @@ class Config(_Strict):
                                      "simple: the seed's fixed 2%/5% rule on the change of medians")
     noise: NoiseConfig = Field(default_factory=lambda: NoiseConfig())
     contention: ContentionConfig = Field(default_factory=lambda: ContentionConfig())
+    bisect: BisectConfig = Field(default_factory=lambda: BisectConfig())
     allow_caliber_mismatch: bool = Field(default=False, description="publish deltas across calibers (still "
                                          "printed as !!! [caliber])")
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
@@ -562,35 +598,20 @@ class Config(_Strict):
                           max_steal_pct=pick("max_steal_pct"), contention_wait_s=float(pick("contention_wait_s")))
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
-
-
-def _format_errors(source: str, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = _loc(tuple(p for p in err["loc"] if p not in ("function-after", "function-before")))
-        msg = err["msg"]
-        msg = msg.removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see docs/config.md for the keys)"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        got = err.get("input")
-        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, (dict, list)) \
-            else f", got {got!r}"
-        lines.append(f"{source}: {loc}: {msg}{shown}")
-    return "\n".join(lines)
-
-
 def parse_config(data: Any, *, source: str = "<config>") -> Config:
     """Validate an already-loaded mapping; errors name ``source`` and the key path."""
+    from zlops.config_errors import format_errors
+
+    if data is None:
+        raise ConfigError(f"{source}: the file is empty: expected a mapping with at least pools and suites "
+                          "(see docs/config.md)")
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+        kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(data), "value")
+        raise ConfigError(f"{source}: expected a mapping at the top level, got a {kind}")
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc)) from None
+        raise ConfigError(format_errors(source, exc, Config)) from None
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:

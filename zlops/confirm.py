@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zlops import pipeline
-from zlops.errors import ParseError, ZlopsError
+from zlops.errors import DeviceBusy, ParseError, ZlopsError
 from zlops.formats import parse_results
 from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
@@ -88,13 +88,18 @@ def pool_budget(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison])
     return PoolBudget(seconds, night_s, per_case * len(cases), cases), chosen
 
 
-def _run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: pipeline.Prepared, pool: str,
+def run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: pipeline.Prepared, pool: str,
               device: int, out: Path, cases: tuple[str, ...] | None) -> dict[tuple[str, str], float]:
-    """One run of the suite (or of ``cases`` only) on one device; per (case, metric) the median of its samples."""
+    """One run of the suite (or of ``cases`` only) on one device; per (case, metric) the median of its samples.
+
+    Used by the nightly's A/B and by bisection (zlops.bisect_run). A run that never started because the
+    device stayed leased raises DeviceBusy; any other failure ZlopsError."""
     spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
                      pool=pool, backend=ctx.config.pools[pool].backend, device=device,
                      worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out, cases=cases)
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
+    if outcome.status is ShardStatus.SKIPPED:
+        raise DeviceBusy(f"A/B run in {out} skipped: {outcome.error}")
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
     try:
@@ -151,7 +156,7 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
                     side = order[i]
                     side_ctx, prepared = sides[side]
                     t0 = time.monotonic()
-                    medians = _run_side(ctx, side_ctx, prepared, pool, device,
+                    medians = run_side(ctx, side_ctx, prepared, pool, device,
                                         ctx.run_dir / "ab" / pool / f"{i:02d}{side}", budget.cases)
                     took = time.monotonic() - t0
                     spent += took
@@ -201,6 +206,11 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
                            "stopped": f"skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
                                       f"{budget.seconds:.0f} s (noise.ab_budget_share / ab_budget_s); suspects "
                                       "wait for a second night"}
+            skipped = (f"[A/B on {pool} skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
+                       f"{budget.seconds:.0f} s]")
+            for c in members:   # the reason a suspect stays one is said beside it, in every rendering
+                updated[(c.pool, c.case, c.metric)] = replace(
+                    c.judgement, note=f"{c.judgement.note} {skipped}" if c.judgement.note else skipped)
             continue
 
         def judged(samples: dict[tuple[str, str], tuple[list[float], list[float]]],

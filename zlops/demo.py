@@ -10,6 +10,10 @@ with a benchmark script that writes zlops JSON. Its history, one commit per nigh
 5. layernorm normalizes the valid columns only: about 30% faster, IMPROVED;
 6. a test file only.
 
+Beside main, the branch ``feature/softmax-untiled`` (one commit on night 6) makes softmax work on the
+valid columns only, undoing night 3's tiling: about 25% faster, the change a PR compare
+(``zlops compare --ref feature/softmax-untiled`` or the ``zlops_pr_compare`` DAG) should find.
+
 The demo runs the real nightly (worktree, uv venv, one benchmark process on the CPU pool, SQLite,
 compare, report, plots) once per commit and checks that exactly those two changes were found.
 Commit dates and authors are fixed, so the demo's SHAs are the same on every machine.
@@ -50,39 +54,53 @@ HISTORY: tuple[tuple[str, dict[str, str], dict[str, Verdict]], ...] = (
     ("tests: check every operator against a numpy reference", {"tests/test_ops.py": "test_ops.py.tmpl"}, {}),
 )
 OPS = ("cumsum", "gelu", "layernorm", "matmul", "softmax")
+#: a branch off main's last commit to try ``zlops compare`` / ``zlops_pr_compare`` with:
+#: (name, commit message, {path: template}, {op: expected verdict against its merge-base})
+PR_BRANCH: tuple[str, str, dict[str, str], dict[str, Verdict]] = (
+    "feature/softmax-untiled", "softmax: work on the valid columns only, without tile padding",
+    {"demo_ops/ops.py": "ops_pr_softmax.py.tmpl"}, {"softmax": Verdict.IMPROVED})
 
 
 def _template(name: str) -> str:
     return (resources.files("zlops") / "demo_upstream" / name).read_text(encoding="utf-8")
 
 
+def _commit(path: Path, files: dict[str, str], message: str, day: int) -> str:
+    """Write ``files`` (path -> template) into the upstream and commit them with a fixed author and date."""
+    for rel, tmpl in files.items():
+        target = path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(_template(tmpl), encoding="utf-8")
+    date = f"2026-11-{day:02d}T01:00:00+00:00"
+    env = proc.build_env({"GIT_AUTHOR_NAME": "Demo Dev", "GIT_AUTHOR_EMAIL": "dev@demo-ops.example",
+                          "GIT_COMMITTER_NAME": "Demo Dev", "GIT_COMMITTER_EMAIL": "dev@demo-ops.example",
+                          "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "LC_ALL": "C"})
+    proc.run(["git", "-C", str(path), "add", "--all"], env=env, what="git add")
+    proc.run(["git", "-C", str(path), "-c", "commit.gpgsign=false", "commit", "--quiet", "-m", message],
+             env=env, what="git commit")
+    return gitops.git(["-C", str(path), "rev-parse", "HEAD"]).strip()
+
+
 def create_upstream(path: Path) -> list[str]:
-    """Create the demo upstream repository at ``path`` (replacing one made earlier); returns the SHAs."""
+    """Create the demo upstream repository at ``path`` (replacing one made earlier); returns main's
+    SHAs, one per night. The PR branch (:data:`PR_BRANCH`) is made off main's last commit."""
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
     gitops.git(["init", "--quiet", "--initial-branch=main", str(path)], what="git init")
-    shas = []
-    for night, (message, files, _) in enumerate(HISTORY, start=1):
-        for rel, tmpl in files.items():
-            target = path / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(_template(tmpl), encoding="utf-8")
-        date = f"2026-11-{night:02d}T01:00:00+00:00"
-        env = proc.build_env({"GIT_AUTHOR_NAME": "Demo Dev", "GIT_AUTHOR_EMAIL": "dev@demo-ops.example",
-                              "GIT_COMMITTER_NAME": "Demo Dev", "GIT_COMMITTER_EMAIL": "dev@demo-ops.example",
-                              "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "LC_ALL": "C"})
-        proc.run(["git", "-C", str(path), "add", "--all"], env=env, what="git add")
-        proc.run(["git", "-C", str(path), "-c", "commit.gpgsign=false", "commit", "--quiet", "-m", message],
-                 env=env, what="git commit")
-        shas.append(gitops.git(["-C", str(path), "rev-parse", "HEAD"]).strip())
+    shas = [_commit(path, files, message, night) for night, (message, files, _) in enumerate(HISTORY, start=1)]
+    branch, message, files, _ = PR_BRANCH
+    gitops.git(["-C", str(path), "checkout", "--quiet", "-b", branch], what="git checkout -b")
+    _commit(path, files, message, len(HISTORY) + 1)
+    gitops.git(["-C", str(path), "checkout", "--quiet", "main"], what="git checkout main")
     return shas
 
 
 def demo_config_data(home: Path, *, rounds: int, workers: int, judge: str = "simple") -> dict[str, object]:
     """The config the demo runs with (also written to ``<home>/zlops.yaml`` for reuse).
 
-    The demo judges with the seed's plain 2%/5% rule by default, so a week of nights takes ~25 s;
+    The demo judges with the seed's plain 2%/5% rule by default, so a week of nights takes under a minute
+    on a quiet machine (docs/demo.md has measured durations);
     ``judge="noise"`` shows the production judge, whose same-device A/B confirmations of every
     suspect make it a few minutes on a 2-core machine.
     """
