@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -180,16 +181,17 @@ def test_the_host_sampler_sees_a_foreign_hog_and_not_its_own_tree(hog: int) -> N
     assert own_child.pid not in top and os.getpid() not in top  # the benchmark's own tree never is
 
 
-def _spec(tmp_path: Path, backend: str, seconds: float) -> ShardSpec:
+def _spec(tmp_path: Path, backend: str, seconds: float, *, pin: int | None = None) -> ShardSpec:
     worktree = tmp_path / "wt"
-    worktree.mkdir(exist_ok=True)
+    worktree.mkdir(parents=True, exist_ok=True)
     (worktree / "bench.py").write_text(
         "import json, sys, time\n"
         f"t = time.time()\nwhile time.time() - t < {seconds}: pass\n"
         "json.dump({'schema_version': 1, 'cases': [{'name': 'x', 'metric': 'latency', 'unit': 'ms',"
         " 'samples': [1.0, 1.1]}]}, open(sys.argv[1], 'w'))\n")
+    pinning = ["taskset", "-c", str(pin)] if pin is not None else []
     suite = SuiteConfig(repo=str(tmp_path / "up"), format="zlops-json", pools=["p"], rounds=2, timeout_s=60,
-                        command=["python", "bench.py", "{results}"])
+                        command=[*pinning, "python", "bench.py", "{results}"])
     return ShardSpec(run_key="r", suite_name="s", suite=suite, sha="0" * 40, pool="p", backend=backend, device=0,
                      worktree=worktree, venv=Path(sys.prefix), artifact_dir=tmp_path / "run" / "p" / "0")
 
@@ -205,6 +207,36 @@ def test_a_cpu_shard_beside_a_hog_carries_the_figure(tmp_path: Path, hog: int) -
     reason = shard_invalid_reason(summary, HostLimits(max_foreign_cpu_pct=25))
     assert reason is not None and reason.startswith("host busy: other processes used ")
     assert "% CPU (limit 25%) during the run" in reason
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs taskset and two CPUs")
+def test_a_hog_pinned_to_the_benchmarks_core_invalidates_it_and_without_it_the_figure_decides(
+        tmp_path: Path) -> None:
+    """The benchmark runs pinned (``taskset -c 0``): contention is measured on CPU 0 alone, from
+    /proc/stat, minus the benchmark's own share. A hog pinned to CPU 0 takes about half of it."""
+    cpu = min(os.sched_getaffinity(0))
+    limits = HostLimits(max_foreign_cpu_pct=25)
+    hog_pid = detached(f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass")
+    try:
+        spec = _spec(tmp_path / "hog", "cpu", 2.5, pin=cpu)
+        out = run_shard(spec, locks_dir=tmp_path / "locks", device_wait_s=0, telemetry_interval_s=0.5)
+    finally:
+        os.kill(hog_pid, signal.SIGKILL)
+    assert out.status is ShardStatus.OK
+    busy = summarize_dir(spec.artifact_dir)
+    assert busy["foreign_cpu_pinned"] == [cpu]
+    assert busy["foreign_cpu_mean_pct"] > 25, busy
+    reason = shard_invalid_reason(busy, limits)
+    assert reason is not None and reason.startswith(
+        f"host busy: other processes used {busy['foreign_cpu_mean_pct']:.0f}% CPU of pinned CPU {cpu} (limit 25%)")
+
+    quiet_spec = _spec(tmp_path / "quiet", "cpu", 2.5, pin=cpu)  # no hog: whatever else this host runs decides
+    run_shard(quiet_spec, locks_dir=tmp_path / "locks", device_wait_s=0, telemetry_interval_s=0.5)
+    quiet = summarize_dir(quiet_spec.artifact_dir)
+    assert quiet["foreign_cpu_pinned"] == [cpu]
+    assert (shard_invalid_reason(quiet, limits) is None) == (quiet["foreign_cpu_mean_pct"] <= 25), quiet
 
 
 @pytest.mark.slow

@@ -205,7 +205,8 @@ class HostSampler:
         self.benchmark: int | None = None              # the benchmark's pid, once the runner names it
         self._steal = self._cpu_times()
         self._stat = _read_proc_stat()
-        self._cpu, _, _ = self._snapshot()
+        self._cpu, _, parents = self._snapshot()
+        self._own_total_s = self._own_total(self.family(parents)[1], self._cpu)
         self._last = clock()
 
     def _cpu_times(self) -> tuple[float, float] | None:
@@ -272,6 +273,22 @@ class HostSampler:
         cpus &= online
         return tuple(sorted(cpus)) if cpus and cpus != online else None
 
+    def _own_total(self, own: set[int], cpu: Mapping[int, float]) -> float | None:
+        """CPU seconds this process' tree used so far, the ended processes included: this process,
+        the children it reaped (with what they reaped), and the descendants still running. A
+        benchmark that ends between two reads leaves no process to read, but its time is here."""
+        if self._own is not None:
+            return None
+        import resource
+
+        me = os.getpid()
+        try:
+            used = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                       for f in ("ru_utime", "ru_stime"))
+        except (OSError, ValueError):
+            return None
+        return used + sum(cpu.get(pid, 0.0) for pid in own if pid != me)
+
     def read(self) -> HostReading:
         with self._lock:
             now = self._clock()
@@ -298,12 +315,18 @@ class HostSampler:
                     self.by_process[pid] = (name, before + delta)
             self._cpu = cpu
             stat = _read_proc_stat()
+            own_total = self._own_total(own, cpu)
             pinned = self._pinned_cpus(bench, set(stat)) if stat else None
+            if pinned is None and not bench and self._own is None:
+                pinned = self.pinned  # the benchmark ended in this window: the CPUs it ran on
             if pinned is not None:
                 busy = sum(stat[c][0] - self._stat.get(c, stat[c])[0] for c in pinned) * _tick_s()
+                if self._own_total_s is not None and own_total is not None:
+                    own_used = max(0.0, own_total - self._own_total_s)
                 used = max(0.0, busy - own_used)
                 self.pinned = pinned
             self._stat = stat
+            self._own_total_s = own_total
             steal_pct = None
             steal = self._cpu_times()
             if steal is not None and self._steal is not None and steal[1] > self._steal[1]:
