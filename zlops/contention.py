@@ -4,21 +4,24 @@ Found: with load 5 on 2 cores, unchanged operators on a CPU pool were reported 9
 A measurement taken while other programs competed for the host says nothing about the code, so:
 
 - the cpu backend's sampler records, beside its clock, the 1-minute load average, the CPU other
-  processes used (``foreign_cpu_pct``: % of one CPU, so 180 means 1.8 cores; the processes of this
-  zlops process' own tree, the benchmark included, are not foreign) and the steal time;
+  processes used (``foreign_cpu_pct``: % of one CPU, so 180 means 1.8 cores) and the steal time.
+  zlops' own processes are not foreign (:meth:`HostSampler.family`): the benchmark's tree, the
+  zlops process and its ancestors, and every other zlops benchmark on the host with its zlops
+  process, found through the device leases. A benchmark pinned to some CPUs is measured on those
+  CPUs alone, from ``/proc/stat``, minus its own share;
 - on accelerator pools a watch lists the processes on the shard's device during the run; one that is
   not of this process' tree and is visible in this pid namespace is foreign (a pid of another
   namespace, e.g. nvidia-smi in a container, cannot be attributed and is only recorded);
 - both are summarized into the shard's telemetry summary (``contention.json`` holds what a CSV row
-  cannot: the busiest foreign processes, the foreign device processes), and
+  cannot: the busiest foreign processes, the pinned CPUs, the foreign device processes), and
   :func:`shard_invalid_reason` turns a summary beyond the pool's limits into the reason the shard is
-  INVALID, e.g. ``host busy: other processes used 180% CPU (limit 25%) during the run``;
+  INVALID, e.g. ``host busy: other processes used 87% CPU of pinned CPU 1 (limit 25%) during the run``;
 - before a shard runs, :func:`wait_for_quiet` waits, bounded by ``contention_wait_s``, for the host
   to come under its limits.
 
-Limits (``max_foreign_cpu_pct``, ``max_host_load``, ``max_steal_pct``, ``contention_wait_s``) are
-set per pool or globally under ``contention:`` (:meth:`zlops.config.Config.host_limits`); unset means
-measured and reported, never a gate.
+The gate is on by default (``contention`` config section: 25% of one CPU, 10% steal, a 60 s wait;
+:meth:`zlops.config.Config.host_limits`); a pool's own keys win, ``null`` turns one figure's gate
+off and ``gate: false`` / ``contention_gate: false`` measures and reports without gating.
 """
 
 from __future__ import annotations
