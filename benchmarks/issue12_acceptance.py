@@ -18,7 +18,10 @@ and counts:
 - ``rerender_changed``: original artifact files whose hash changed after ``zlops report``.
 
 Scenarios: ``quiet`` (nothing started beside the benchmark; whatever else the host runs still
-counts) and ``hog`` (a busy loop pinned to the benchmark's CPU for every night). The benchmark is
+counts), ``hog`` (a busy loop pinned to the benchmark's CPU for every night) and ``ungated`` (no
+hog, the gate turned off: on a host other jobs keep busy, the only way to get verdicts whose
+renderings, confirmations and promotion the other counts can check; its ``busy_verdicts`` is 0 by
+construction). The benchmark is
 pinned with ``taskset -c <cpu>`` so contention is measured on its own CPU. The contention gate runs
 at its defaults (25% of one CPU, steal 10%), except the wait for a quiet host, shortened from 60 s
 to ``--wait-s`` so a hog night does not take a minute more.
@@ -189,8 +192,8 @@ def run_scenario(work: Path, scenario: str, *, judge: str, wait_s: float, rounds
         shutil.rmtree(home)
     shas = create_upstream(home / "upstream")
     cpu = min(os.sched_getaffinity(0))
-    data = demo_config_data(home, rounds=rounds, workers=workers, judge=judge,
-                            contention={"contention_wait_s": wait_s})
+    gate: dict[str, object] = {"gate": False} if scenario == "ungated" else {"contention_wait_s": wait_s}
+    data = demo_config_data(home, rounds=rounds, workers=workers, judge=judge, contention=gate)
     suite = data["suites"][SUITE]  # type: ignore[index]
     suite["command"] = ["taskset", "-c", str(cpu), *suite["command"]]
     config_path = home / "zlops.yaml"
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True, help="scratch folder (replaced per scenario)")
     ap.add_argument("--judge", choices=("noise", "simple"), default="noise")
-    ap.add_argument("--scenarios", default="quiet,hog")
+    ap.add_argument("--scenarios", default="quiet,hog,ungated")
     ap.add_argument("--wait-s", type=float, default=5.0, help="contention_wait_s (default config: 60)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=3)
