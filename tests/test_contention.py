@@ -108,6 +108,18 @@ def test_proc_stat_per_cpu_busy_and_cpu_lists() -> None:
     assert cpu_list([0, 1, 2, 3, 6]) == "0-3,6" and cpu_list([1]) == "1" and cpu_list([4, 2]) == "2,4"
 
 
+def test_a_process_that_ends_between_reads_is_counted_where_its_time_went() -> None:
+    """A benchmark's worker (and its own child) exit between two reads: their last CPU time shows
+    up in the benchmark's reaped-children figure, and only the part since the last read counts."""
+    sampler = HostSampler(own=set)
+    sampler._cpu = {10: 5.0, 11: 2.0, 12: 1.0, 20: 3.0}
+    sampler._parents = {10: 1, 11: 10, 12: 11, 20: 1}
+    now = {10: 5.0 + 0.5 + (2.0 + 0.3) + (1.0 + 0.1), 20: 3.25, 30: 0.4}  # 11 and 12 ended and were reaped
+    deltas = sampler._deltas(now)
+    assert deltas[10] == pytest.approx(0.9) and deltas[20] == pytest.approx(0.25)
+    assert deltas[30] == pytest.approx(0.4)  # new: all it used
+
+
 def test_zlops_own_processes_are_not_foreign(tmp_path: Path) -> None:
     """This process' tree, its ancestors (pytest's parents, an Airflow task runner) and the zlops
     benchmarks of other devices (found through their device leases, with their zlops process and

@@ -208,8 +208,7 @@ class HostSampler:
         self.benchmark: int | None = None              # the benchmark's pid, once the runner names it
         self._steal = self._cpu_times()
         self._stat = _read_proc_stat()
-        self._cpu, _, parents = self._snapshot()
-        self._own_total_s = self._own_total(self.family(parents)[1], self._cpu)
+        self._cpu, _, self._parents = self._snapshot()
         self._last = clock()
 
     def _cpu_times(self) -> tuple[float, float] | None:
@@ -218,19 +217,38 @@ class HostSampler:
         return None if steal is None else (float(steal), float(sum(t)))
 
     def _snapshot(self) -> tuple[dict[int, float], dict[int, str], dict[int, int]]:
-        """Every visible process: CPU seconds used, name, parent."""
+        """Every visible process: CPU seconds used by it and by the children it reaped, name, parent."""
         cpu: dict[int, float] = {}
         names: dict[int, str] = {}
         parents: dict[int, int] = {}
         for p in self._psutil.process_iter(["pid", "ppid", "name", "cpu_times"]):
             info = p.info
-            times = info.get("cpu_times")
-            if times is None:
+            t = info.get("cpu_times")
+            if t is None:
                 continue
-            cpu[info["pid"]] = float(times.user + times.system)
+            cpu[info["pid"]] = float(t.user + t.system + getattr(t, "children_user", 0.0)
+                                     + getattr(t, "children_system", 0.0))
             names[info["pid"]] = info.get("name") or "?"
             parents[info["pid"]] = info.get("ppid") or 0
         return cpu, names, parents
+
+    def _deltas(self, cpu: Mapping[int, float]) -> dict[int, float]:
+        """CPU seconds each process used since the previous read, counting a process that ended in
+        between where its time went: a process' figure includes the children it reaped, so the
+        time an ended process had used by the previous read (already counted) is taken off the
+        nearest live ancestor that reaped it. A benchmark's worker that exits between two reads
+        is thus its benchmark's time, never "other processes'"."""
+        prev, parents = self._cpu, self._parents
+        gone = set(prev) - set(cpu)
+        counted: dict[int, float] = {}
+        for pid in gone:
+            up = parents.get(pid, 0)
+            while up in gone:
+                up = parents.get(up, 0)
+            counted[up] = counted.get(up, 0.0) + prev[pid]
+        # a process seen before: what it used since; a new one: all it used (it started in the window)
+        return {pid: max(0.0, total - prev[pid] - counted.get(pid, 0.0)) if pid in prev else total
+                for pid, total in cpu.items()}
 
     def family(self, parents: Mapping[int, int]) -> tuple[set[int], set[int], set[int]]:
         """(zlops' own processes, this process' tree, the benchmark's tree) among ``parents``
@@ -276,22 +294,6 @@ class HostSampler:
         cpus &= online
         return tuple(sorted(cpus)) if cpus and cpus != online else None
 
-    def _own_total(self, own: set[int], cpu: Mapping[int, float]) -> float | None:
-        """CPU seconds this process' tree used so far, the ended processes included: this process,
-        the children it reaped (with what they reaped), and the descendants still running. A
-        benchmark that ends between two reads leaves no process to read, but its time is here."""
-        if self._own is not None:
-            return None
-        import resource
-
-        me = os.getpid()
-        try:
-            used = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-                       for f in ("ru_utime", "ru_stime"))
-        except (OSError, ValueError):
-            return None
-        return used + sum(cpu.get(pid, 0.0) for pid in own if pid != me)
-
     def read(self) -> HostReading:
         with self._lock:
             now = self._clock()
@@ -303,33 +305,26 @@ class HostSampler:
             if window < _MIN_WINDOW_S:
                 return HostReading(load1, None, None, window)
             cpu, names, parents = self._snapshot()
-            zlops, own, bench = self.family(parents)
-            used = own_used = 0.0
-            for pid, total in cpu.items():
-                # a process seen before: what it used since; a new one: all it used (it started in the window)
-                delta = max(0.0, total - self._cpu.get(pid, 0.0))
-                if not delta:
-                    continue
-                if pid in own:
-                    own_used += delta
-                elif pid not in zlops:
+            zlops, _own, bench = self.family(parents)
+            deltas = self._deltas(cpu)
+            self._cpu, self._parents = cpu, parents
+            used = 0.0
+            for pid, delta in deltas.items():
+                if delta and pid not in zlops:
                     used += delta
                     name, before = self.by_process.get(pid, (names[pid], 0.0))
                     self.by_process[pid] = (name, before + delta)
-            self._cpu = cpu
             stat = _read_proc_stat()
-            own_total = self._own_total(own, cpu)
             pinned = self._pinned_cpus(bench, set(stat)) if stat else None
             if pinned is None and not bench and self._own is None:
                 pinned = self.pinned  # the benchmark ended in this window: the CPUs it ran on
             if pinned is not None:
+                # the pinned CPUs' busy time less the benchmark's (and this process', which reaps it)
                 busy = sum(stat[c][0] - self._stat.get(c, stat[c])[0] for c in pinned) * _tick_s()
-                if self._own_total_s is not None and own_total is not None:
-                    own_used = max(0.0, own_total - self._own_total_s)
-                used = max(0.0, busy - own_used)
+                mine = sum(deltas.get(pid, 0.0) for pid in bench | {os.getpid()})
+                used = max(0.0, busy - mine)
                 self.pinned = pinned
             self._stat = stat
-            self._own_total_s = own_total
             steal_pct = None
             steal = self._cpu_times()
             if steal is not None and self._steal is not None and steal[1] > self._steal[1]:
