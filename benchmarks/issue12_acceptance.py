@@ -78,6 +78,7 @@ class Tally:
 def hog_on(cpu: int) -> Iterator[int]:
     """A busy loop pinned to ``cpu``, outside this process' tree (as a stranger's job would be):
     a double fork, so its parent is not this process."""
+    owner = os.getpid()
     read_fd, write_fd = os.pipe()
     first = os.fork()
     if first == 0:  # the intermediate child: start the hog, report its pid, exit
@@ -86,8 +87,13 @@ def hog_on(cpu: int) -> Iterator[int]:
         hog = os.fork()
         if hog == 0:
             os.sched_setaffinity(0, {cpu})
-            while True:
-                pass
+            while True:  # busy, until this script ends (however it ends)
+                for _ in range(200_000):
+                    pass
+                try:
+                    os.kill(owner, 0)
+                except ProcessLookupError:
+                    os._exit(0)
         os.write(write_fd, str(hog).encode())
         os._exit(0)
     os.close(write_fd)
