@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from zlops.contention import DEFAULT_CONTENTION_WAIT_S, DEFAULT_MAX_FOREIGN_CPU_PCT, DEFAULT_MAX_STEAL_PCT
 from zlops.errors import BackendUnavailable, ConfigError
 from zlops.model import Thresholds
 
@@ -75,6 +76,8 @@ class PoolConfig(_Strict):
                                                                                "which a shard is invalid")
     contention_wait_s: float | None = Field(default=None, ge=0, description="how long a shard waits for the "
                                                                           "host to quiet down before it runs")
+    contention_gate: bool | None = Field(default=None, description="false: contention is measured and reported, "
+                                         "never a reason a shard is invalid (default: contention.gate)")
 
     @property
     def explicit_devices(self) -> list[int] | None:
@@ -340,12 +343,20 @@ class ThresholdsConfig(_Strict):
 
 
 class ContentionConfig(_Strict):
-    """Host contention limits for every pool (a pool's own keys win); unset: recorded, never a gate."""
+    """Host contention limits for every pool (a pool's own keys win); on by default (zlops.contention).
 
-    max_foreign_cpu_pct: float | None = Field(default=None, ge=0, description="see pools.<name>.max_foreign_cpu_pct")
+    ``null`` for a limit turns that figure's gate off (it is still measured); ``gate: false`` turns
+    the whole gate off, the foreign-device-process rule of accelerator pools included.
+    """
+
+    gate: bool = Field(default=True, description="false: contention is measured and reported, never a gate")
+    max_foreign_cpu_pct: float | None = Field(default=DEFAULT_MAX_FOREIGN_CPU_PCT, ge=0,
+                                              description="see pools.<name>.max_foreign_cpu_pct")
     max_host_load: float | None = Field(default=None, ge=0, description="see pools.<name>.max_host_load")
-    max_steal_pct: float | None = Field(default=None, ge=0, le=100, description="see pools.<name>.max_steal_pct")
-    contention_wait_s: float = Field(default=0.0, ge=0, description="see pools.<name>.contention_wait_s")
+    max_steal_pct: float | None = Field(default=DEFAULT_MAX_STEAL_PCT, ge=0, le=100,
+                                        description="see pools.<name>.max_steal_pct")
+    contention_wait_s: float = Field(default=DEFAULT_CONTENTION_WAIT_S, ge=0,
+                                     description="see pools.<name>.contention_wait_s")
 
 
 class NoiseConfig(_Strict):
@@ -594,8 +605,10 @@ class Config(_Strict):
             value = getattr(own, name) if own is not None else None
             return getattr(glob, name) if value is None else value
 
+        enabled = own.contention_gate if own is not None and own.contention_gate is not None else glob.gate
         return HostLimits(max_foreign_cpu_pct=pick("max_foreign_cpu_pct"), max_host_load=pick("max_host_load"),
-                          max_steal_pct=pick("max_steal_pct"), contention_wait_s=float(pick("contention_wait_s")))
+                          max_steal_pct=pick("max_steal_pct"), contention_wait_s=float(pick("contention_wait_s")),
+                          enabled=enabled)
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> Config:

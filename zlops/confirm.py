@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zlops import pipeline
+from zlops.contention import shard_invalid_reason
 from zlops.errors import DeviceBusy, ParseError, ZlopsError
 from zlops.formats import parse_results
 from zlops.judge import confirm_suspect
@@ -32,6 +33,7 @@ from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
 from zlops.selection import selects_cases
+from zlops.telemetry import summarize_dir
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,10 @@ def run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: 
         raise DeviceBusy(f"A/B run in {out} skipped: {outcome.error}")
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
+    # an A/B measured beside a busy host confirms nothing: its suspects stay suspects
+    reason = shard_invalid_reason(summarize_dir(out), ctx.config.host_limits(pool))
+    if reason:
+        raise ZlopsError(f"A/B run in {out} invalid: {reason}")
     try:
         results = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
                                 max_bytes=ctx.config.results_max_bytes(ctx.suite_name),

@@ -32,7 +32,7 @@ import yaml
 
 from zlops import gitops, proc
 from zlops.config import Config, parse_config
-from zlops.model import Verdict
+from zlops.model import ShardStatus, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +96,17 @@ def create_upstream(path: Path) -> list[str]:
     return shas
 
 
-def demo_config_data(home: Path, *, rounds: int, workers: int, judge: str = "simple") -> dict[str, object]:
+def demo_config_data(home: Path, *, rounds: int, workers: int, judge: str = "simple",
+                     contention: dict[str, object] | None = None) -> dict[str, object]:
     """The config the demo runs with (also written to ``<home>/zlops.yaml`` for reuse).
 
     The demo judges with the seed's plain 2%/5% rule by default, so a week of nights takes under a minute
     on a quiet machine (docs/demo.md has measured durations);
     ``judge="noise"`` shows the production judge, whose same-device A/B confirmations of every
-    suspect make it a few minutes on a 2-core machine.
+    suspect make it a few minutes on a 2-core machine. ``contention`` is the config's
+    ``contention`` section (default: none, so the host contention gate is on with its defaults).
     """
+    extra: dict[str, object] = {"contention": dict(contention)} if contention is not None else {}
     return {
         "home": str(home),
         "pools": {POOL: {"backend": "cpu", "devices": [0]}},
@@ -124,6 +127,7 @@ def demo_config_data(home: Path, *, rounds: int, workers: int, judge: str = "sim
         # the demo's CPU suite runs in ~1 s a night, so a share of it buys no A/B: give it seconds
         "noise": {"ab_pairs": 7, "ab_budget_s": 300},
         "slack": {"channel": "#perf-nightly"},
+        **extra,
     }
 
 
@@ -134,6 +138,8 @@ class DemoNight:
     subject: str
     run_key: str
     verdicts: dict[str, tuple[Verdict, float | None]] = field(default_factory=dict)
+    #: why the night's shard was not judged (the host contention gate's reason), when it was not
+    invalid: str | None = None
     report: Path | None = None
     plots: list[Path] = field(default_factory=list)
 
@@ -162,6 +168,10 @@ def check(nights: Sequence[DemoNight]) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     notes: list[str] = []
     for night, (_, _, expected) in zip(nights, HISTORY[: len(nights)], strict=True):
+        if night.invalid is not None:
+            problems.append(f"night {night.night} ({night.sha[:10]}) not judged: {night.invalid}; run the demo on a "
+                            "quieter host (docs/config.md, contention)")
+            continue
         for op in OPS:
             verdict, change = night.verdicts.get(op, (Verdict.MISSING, None))
             want = expected.get(op, Verdict.NEW if night.night == 1 else Verdict.UNCHANGED)
@@ -191,7 +201,7 @@ def prepare_home(home: Path) -> None:
 
 
 def run_demo(home: Path, *, rounds: int = 5, workers: int = 5, interactive: bool | None = None,
-             echo: bool = True, judge: str = "simple") -> DemoResult:
+             echo: bool = True, judge: str = "simple", contention: dict[str, object] | None = None) -> DemoResult:
     """Build the upstream, run one nightly per commit, and check the verdicts."""
     from zlops.nightly import run_nightly
     from zlops.progress import make_progress
@@ -199,7 +209,7 @@ def run_demo(home: Path, *, rounds: int = 5, workers: int = 5, interactive: bool
     home = home.absolute()
     prepare_home(home)
     shas = create_upstream(home / "upstream")
-    data = demo_config_data(home, rounds=rounds, workers=workers, judge=judge)
+    data = demo_config_data(home, rounds=rounds, workers=workers, judge=judge, contention=contention)
     config_path = home / "zlops.yaml"
     config_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     config: Config = parse_config(data, source=str(config_path))
@@ -212,6 +222,8 @@ def run_demo(home: Path, *, rounds: int = 5, workers: int = 5, interactive: bool
                               plots=list(result.report.plots))
             for c in result.summary.comparisons:
                 night.verdicts[c.case] = (c.verdict, c.judgement.change_pct)
+            bad = [s for s in result.shards if s.status is ShardStatus.INVALID]
+            night.invalid = "; ".join(f"shard {s.pool}/{s.device} invalid: {s.error}" for s in bad) or None
             nights.append(night)
             if echo:
                 flagged = [f"{c.case} {c.verdict.value} {c.judgement.change_pct:+.1f}%"

@@ -335,7 +335,9 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
     if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
         from zlops.contention import wait_for_quiet
 
-        waited = wait_for_quiet(limits)
+        waited = wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
+        if waited.quiet and waited.waited_s > 2:
+            progress.note(f"shard {pool}/{device}: waited {waited.waited_s:.0f} s for the host to quiet down")
         if not waited.quiet:
             progress.note(f"shard {pool}/{device}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); "
                           "running anyway, the run's own figures decide whether it is valid")

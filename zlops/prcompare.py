@@ -34,6 +34,7 @@ from typing import Any
 from zlops import __version__, gitops, pipeline
 from zlops.compare import JudgeInputs, build_comparisons
 from zlops.config import Config
+from zlops.contention import shard_invalid_reason
 from zlops.errors import ConfigError, GitError, ParseError, ZlopsError
 from zlops.formats import parse_results
 from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
@@ -41,6 +42,7 @@ from zlops.judge import get_judge
 from zlops.model import BaselinePoint, CaseResult, Comparison, RunRecord, RunStatus, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
+from zlops.telemetry import summarize_dir
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +223,10 @@ def _one_run(ctx: pipeline.RunContext, prepared: pipeline.Prepared, plan: PrPlan
     out.devices.add(device)
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         out.errors.append(f"{side} {variant} on device {device}: {outcome.status.value}: {outcome.error}")
+        return
+    reason = shard_invalid_reason(summarize_dir(art), config.host_limits(pool))
+    if reason:  # measured beside a busy host (or a foreign device process): not a sample of either side
+        out.errors.append(f"{side} {variant} on device {device}: invalid: {reason}")
         return
     try:
         results = parse_results(suite.format, outcome.results_file, root=art,

@@ -295,10 +295,12 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
                             lease=str(lease.path), owner_pid=os.getpid())
             _write_manifest(spec, manifest)
             sampler = backend.telemetry_sampler([spec.device], spec.artifact_dir, interval_s=telemetry_interval_s)
+            sampler.attach(locks_dir=locks_dir)  # the other zlops benchmarks here are not foreign load
 
             def started_benchmark(pid: int) -> None:
                 # who holds the device now; an orphan check (zlops.recovery) reads it from here
                 lease.update(benchmark_pid=pid, benchmark_start=process_start(pid))
+                sampler.attach(benchmark_pid=pid)
                 manifest.update(benchmark_pid=pid, benchmark_start=process_start(pid))
                 try:
                     _write_manifest(spec, manifest)
