@@ -307,6 +307,12 @@ class SuiteConfig(_Strict):
         default=None, description="a collective campaign: shards of one case on P devices each (gang leases), "
                                   "see docs/campaigns.md")
 
+    @property
+    def stored_format(self) -> str:
+        """The format of the results file a shard leaves for ingest: a campaign lane combines its
+        gang shards' results (each in ``format``) into one zlops-json file (zlops.campaign_run)."""
+        return "zlops-json" if self.campaign is not None else self.format
+
     @field_validator("variants")
     @classmethod
     def _variant_names(cls, v: list[str]) -> list[str]:

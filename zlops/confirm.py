@@ -98,7 +98,7 @@ def _run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared:
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
     try:
-        results = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
+        results = parse_results(ctx.suite.stored_format, outcome.results_file, root=outcome.artifact_dir,
                                 max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
                                 timeout_s=ctx.config.results_parse_timeout_s)
     except ParseError as exc:
