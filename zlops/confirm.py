@@ -176,6 +176,11 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
         return summary
+    if ctx.suite.campaign is not None:
+        # a campaign's shards hold P devices each (zlops.campaign_run); the A/B re-runs one-device shards
+        # only, so a campaign's suspects are confirmed by consecutive nights (docs/campaigns.md)
+        progress.note("campaign suite: no same-device A/B; suspects wait for the next night")
+        return summary
     suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
                 and (pools is None or c.pool in pools)]
     if not suspects:

@@ -33,8 +33,8 @@ SLOW_FROM = '''        if a.stack == "nccl":
 '''
 SLOW_TO = '''        if a.stack == "nccl":
             dist.all_reduce(out)
-            if a.variant == "tree" and a.p > 1:  # re-reduce "for safety" on the multi-rank path
-                dist.all_reduce(out)
+            if a.variant == "tree" and a.p > 1:  # a "safety" reduction of a scratch copy on the multi-rank path
+                dist.all_reduce(src.clone())
 '''
 
 
@@ -56,7 +56,7 @@ def make_upstream(path: Path) -> list[str]:
     git(path, "commit", "-qam", "docs: how to run")
     assert SLOW_FROM in bench
     (path / "bench.py").write_text(bench.replace(SLOW_FROM, SLOW_TO))
-    git(path, "commit", "-qam", "tree: re-reduce on the multi-rank path")
+    git(path, "commit", "-qam", "tree: an extra scratch all_reduce on the multi-rank path")
     return git(path, "rev-list", "--reverse", "HEAD").split()
 
 
@@ -113,7 +113,8 @@ def main() -> int:
         print(f"night {i} {sha[:10]} in {time.time() - t0:.0f} s: {res.summary.overall_line()}", flush=True)
         for r in rows:
             if r["verdict"] not in ("unchanged", "new"):
-                print("   ", r["verdict"], r["case"], r["metric"], f"{r['change_pct']:+.2f}%", flush=True)
+                change = "" if r["change_pct"] is None else f"{r['change_pct']:+.2f}%"
+                print("   ", r["verdict"], r["case"], r["metric"], change, flush=True)
         (a.home / "nights.json").write_text(json.dumps(summary, indent=2))
         with tarfile.open(a.out / "campaign_h200x2.tar.gz", "w:gz") as tar:
             tar.add(a.home, arcname="home", filter=lambda ti: None if "/worktrees" in ti.name or "/envs" in ti.name
