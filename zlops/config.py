@@ -40,9 +40,15 @@ COMMAND_PLACEHOLDERS = {
     "cases": "partitioned suites: the shard's cases, comma-joined ('' = every case); suites with select: the "
              "cases' selection tokens joined by select.join (select.every = every case)",
     "cases_file": "partitioned suites: a file with the shard's cases, one per line (empty = every case)",
+    "p": "campaign suites: the number of devices the shard's case runs on (len of {devices})",
+    "stack": "campaign suites: the stack (implementation) the shard measures; 'default' when the campaign names none",
+    "case": "campaign suites: the campaign case (problem) name, e.g. allreduce",
+    "size": "campaign suites: the message size in bytes ('' when the campaign has no sizes)",
 }
 #: the placeholders that carry a shard's share of a partitioned suite
 CASE_PLACEHOLDERS = frozenset({"cases", "cases_file"})
+#: the placeholders only a campaign suite fills (zlops.campaign)
+CAMPAIGN_PLACEHOLDERS = frozenset({"p", "stack", "case", "size"})
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?LW#]+$")
@@ -172,6 +178,73 @@ class SelectConfig(_Strict):
         return v
 
 
+class CampaignGridConfig(_Strict):
+    """The cartesian product a campaign runs: every case x P x variant x stack (x size)."""
+
+    cases: list[str] = Field(default_factory=lambda: ["default"], min_length=1,
+                             description="campaign case (problem) names, e.g. [allreduce, allgather]")
+    p: list[int] = Field(min_length=1, description="device counts, e.g. [1, 2] or [2, 4, 8]")
+    variants: list[str] = Field(default_factory=lambda: ["default"], min_length=1,
+                                description="variants (e.g. ring, tree, mesh), passed as {variant}")
+    stacks: list[str] = Field(default_factory=lambda: ["default"], min_length=1,
+                              description="stacks (implementations, e.g. nccl, simpler, pypto), passed as {stack}")
+    sizes: list[int] = Field(default_factory=list, description="message sizes in bytes, passed as {size}; "
+                             "empty: the cases carry no size")
+
+    @field_validator("cases", "variants", "stacks")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"{name!r} must match {NAME_PATTERN} (letters, digits, . _ -)")
+        if len(set(v)) != len(v):
+            raise ValueError(f"names must be unique, got {v}")
+        return v
+
+    @field_validator("p", "sizes")
+    @classmethod
+    def _positive_unique(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v):
+            raise ValueError(f"expected integers >= 1, got {v}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"values must be unique, got {v}")
+        return sorted(v)
+
+
+class CampaignConfig(_Strict):
+    """A collective-communication campaign (zlops.campaign): one shard = one case on P devices, held
+    together by a gang lease; series per (case, size, P, variant, stack, metric), plus derived
+    strong-scaling efficiency and paired stack ratios (zlops.scaling)."""
+
+    grid: CampaignGridConfig | None = Field(default=None, description="the grid of cases, P, variants, stacks, "
+                                            "sizes")
+    generator: list[str] | None = Field(
+        default=None, description="argv run in the worktree with the suite's venv; prints a JSON list of "
+        "{case, p, variant?, stack?, size?} objects (the seed's cases/generate.py)")
+    ratios: list[list[str]] = Field(default_factory=list, description="paired stack ratios [numerator, "
+                                    "denominator], e.g. [[pypto, simpler]]: execute time of one over the other")
+    scaling_metric: str = Field(default="execute_s", description="the time metric strong-scaling efficiency "
+                                "and stack ratios are derived from")
+    history_runs: int = Field(default=3, ge=1, le=50, description="accepted earlier nights whose shard "
+                              "durations weigh the campaign's shards (gang LPT)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CampaignConfig:
+        if (self.grid is None) == (self.generator is None):
+            raise ValueError("give exactly one of grid (cases, p, variants, stacks, sizes) or generator (an argv list)")
+        if self.generator is not None and (not self.generator or not self.generator[0].strip()):
+            raise ValueError("generator must be a non-empty argv list like [\"python\", \"cases/generate.py\", "
+                             "\"--json\"]")
+        for i, pair in enumerate(self.ratios):
+            if len(pair) != 2 or pair[0] == pair[1] or not all(re.match(NAME_PATTERN, s) for s in pair):
+                raise ValueError(f"ratios[{i}]: expected [numerator stack, denominator stack], two different "
+                                 f"stack names, got {pair}")
+            if self.grid is not None and not set(pair) <= set(self.grid.stacks):
+                raise ValueError(f"ratios[{i}]: stacks {sorted(set(pair) - set(self.grid.stacks))} are not in "
+                                 f"grid.stacks {self.grid.stacks}")
+        return self
+
+
 def check_case_names(cases: list[str], *, comma_joined: bool = False) -> None:
     """Names a partitioned suite can pass to its harness: non-blank, unique, one line each."""
     if not cases:
@@ -239,6 +312,15 @@ class SuiteConfig(_Strict):
                                           "file in MiB (default: the global results_max_mib)")
     headline_metric: str | None = Field(default=None, description="the metric a PR compare's overall line counts "
                                         "(e.g. effective); default: each case's first metric")
+    campaign: CampaignConfig | None = Field(
+        default=None, description="a collective campaign: shards of one case on P devices each (gang leases), "
+                                  "see docs/campaigns.md")
+
+    @property
+    def stored_format(self) -> str:
+        """The format of the results file a shard leaves for ingest: a campaign lane combines its
+        gang shards' results (each in ``format``) into one zlops-json file (zlops.campaign_run)."""
+        return "zlops-json" if self.campaign is not None else self.format
 
     @field_validator("variants")
     @classmethod
@@ -290,6 +372,19 @@ class SuiteConfig(_Strict):
                              "(nor a select section)")
         if self.partition is not None and self.partition.cases is not None and "cases" in used:
             check_case_names(self.partition.cases, comma_joined=True)
+        campaign_used = command_placeholders(self.command) & CAMPAIGN_PLACEHOLDERS
+        if self.campaign is None and campaign_used:
+            raise ValueError(f"command uses {{{sorted(campaign_used)[0]}}} but the suite has no campaign section")
+        if self.campaign is not None:
+            if self.partition is not None or self.select is not None:
+                raise ValueError("campaign: a campaign suite has its own shards; drop partition and select")
+            if self.results_glob is not None:
+                raise ValueError("campaign: results_glob is not supported; pass {results} to the harness")
+            if "devices" not in command_placeholders(self.command):
+                raise ValueError("campaign: the command must pass the shard's devices with {devices} (a comma list)")
+            if self.campaign.grid is not None and self.campaign.grid.sizes and \
+                    "size" not in command_placeholders(self.command):
+                raise ValueError("campaign: grid.sizes is set, so the command must pass {size}")
         return self
 
     @field_validator("results_glob")

@@ -109,7 +109,7 @@ def run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: 
     if reason:
         raise ZlopsError(f"A/B run in {out} invalid: {reason}")
     try:
-        results = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
+        results = parse_results(ctx.suite.stored_format, outcome.results_file, root=outcome.artifact_dir,
                                 max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
                                 timeout_s=ctx.config.results_parse_timeout_s)
     except ParseError as exc:
@@ -186,6 +186,11 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
     progress = progress or LogProgress()
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
+        return summary
+    if ctx.suite.campaign is not None:
+        # a campaign's shards hold P devices each (zlops.campaign_run); the A/B re-runs one-device shards
+        # only, so a campaign's suspects are confirmed by consecutive nights (docs/campaigns.md)
+        progress.note("campaign suite: no same-device A/B; suspects wait for the next night")
         return summary
     suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
                 and (pools is None or c.pool in pools)]

@@ -229,7 +229,7 @@ def _one_run(ctx: pipeline.RunContext, prepared: pipeline.Prepared, plan: PrPlan
         out.errors.append(f"{side} {variant} on device {device}: invalid: {reason}")
         return
     try:
-        results = parse_results(suite.format, outcome.results_file, root=art,
+        results = parse_results(suite.stored_format, outcome.results_file, root=art,
                                 max_bytes=config.results_max_bytes(ctx.suite_name),
                                 timeout_s=config.results_parse_timeout_s)
     except ParseError as exc:

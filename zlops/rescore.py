@@ -108,7 +108,7 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
             continue  # nothing was written: the shard's status stands
         results: list[CaseResult] = []
         try:
-            results = parse_results(ctx.suite.format, path)
+            results = parse_results(ctx.suite.stored_format, path)
         except ParseError as exc:
             status, error = ShardStatus.FAILED, f"malformed results: {exc}"
         else:
@@ -126,6 +126,10 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         store.record_shard(run_key, replace(outcome, status=status, error=error, results_file=path),
                            results, telemetry=extra.get("telemetry"), identity=extra.get("identity"))
         reparsed += 1
+    if ctx.suite.campaign is not None:  # the derived series, from the re-parsed lanes
+        from zlops.campaign_run import store_derived
+
+        store_derived(ctx, store)
     baseline_runs = run.meta.get("baseline_runs")
     if isinstance(baseline_runs, dict):
         note = "the night's own: " + (", ".join(sorted({k for keys in baseline_runs.values() for k in keys}))
