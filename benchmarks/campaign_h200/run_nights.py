@@ -90,6 +90,8 @@ def main() -> int:
     ap.add_argument("--sizes", default=str(4 << 20) + "," + str(64 << 20))
     ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"), help="cpu: the gloo backend on 2 CPU "
                     "'devices' (the CI variant)")
+    ap.add_argument("--nights", default="1,2,3", help="which commits to run a night of, in order (1 first, "
+                    "2 docs, 3 the slowdown); e.g. 1,3 on a short device budget")
     a = ap.parse_args()
     os.environ.update(SAFE_ENV)
     from zlops.config import parse_config
@@ -103,7 +105,8 @@ def main() -> int:
     (a.home / "zlops.json").write_text(json.dumps(cfg_data, indent=2))
     cfg = parse_config(cfg_data, source="h200x2")
     summary = []
-    for i, sha in enumerate(shas, 1):
+    wanted = [int(x) for x in a.nights.split(",")]
+    for i, sha in ((i, shas[i - 1]) for i in wanted):
         t0 = time.time()
         res = run_nightly(cfg, "collectives", sha=sha, run_label=f"n{i}")
         rows = [{"case": c.case, "metric": c.metric, "verdict": c.verdict.value, "base": c.base_value,

@@ -73,6 +73,14 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
+def _has_cuda_devices() -> bool:
+    """Whether CUDA devices are visible, without creating a CUDA context in this process."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return any(os.path.exists(f"/dev/nvidia{i}") for i in range(64))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -173,22 +181,31 @@ def main(argv: list[str] | None = None) -> int:
     if a.variant in ALGO:
         os.environ["NCCL_ALGO"] = ALGO[a.variant]
     import multiprocessing as mp
+    import queue as queue_mod
 
-    import torch  # imported once here; forked ranks touch the devices, this process never does
-
-    backend = a.backend if a.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
-    ctx = mp.get_context("fork")
+    # this process never touches CUDA: "auto" is decided by NVML-free means (a CUDA context made here
+    # would be unusable in forked ranks, which then die while rank 0's report never comes); the ranks
+    # are spawned (fresh interpreters), not forked
+    backend = a.backend if a.backend != "auto" else ("nccl" if _has_cuda_devices() else "gloo")
+    ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _free_port()
     procs = [ctx.Process(target=_worker, args=(r, a, port, backend, queue)) for r in range(a.p)]
     for p in procs:
         p.start()
-    try:
-        report = queue.get(timeout=600)
-    except Exception:  # noqa: BLE001 - a rank died: say which, exit non-zero
-        report = None
+    report = None
+    deadline = time.monotonic() + 600
+    while report is None and time.monotonic() < deadline:
+        try:
+            report = queue.get(timeout=1.0)
+        except queue_mod.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):  # a rank died: fail now, not in 600 s
+                break
     for p in procs:
-        p.join(timeout=60)
+        p.join(timeout=60 if report is not None else 5)
+        if p.exitcode is None:
+            p.kill()
+            p.join(timeout=5)
     codes = [p.exitcode for p in procs]
     if report is None or any(c != 0 for c in codes):
         print(f"collective benchmark failed: rank exit codes {codes}", file=sys.stderr)
