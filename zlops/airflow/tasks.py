@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.sdk import TriggerRule, get_current_context, task
 
-from zlops.airflow import device_pool_name
+from zlops.airflow import device_pool_name, device_task_id
 from zlops.config import Config
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,7 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
             raise ValueError(f"pool {pool_name} uses devices: auto, which the CLI resolves per run; a DAG needs "
                              "the pool's devices listed (one Airflow pool with one slot per device)")
         for device in pool.explicit_devices:
-            extra: dict[str, Any] = {"task_id": f"run_{pool_name}_{device}"}
+            extra: dict[str, Any] = {"task_id": device_task_id(pool_name, device)}
             if device_pools:
                 extra["pool"] = device_pool_name(pool_name, device)
             if queue := config.queue_of(pool_name):
