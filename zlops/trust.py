@@ -144,7 +144,9 @@ def ledger(store: Store, *, days: int = 7, until: datetime | None = None, suite:
 
 
 def _pct(share: float | None) -> str:
-    return "—" if share is None else f"{share:.0%}" if share in (0.0, 1.0) else f"{share:.1%}"
+    if share is None:
+        return "—"
+    return f"{share:.0%}" if round(share * 100, 1) == round(share * 100) else f"{share:.1%}"
 
 
 def ledger_lines(led: Ledger) -> list[str]:
@@ -202,3 +204,27 @@ def queue_digest(store: Store, led: Ledger, *, channel: str, page_url: str | Non
         f"-{zlib.crc32(led.suite.encode()):08x}" if led.suite else "")
     return store.queue_notification(run_key, kind, channel, digest_payload(led, channel=channel, page_url=page_url)), \
         run_key
+
+
+@dataclass(frozen=True)
+class DigestOutcome:
+    ledger: Ledger
+    notification_id: int
+    run_key: str
+    sent: bool           # the outbox flush posted it (False: it waits in the outbox)
+
+
+def post_digest(store: Store, *, channel: str, client: Any = None, days: int = 7, until: datetime | None = None,
+                suite: str | None = None, page_url: str | None = None) -> DigestOutcome:
+    """Queue the ledger of the ``days`` before ``until`` as the weekly digest and, with a Slack ``client``,
+    flush the outbox (``zlops digest`` and the ``zlops_digest`` DAG). A failed post loses nothing: the
+    message waits in the outbox for the next flush (the ``zlops_outbox`` DAG)."""
+    from zlops.slack import flush_outbox
+
+    led = ledger(store, days=days, until=until, suite=suite)
+    notification_id, run_key = queue_digest(store, led, channel=channel, page_url=page_url)
+    sent = False
+    if client is not None:
+        report = flush_outbox(store, client)
+        sent = notification_id in report.sent
+    return DigestOutcome(led, notification_id, run_key, sent)
