@@ -86,7 +86,8 @@ def test_every_triage_route_answers_401_without_login(airflow_client: Any, night
     alert = nights.alerts["npu"]
     for path in ("/zlops/alerts", f"/zlops/series?suite={SUITE}&pool=npu&case=softmax_8192&metric=time",
                  f"/zlops/cross?suite={SUITE}&case=softmax_8192&metric=time", "/zlops/static/plotly.min.js",
-                 f"/zlops/airflow-run?dag_id=zlops_nightly_{SUITE}&run_id=x"):
+                 f"/zlops/airflow-run?dag_id=zlops_nightly_{SUITE}&run_id=x", f"/zlops/matrix?suite={SUITE}",
+                 f"/zlops/coverage?suite={SUITE}", "/zlops/trust", f"/zlops/run?key=nightly:{SUITE}:x"):
         answer = airflow_client.get(path)
         assert answer.status_code == 401, (path, answer.status_code)
         assert "softmax" not in answer.text
