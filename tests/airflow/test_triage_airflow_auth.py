@@ -143,5 +143,6 @@ def test_airflow_lists_the_pages_the_run_tab_and_the_extra_link(airflow_client: 
     (zlops,) = [p for p in plugins.json()["plugins"] if p["name"] == "zlops"]
     views = {v["name"]: v for v in zlops["external_views"]}
     assert views["zlops alerts"]["href"] == "zlops/alerts"
+    assert views["zlops matrix"]["href"] == "zlops/matrix" and views["zlops trust"]["href"] == "zlops/trust"
     assert views["zlops report"]["destination"] == "dag_run" and "{RUN_ID}" in views["zlops report"]["href"]
     assert any("ZlopsReportLink" in link for link in zlops["global_operator_extra_links"])
