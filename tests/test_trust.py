@@ -108,8 +108,8 @@ def test_the_ledger_of_a_week_counts_what_people_and_the_judge_did(nights: Night
     assert led.gaps == {"unmeasurable": 1, "invalid": 1, "missing": 1, "failed": 0, "incomparable": 0}
     assert led.measurable_share == pytest.approx(45 / 48)
     lines = ledger_lines(led)
-    assert "Precision from people's verdicts: 50% = 1 of 2 confirmed alert(s) judged by people were not " \
-           "false-positive" in lines
+    assert ("Precision from people's verdicts: 50% = 1 of 2 confirmed alert(s) judged by people were not "
+            "false-positive") in lines
     assert any(line.startswith("Time to triage (confirmation to the first person's change): median 4.0 h over 2 "
                                "alert(s), longest 5.0 h") for line in lines)
     assert any(line.startswith("Measurable: 93.8% = 45 of 48 series-nights (1 unmeasurable, 1 invalid, 1 missing, "
@@ -126,7 +126,7 @@ def test_the_ledger_as_it_stood_at_the_windows_end(nights: Nights) -> None:
     empty = ledger(nights.store, days=1, until=T0)
     assert (empty.opened, empty.rows, empty.precision, empty.measurable_share) == (0, 0, None, None)
     assert "Precision from people's verdicts: — (no confirmed alert judged by a person yet)" in ledger_lines(empty)
-    with pytest.raises(ValueError, match="days: expected 1..366"):
+    with pytest.raises(ValueError, match=r"days: expected 1\.\.366"):
         ledger(nights.store, days=0)
 
 

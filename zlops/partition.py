@@ -305,10 +305,12 @@ def schedule_section(plans: Mapping[str, Any] | None, shards: Sequence[ShardOutc
             out.append(f"- Pool `{pool}`: {plan.summary().split(': ', 1)[1]}.")
             lb = plan.lower_bound
             vs = f" ({r.makespan_s / lb:.2f}x the predicted lower bound)" if lb > 0 and plan.timed else ""
-            out.append(f"- Realized makespan {fmt_duration(r.makespan_s)}{vs}; device idle time {fmt_duration(r.idle_s)} "
+            out.append(f"- Realized makespan {fmt_duration(r.makespan_s)}{vs}; "
+                       f"device idle time {fmt_duration(r.idle_s)} "
                        f"({r.idle_share:.0%} of the device time the pool held).")
         else:
-            out.append(f"- Pool `{pool}`: every device ran the whole suite; realized makespan {fmt_duration(r.makespan_s)}, "
+            out.append(f"- Pool `{pool}`: every device ran the whole suite; "
+                       f"realized makespan {fmt_duration(r.makespan_s)}, "
                        f"device idle time {fmt_duration(r.idle_s)} ({r.idle_share:.0%}).")
         out += ["", "| device | cases | predicted | busy | idle |", "|---|---|---|---|---|"]
         loads = plan.loads if plan is not None else {}

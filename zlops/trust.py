@@ -154,9 +154,10 @@ def ledger_lines(led: Ledger) -> list[str]:
     p = led.by_people
     scope = f"suite {led.suite}" if led.suite else "all suites"
     lines = [f"{led.since:%Y-%m-%d %H:%M} to {led.until:%Y-%m-%d %H:%M} UTC, {scope}: {led.nights} nightly run(s)",
-             f"Alerts opened: {led.opened}; confirmed (announced): {led.confirmed}; by people: "
-             f"{p['acked']} acked, {p['expected']} expected, {p['false_positive']} false-positive, {p['wontfix']} wontfix; "
-             f"by the judge: {led.fixed} fixed, {led.cleared} cleared; waiting for a person: {led.waiting}"]
+             (f"Alerts opened: {led.opened}; confirmed (announced): {led.confirmed}; by people: "
+              f"{p['acked']} acked, {p['expected']} expected, {p['false_positive']} false-positive, "
+              f"{p['wontfix']} wontfix; by the judge: {led.fixed} fixed, {led.cleared} cleared; "
+              f"waiting for a person: {led.waiting}")]
     if led.triage_hours:
         lines.append(f"Time to triage (confirmation to the first person's change): median "
                      f"{led.median_triage_hours:.1f} h over {len(led.triage_hours)} alert(s), longest "

@@ -103,7 +103,8 @@ def test_the_matrix_reads_two_backends_apart_from_every_backend(nights: Nights) 
     (heat,) = fig["data"]
     assert heat["type"] == "heatmap" and heat["x"] == sorted(POOLS) and heat["y"] == ["softmax", "matmul"]
     assert heat["z"][0] == [stored[(p, "softmax_8192")].judgement.worse_pct for p in sorted(POOLS)]
-    assert heat["customdata"][0][sorted(POOLS).index("npu")] == f"series?suite={SUITE}&pool=npu&case=softmax_8192&metric=time"
+    npu = sorted(POOLS).index("npu")
+    assert heat["customdata"][0][npu] == f"series?suite={SUITE}&pool=npu&case=softmax_8192&metric=time"
     assert 'chart.on("plotly_click"' in page.text
 
 

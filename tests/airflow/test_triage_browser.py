@@ -26,8 +26,9 @@ import pytest
 
 pytest.importorskip("airflow")
 pytest.importorskip("plotly")
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
+pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
 
+from playwright import sync_api as playwright_api
 from triage_nights import BAD_NIGHT, NIGHTS, SUITE, Nights, build, run_key
 
 from zlops.alerts import AlertState
@@ -73,7 +74,8 @@ def airflow_url(nights: Nights) -> Iterator[str]:
 
     db.resetdb()  # the auth manager checks tokens against the revoked_token table
     home = Path(os.environ["AIRFLOW_HOME"])
-    saved = {k: os.environ.get(k) for k in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS")}
+    saved = {k: os.environ.get(k)
+             for k in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS")}
     os.environ["AIRFLOW__API_AUTH__JWT_SECRET"] = secrets.token_hex(64)
     os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = "admin:admin"
     (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": PASSWORD}))

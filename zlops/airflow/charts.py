@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from zlops.model import Verdict
+from zlops.night_views import MatrixView
 from zlops.report import cells
 from zlops.report.plots import CLOCK_COLOUR, HISTORY_COLOUR, REFERENCE_COLOUR, TEMP_COLOUR, VERDICT_COLOURS
-from zlops.night_views import MatrixView
 from zlops.triage_views import CrossView, Night, SeriesView
 
 NO_VERDICT = "not compared"

@@ -16,7 +16,7 @@ from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
-from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict
+from zlops.model import CompareSummary, RunRecord, ShardOutcome, ShardStatus, Verdict
 from zlops.report import cells
 from zlops.report.markdown import promotion_line, telemetry_line
 from zlops.report.table import caliber_lines, row_cells
@@ -118,7 +118,8 @@ def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path 
         plot = plots.get((c.pool, c.case, c.metric))
         out.append({"marker": cells.marker(c.verdict), "name": cells.series_name(c), "case": c.case,
                     "change": cells.fmt_change(cells.change_pct(c)),
-                    "base": cells.fmt_value(c.base_value, cells.base_unit(c)), "head": cells.fmt_value(c.head_value, c.unit),
+                    "base": cells.fmt_value(c.base_value, cells.base_unit(c)),
+                    "head": cells.fmt_value(c.head_value, c.unit),
                     "reference": cells.reference_text(c) if c.base or c.figures else None,
                     "note": c.judgement.note.strip().splitlines()[0] if c.judgement.note else "",
                     "plot": None if plot is None else _src(plot, root)})
@@ -131,8 +132,8 @@ def _tables(summary: CompareSummary) -> list[tuple[str, list[dict[str, Any]]]]:
         rows = []
         for c in comparisons:
             case, base, head, delta, change, mark = row_cells(c, c.case)
-            rows.append({"css": c.verdict.value, "case": case, "metric": c.metric, "numbers": (base, head, delta, change),
-                         "mark": mark, "reference": cells.reference_text(c)})
+            rows.append({"css": c.verdict.value, "case": case, "metric": c.metric,
+                         "numbers": (base, head, delta, change), "mark": mark, "reference": cells.reference_text(c)})
         out.append((pool, rows))
     return out
 
