@@ -13,11 +13,12 @@ import json
 import statistics
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from fake_slack import CHANNEL_ID, TOKEN, fake_slack_server
-from sqlalchemy import select, update
+from sqlalchemy import Engine, event, select, update
 from triage_nights import BAD_NIGHT, SUITE, T0, Nights, build, run_key, sha
 
 from zlops.alerts import AlertState
@@ -60,9 +61,9 @@ def _alert_id(n: Nights, case: str) -> int:
     return a.id
 
 
-@pytest.fixture
-def nights(tmp_path: Path) -> Nights:
-    n = build(tmp_path)
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def nights(tmp_path: Path, request: pytest.FixtureRequest) -> Nights:
+    n = build(tmp_path, database=request.getfixturevalue("pg_url") if request.param == "postgresql" else None)
     # night 6: two suspects open unannounced `new` alerts; an unmeasurable and an invalid series
     _night(n, 6, [_row("gelu_1024", Verdict.SUSPECT, 6, change=4.0), _row("relu_64", Verdict.SUSPECT, 6, change=3.5),
                   _gap("exp_32", Verdict.UNMEASURABLE, 6), _gap("log_32", Verdict.INVALID, 6)])
@@ -128,6 +129,24 @@ def test_the_ledger_as_it_stood_at_the_windows_end(nights: Nights) -> None:
     assert "Precision from people's verdicts: — (no confirmed alert judged by a person yet)" in ledger_lines(empty)
     with pytest.raises(ValueError, match=r"days: expected 1\.\.366"):
         ledger(nights.store, days=0)
+
+
+def test_the_ledger_costs_three_queries_whatever_the_window(nights: Nights) -> None:
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", count)
+    try:
+        counts = []
+        for days in (2, 5, 60):  # 4, 4 and 4 alerts, 2, 5 and 7 nights
+            seen.clear()
+            ledger(nights.store, days=days, until=T0 + timedelta(days=7))
+            counts.append(len([s for s in seen if s.lstrip().upper().startswith("SELECT")]))
+    finally:
+        event.remove(Engine, "before_cursor_execute", count)
+    assert counts == [3, 3, 3], counts
 
 
 def test_one_suites_ledger(nights: Nights) -> None:

@@ -44,16 +44,21 @@ def window_events(session: Session, alert_ids: list[int], until: datetime) -> li
 
 def window_verdicts(session: Session, since: datetime, until: datetime, *, suite: str | None = None
                     ) -> tuple[dict[str, int], int]:
-    """(verdict -> compare rows, nightly runs) of the nightly runs started in ``[since, until)``."""
-    runs = select(Run.id).where(Run.kind == "nightly", Run.started_at >= since, Run.started_at < until)
+    """(verdict -> compare rows, nightly runs) of the nightly runs started in ``[since, until)``: one query,
+    one row per (run, verdict), a run without a compare table once with no verdict."""
+    query = (select(Run.id, ComparisonRow.verdict, func.count(ComparisonRow.id))
+             .outerjoin(ComparisonRow, ComparisonRow.run_id == Run.id)
+             .where(Run.kind == "nightly", Run.started_at >= since, Run.started_at < until)
+             .group_by(Run.id, ComparisonRow.verdict))
     if suite is not None:
-        runs = runs.where(Run.suite == suite)
-    ids = runs.subquery()
-    counts = {str(v): int(n) for v, n in session.execute(
-        select(ComparisonRow.verdict, func.count()).where(ComparisonRow.run_id.in_(select(ids.c.id)))
-        .group_by(ComparisonRow.verdict))}
-    nights = int(session.scalar(select(func.count()).select_from(ids)) or 0)
-    return counts, nights
+        query = query.where(Run.suite == suite)
+    counts: dict[str, int] = {}
+    runs: set[int] = set()
+    for run_id, verdict, n in session.execute(query):
+        runs.add(run_id)
+        if verdict is not None:
+            counts[str(verdict)] = counts.get(str(verdict), 0) + int(n)
+    return counts, len(runs)
 
 
 def newest_nightly(session: Session, until: datetime, *, suite: str | None = None) -> str | None:
