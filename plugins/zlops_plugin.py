@@ -1,7 +1,8 @@
 """Airflow plugin: the zlops pages inside the Airflow UI, behind its login.
 
 Served by the api-server at /zlops/: under Browse, "zlops runs" (runs and reports) and "zlops alerts"
-(the triage inbox: ack, expected, false positive, wontfix; series and cross-backend charts); on every
+(the triage inbox: ack, expected, false positive, wontfix; series and cross-backend charts), "zlops matrix"
+(tonight's op family x pool grid) and "zlops trust" (coverage and the trust ledger); on every
 DAG run page a "zlops report" tab; on every task of a zlops nightly run a "zlops report" extra link.
 See zlops.airflow.ui and zlops.airflow.links.
 """
@@ -27,6 +28,10 @@ class ZlopsPlugin(AirflowPlugin):
         {"name": "zlops runs", "href": "zlops/", "destination": "nav", "category": "browse", "url_route": "zlops"},
         {"name": "zlops alerts", "href": "zlops/alerts", "destination": "nav", "category": "browse",
          "url_route": "zlops-alerts"},
+        {"name": "zlops matrix", "href": "zlops/matrix", "destination": "nav", "category": "browse",
+         "url_route": "zlops-matrix"},
+        {"name": "zlops trust", "href": "zlops/trust", "destination": "nav", "category": "browse",
+         "url_route": "zlops-trust"},
         {"name": "zlops report", "href": RUN_TAB_HREF, "destination": "dag_run", "url_route": "zlops-report"},
     ]
     global_operator_extra_links = [ZlopsReportLink()]  # noqa: RUF012

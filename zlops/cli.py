@@ -575,6 +575,9 @@ def build_parser() -> argparse.ArgumentParser:
     from zlops.bisect_cli import add_bisect_parser  # zlops bisect ALERT_ID
 
     add_bisect_parser(sub)
+    from zlops.digest_cli import add_digest_parser  # zlops digest: the weekly trust ledger
+
+    add_digest_parser(sub)
     return p
 
 

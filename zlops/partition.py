@@ -97,7 +97,7 @@ class Plan:
 
     def amount(self, value: float) -> str:
         """A load or weight as text: a duration, or a number of cases for equal weights."""
-        return _dur(value) if self.timed else f"{value:g} cases"
+        return fmt_duration(value) if self.timed else f"{value:g} cases"
 
     def summary(self) -> str:
         """One line for logs and task results."""
@@ -305,17 +305,19 @@ def schedule_section(plans: Mapping[str, Any] | None, shards: Sequence[ShardOutc
             out.append(f"- Pool `{pool}`: {plan.summary().split(': ', 1)[1]}.")
             lb = plan.lower_bound
             vs = f" ({r.makespan_s / lb:.2f}x the predicted lower bound)" if lb > 0 and plan.timed else ""
-            out.append(f"- Realized makespan {_dur(r.makespan_s)}{vs}; device idle time {_dur(r.idle_s)} "
+            out.append(f"- Realized makespan {fmt_duration(r.makespan_s)}{vs}; "
+                       f"device idle time {fmt_duration(r.idle_s)} "
                        f"({r.idle_share:.0%} of the device time the pool held).")
         else:
-            out.append(f"- Pool `{pool}`: every device ran the whole suite; realized makespan {_dur(r.makespan_s)}, "
-                       f"device idle time {_dur(r.idle_s)} ({r.idle_share:.0%}).")
+            out.append(f"- Pool `{pool}`: every device ran the whole suite; "
+                       f"realized makespan {fmt_duration(r.makespan_s)}, "
+                       f"device idle time {fmt_duration(r.idle_s)} ({r.idle_share:.0%}).")
         out += ["", "| device | cases | predicted | busy | idle |", "|---|---|---|---|---|"]
         loads = plan.loads if plan is not None else {}
         for d in r.devices:
             cases = str(len(plan.cases_of(d.device))) if plan is not None else "all"
             predicted = plan.amount(loads[d.device]) if plan is not None and d.device in loads else "-"
-            out.append(f"| {d.device} | {cases} | {predicted} | {_dur(d.busy_s)} | {_dur(d.idle_s)} |")
+            out.append(f"| {d.device} | {cases} | {predicted} | {fmt_duration(d.busy_s)} | {fmt_duration(d.idle_s)} |")
         out.append("")
     predicted = ("Predicted times are estimates from earlier nights (per-round duration x rounds); "
                  if plans else "")
@@ -324,7 +326,8 @@ def schedule_section(plans: Mapping[str, Any] | None, shards: Sequence[ShardOutc
     return out
 
 
-def _dur(seconds: float) -> str:
+def fmt_duration(seconds: float) -> str:
+    """Seconds as the report writes a duration: s below 2 min, min below 3 h, else h."""
     if seconds >= 3 * 3600:
         return f"{seconds / 3600:.2f} h"
     if seconds >= 120:

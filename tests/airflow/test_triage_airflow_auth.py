@@ -86,7 +86,8 @@ def test_every_triage_route_answers_401_without_login(airflow_client: Any, night
     alert = nights.alerts["npu"]
     for path in ("/zlops/alerts", f"/zlops/series?suite={SUITE}&pool=npu&case=softmax_8192&metric=time",
                  f"/zlops/cross?suite={SUITE}&case=softmax_8192&metric=time", "/zlops/static/plotly.min.js",
-                 f"/zlops/airflow-run?dag_id=zlops_nightly_{SUITE}&run_id=x"):
+                 f"/zlops/airflow-run?dag_id=zlops_nightly_{SUITE}&run_id=x", f"/zlops/matrix?suite={SUITE}",
+                 f"/zlops/coverage?suite={SUITE}", "/zlops/trust", f"/zlops/run?key=nightly:{SUITE}:x"):
         answer = airflow_client.get(path)
         assert answer.status_code == 401, (path, answer.status_code)
         assert "softmax" not in answer.text
@@ -142,5 +143,6 @@ def test_airflow_lists_the_pages_the_run_tab_and_the_extra_link(airflow_client: 
     (zlops,) = [p for p in plugins.json()["plugins"] if p["name"] == "zlops"]
     views = {v["name"]: v for v in zlops["external_views"]}
     assert views["zlops alerts"]["href"] == "zlops/alerts"
+    assert views["zlops matrix"]["href"] == "zlops/matrix" and views["zlops trust"]["href"] == "zlops/trust"
     assert views["zlops report"]["destination"] == "dag_run" and "{RUN_ID}" in views["zlops report"]["href"]
     assert any("ZlopsReportLink" in link for link in zlops["global_operator_extra_links"])

@@ -15,3 +15,8 @@ POOL_PREFIX = "zlops"
 def device_pool_name(pool: str, device: int) -> str:
     """The Airflow pool of one device: one slot, so never two benchmark tasks on it at once."""
     return f"{POOL_PREFIX}-{re.sub(r'[^A-Za-z0-9_.-]', '_', pool)}-{int(device)}"
+
+
+def device_task_id(pool: str, device: int) -> str:
+    """The Airflow task id of one device's benchmark in a nightly DAG (the run page links to its log)."""
+    return f"run_{pool}_{int(device)}"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zlops.model import Verdict
+from zlops.night_views import MatrixView
 from zlops.report import cells
 from zlops.report.plots import CLOCK_COLOUR, HISTORY_COLOUR, REFERENCE_COLOUR, TEMP_COLOUR, VERDICT_COLOURS
 from zlops.triage_views import CrossView, Night, SeriesView
@@ -198,4 +199,51 @@ def cross_figure(view: CrossView) -> str:
     fig.update_yaxes(title_text="change vs the pool's reference (%)", row=1, col=1)
     fig.update_layout(height=460, margin={"l": 60, "r": 20, "t": 50, "b": 90}, hovermode="closest",
                       dragmode="zoom", template="plotly_white")
+    return to_json(fig)
+
+
+def matrix_figure(view: MatrixView, links: dict[tuple[str, str], str]) -> str:
+    """The op family x pool heatmap of a night: each cell coloured by the stored ``worse_pct`` of its worst
+    row (positive = worse, whatever the metric's direction), labelled with that row's stored change and
+    case; ``links`` (family, pool) -> the page a click opens (the worst case's series)."""
+    import plotly.graph_objects as go
+
+    pools = [p for p, _ in view.pools]
+    families = [r.family for r in view.rows]
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    hover: list[list[str]] = []
+    custom: list[list[str]] = []
+    for row in view.rows:
+        zs: list[float | None] = []
+        texts: list[str] = []
+        hovers: list[str] = []
+        for pool in pools:
+            cell = row.cells.get(pool)
+            worst = cell.worst if cell is not None else None
+            zs.append(None if worst is None else worst.judgement.worse_pct)
+            if cell is None:
+                texts.append("")
+                hovers.append(_escape(f"{row.family} · {pool}: not measured"))
+                continue
+            texts.append("no change" if worst is None else
+                         _escape(f"{cells.fmt_change(worst.judgement.change_pct)} {worst.verdict.label}"))
+            lines = [f"<b>{_escape(row.family)} · {_escape(pool)}</b>: {cell.flagged} of {len(cell.rows)} flagged"]
+            lines += [_escape(f"{c.case} ({c.metric}): {cells.fmt_change(c.judgement.change_pct)} {c.verdict.label}")
+                      for c in cell.rows[:8]]
+            if len(cell.rows) > 8:
+                lines.append(f"… {len(cell.rows) - 8} more")
+            hovers.append("<br>".join(lines))
+        z.append(zs)
+        text.append(texts)
+        hover.append(hovers)
+        custom.append([links.get((row.family, pool), "") for pool in pools])
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[_escape(p) for p in pools], y=[_escape(f) for f in families], text=text, texttemplate="%{text}",
+        hovertext=hover, hoverinfo="text", customdata=custom, colorscale="RdBu_r", zmid=0, xgap=2, ygap=2,
+        colorbar={"title": {"text": "worse (%)"}}))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category", side="top")
+    fig.update_layout(height=max(260, 60 + 34 * len(families)), margin={"l": 140, "r": 20, "t": 50, "b": 20},
+                      template="plotly_white")
     return to_json(fig)

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.sdk import TriggerRule, get_current_context, task
 
-from zlops.airflow import device_pool_name
+from zlops.airflow import device_pool_name, device_task_id
 from zlops.config import Config
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,29 @@ def flush_outbox() -> dict[str, Any]:
             "abandoned": len(report.abandoned), "stopped": report.stopped}
 
 
+@task(retries=1, retry_delay=timedelta(minutes=5))
+def post_digest(days: int = 7) -> dict[str, Any]:
+    """The weekly trust ledger (zlops.trust) of the ``days`` before the run's schedule point, queued in the
+    outbox and flushed: the zlops_digest DAG. Queuing one window again returns the same message."""
+    from airflow.configuration import conf
+
+    from zlops.pipeline import open_store
+    from zlops.trust import ledger_lines
+    from zlops.trust import post_digest as do_post
+
+    config = _config()
+    if config.slack is None:
+        log.info("the config has no slack section: no digest to post")
+        return {"posted": False}
+    context = get_current_context()
+    until = context.get("logical_date") or context["dag_run"].run_after
+    base = conf.get("api", "base_url", fallback=None)
+    done = do_post(open_store(config), channel=config.slack.channel, client=_slack_client(config), days=days,
+                   until=until, page_url=f"{base.rstrip('/')}/zlops/trust" if base else None)
+    log.info("digest %s: %s", "sent" if done.sent else "queued", " | ".join(ledger_lines(done.ledger)))
+    return {"notification": done.notification_id, "run_key": done.run_key, "sent": done.sent}
+
+
 @task
 def promote(suite: str) -> dict[str, Any]:
     """Accept the run as a baseline only when it moves the baseline forward on the branch line
@@ -226,7 +249,7 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
             raise ValueError(f"pool {pool_name} uses devices: auto, which the CLI resolves per run; a DAG needs "
                              "the pool's devices listed (one Airflow pool with one slot per device)")
         for device in pool.explicit_devices:
-            extra: dict[str, Any] = {"task_id": f"run_{pool_name}_{device}"}
+            extra: dict[str, Any] = {"task_id": device_task_id(pool_name, device)}
             if device_pools:
                 extra["pool"] = device_pool_name(pool_name, device)
             if queue := config.queue_of(pool_name):

@@ -28,6 +28,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
+from zlops.airflow import device_task_id
 from zlops.config import Config, config_from_env
 from zlops.model import RunRecord
 
@@ -64,6 +65,12 @@ def airflow_run_url(run: RunRecord) -> str | None:
         return None
     dag_id, run_id = found
     return f"../dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
+def airflow_task_url(run: RunRecord, task_id: str) -> str | None:
+    """The Airflow UI page of one task of a zlops run's DAG run (it opens on the task's log)."""
+    base = airflow_run_url(run)
+    return None if base is None else f"{base}/tasks/{quote(task_id, safe='')}"
 
 
 async def airflow_user(request: Request) -> Any:
@@ -139,8 +146,10 @@ class Pages:
 
         env = jinja2.Environment(loader=jinja2.PackageLoader("zlops.airflow", "templates"),
                                  autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
+        from zlops.partition import fmt_duration
+
         env.globals.update(link=link, fmt_value=cells.fmt_value, fmt_change=cells.fmt_change,
-                           reference_text=cells.reference_text)
+                           reference_text=cells.reference_text, dur=fmt_duration)
         return env
 
     def render(self, request: Request, template: str, *, status_code: int = 200, **values: Any) -> HTMLResponse:
@@ -157,6 +166,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
     suite's alerts (default: Airflow's auth manager, :func:`airflow_may_triage`). FastAPI's own docs
     and schema routes are replaced by ones that need the login too.
     """
+    from zlops.airflow.night_routes import add_night_routes
     from zlops.airflow.triage_routes import add_triage_routes
 
     user_dep = authenticate or airflow_user
@@ -186,13 +196,17 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         return pages.render(request, "runs.html", title="zlops runs", rows=rows)
 
     def run_page(request: Request, run: RunRecord) -> HTMLResponse:
+        from zlops.night_views import run_view
         from zlops.pipeline import context_for
 
         run_dir = context_for(pages.config, run.suite, run.run_key).run_dir
         text = run_dir / "report.txt"
-        return pages.render(request, "run.html", title=f"zlops run {run.run_key}", run=run,
+        found = airflow_run_of(run)
+        view = run_view(pages.store(), run, airflow=found, task_id=device_task_id)
+        return pages.render(request, "run.html", title=f"zlops run {run.run_key}", run=run, view=view,
                             airflow=airflow_run_url(run), report=text.read_text() if text.exists() else None,
-                            plots=sorted((run_dir / "plots").glob("*.png")))
+                            plots=sorted((run_dir / "plots").glob("*.png")),
+                            task_url=lambda task_id: airflow_task_url(run, task_id))
 
     @app.get("/run", response_class=HTMLResponse)
     def run_route(request: Request, key: str = Query(..., max_length=250)) -> HTMLResponse:
@@ -236,4 +250,5 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         return FileResponse(Path(path), media_type="image/png")
 
     add_triage_routes(app, pages, user_dep=user_dep, authorize=authorize or airflow_may_triage)
+    add_night_routes(app, pages)
     return app

@@ -1,19 +1,22 @@
 """The run report as one self-contained HTML page (pure: values in, a string out).
 
 Inline CSS, no scripts, nothing fetched from elsewhere; figures are ``<img>`` tags with paths relative
-to ``artifacts_root`` so the page works from the artifact folder it is written into. Every piece of
-text from the outside world (case names, errors, notes, branch names) is HTML-escaped.
+to ``artifacts_root`` so the page works from the artifact folder it is written into. The page is the
+jinja2 template ``templates/report.html`` with autoescape on: every piece of text from the outside world
+(case names, errors, notes, branch names) is HTML-escaped; this module only gathers the values, each
+formatted by :mod:`zlops.report.cells` as the text and markdown reports format it.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
-from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict
+from zlops.model import CompareSummary, RunRecord, ShardOutcome, ShardStatus, Verdict
 from zlops.report import cells
 from zlops.report.markdown import promotion_line, telemetry_line
 from zlops.report.table import caliber_lines, row_cells
@@ -34,8 +37,27 @@ code{background:#f4f4f4;padding:0 .25em;border-radius:3px}.muted{color:#777}
 """
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+class _Escaped(str):
+    """A value as the report escapes it: :func:`html.escape` with quotes (``&quot;``, ``&#x27;``)."""
+
+    def __html__(self) -> str:
+        return html.escape(str(self), quote=True)
+
+
+def _finalize(value: Any) -> Any:
+    # every {{ value }} goes through here before autoescape: escaped by the stdlib's rules, the entities the
+    # report always wrote; markup the template itself marks safe (the CSS) passes unchanged
+    return value if hasattr(value, "__html__") else _Escaped("" if value is None else value)
+
+
+@lru_cache(maxsize=1)
+def _template() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("zlops.report", "templates"), autoescape=True,
+                             finalize=_finalize, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True)
+    return env.get_template("report.html")
 
 
 def _src(path: Path, root: Path | None) -> str:
@@ -43,6 +65,10 @@ def _src(path: Path, root: Path | None) -> str:
     if root is not None and p.is_relative_to(PurePath(root)):
         p = p.relative_to(PurePath(root))
     return quote(p.as_posix())
+
+
+def _pools_text(fmt: str, pools: Sequence[str]) -> str:
+    return fmt.format(n=len(pools)) + (f" ({', '.join(pools)})" if pools else "")
 
 
 def html_report(
@@ -63,117 +89,59 @@ def html_report(
     ``plots`` maps a series to its trend figure, ``overview`` lists the run-level figures,
     ``alerts`` the alert changes of the night as plain text lines.
     """
+    import markupsafe
+
     plots = plots or {}
     potential_pct, regression_pct = thresholds
     ran, invalid, missing = cells.pool_status(shards, summary.comparisons, expected_pools)
-    head = cells.short_sha(run.sha)
-    out = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(summary.suite)} @ {_e(head)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_e(summary.suite)} {_e(run.kind)} @ <code>{_e(head)}</code></h1>",
-        "<ul>",
-        (f"<li>Run: <code>{_e(run.run_key)}</code> on <code>{_e(run.branch)}</code>, "
-        f"commit <code>{_e(run.sha)}</code></li>"),
-        f"<li>{_e(cells.header_line(summary, None, None))}</li>",
-        f"<li>Pools: {len(ran)} run{_pools(', {n} invalid', invalid)}{_pools(', {n} missing', missing)}</li>",
-        f"<li><strong>{_e(summary.overall_line())}</strong></li>",
-        *([f"<li>Baseline: {_e(promotion_line(run.meta['promotion']))}</li>"]
-          if isinstance(run.meta.get("promotion"), dict) else []),  # zlops.promotion: whether and why
-        "</ul>",
-    ]
-    if alerts:
-        out += ["<h2>Alerts</h2>", "<ul>", *(f"<li>{_e(line)}</li>" for line in alerts), "</ul>"]
-    if overview:
-        out += ["<h2>Figures</h2>", '<div class="gallery">']
-        out += [f'<figure><a href="{_src(p, artifacts_root)}"><img src="{_src(p, artifacts_root)}" '
-                f'alt="{_e(title)}"></a><figcaption>{_e(title)}</figcaption></figure>' for title, p in overview]
-        out.append("</div>")
-    caliber = caliber_lines(summary.comparisons)
-    if caliber:   # a caliber break is a wall: said before any delta
-        out += ["<h2>Caliber</h2>", "<ul>", *(f"<li>{_e(line)}</li>" for line in caliber), "</ul>"]
-    out += _flagged(summary, plots, artifacts_root)
-    out += _comparison_tables(summary)
-    reasons = cells.reason_lines(summary.comparisons)
-    if reasons:
-        out += ["<h2>Not decided or not judged</h2>", "<ul>", *(f"<li>{_e(r)}</li>" for r in reasons), "</ul>"]
-    out += _shards(shards, artifacts_root)
-    if telemetry:
-        out += ["<h2>Telemetry</h2>", "<table><tr><th>Pool</th><th>Device</th><th>During the benchmark</th></tr>"]
-        out += [f"<tr><td>{_e(pool)}</td><td class=num>{device}</td><td>{_e(telemetry_line(t))}</td></tr>"
-                for (pool, device), t in sorted(telemetry.items())]
-        out.append("</table>")
-    out += [
-        "<h2>Notes</h2>", "<ul>",
-        (f"<li>Potential regression: worse than the baseline by more than {potential_pct:g}%; regression: "
-        f"worse by more than {regression_pct:g}%; improved: better by more than {potential_pct:g}%.</li>"),
-        ("<li>Base is what the verdict compared tonight with (named in the Reference column), HEAD tonight's "
-         "value; Change (%) is (HEAD - Base) / Base of exactly these two; whether positive is worse depends on "
-         "the metric (lower is better for times, higher for throughput).</li>"),
-        "</ul>", "</body></html>", "",
-    ]
-    return "\n".join(out)
+    promotion = run.meta.get("promotion")
+    return str(_template().render(
+        css=markupsafe.Markup(_CSS), suite=summary.suite, head=cells.short_sha(run.sha), run=run,
+        header=cells.header_line(summary, None, None), ran=ran, invalid=invalid, missing=missing,
+        pools_text=_pools_text, overall=summary.overall_line(),
+        promotion=promotion_line(promotion) if isinstance(promotion, dict) else None,  # zlops.promotion
+        alerts=list(alerts), overview=[(title, _src(p, artifacts_root)) for title, p in overview],
+        caliber=caliber_lines(summary.comparisons),  # a caliber break is a wall: said before any delta
+        flagged=_flagged(summary, plots, artifacts_root), tables=_tables(summary),
+        reasons=cells.reason_lines(summary.comparisons), shards=_shards(shards, artifacts_root),
+        shards_ok=sum(1 for s in shards if s.status is ShardStatus.OK),
+        telemetry=[(pool, device, telemetry_line(t)) for (pool, device), t in sorted((telemetry or {}).items())],
+        potential_pct=potential_pct, regression_pct=regression_pct))
 
 
-def _pools(fmt: str, pools: Sequence[str]) -> str:
-    text = _e(fmt.format(n=len(pools)))
-    return text + (f" ({_e(', '.join(pools))})" if pools else "")
-
-
-def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path | None) -> list[str]:
+def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path | None) -> list[dict[str, Any]]:
     flagged = cells.flagged_order(summary.comparisons)
     flagged += [c for c in cells.sorted_comparisons(summary.comparisons)
                 if c.verdict in (Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.IMPROVED)]
-    out = ["<h2>Flagged</h2>"]
-    if not flagged:
-        return [*out, "<p>Nothing flagged.</p>"]
+    out = []
     for c in flagged:
-        change = cells.fmt_change(cells.change_pct(c))
-        base = cells.fmt_value(c.base_value, cells.base_unit(c))
-        head = cells.fmt_value(c.head_value, c.unit)
-        out.append(f'<div class="flag"><h3>{_e(cells.marker(c.verdict))}: {_e(cells.series_name(c))}</h3>')
-        out.append(f"<p>{_e(change)}: {_e(base)} → {_e(head)}"
-                   + (f" (Base = {_e(cells.reference_text(c))})" if c.base or c.figures else "") + "</p>")
-        if c.judgement.note:
-            out.append(f'<p class="muted">{_e(c.judgement.note.strip().splitlines()[0])}</p>')
         plot = plots.get((c.pool, c.case, c.metric))
-        if plot is not None:
-            src = _src(plot, root)
-            out.append(f'<a href="{src}"><img src="{src}" alt="trend of {_e(c.case)}" loading="lazy"></a>')
-        out.append("</div>")
+        out.append({"marker": cells.marker(c.verdict), "name": cells.series_name(c), "case": c.case,
+                    "change": cells.fmt_change(cells.change_pct(c)),
+                    "base": cells.fmt_value(c.base_value, cells.base_unit(c)),
+                    "head": cells.fmt_value(c.head_value, c.unit),
+                    "reference": cells.reference_text(c) if c.base or c.figures else None,
+                    "note": c.judgement.note.strip().splitlines()[0] if c.judgement.note else "",
+                    "plot": None if plot is None else _src(plot, root)})
     return out
 
 
-def _comparison_tables(summary: CompareSummary) -> list[str]:
-    out = ["<h2>Comparison</h2>"]
-    groups = cells.by_pool(summary.comparisons)
-    if not groups:
-        return [*out, "<p>No comparisons.</p>"]
-    for pool, comparisons in groups.items():
-        out += [f"<h3>{_e(pool)}</h3>", ("<table><tr><th>Case</th><th>Metric</th><th>Base</th><th>HEAD</th>"
-                "<th>Delta</th><th>Change (%)</th><th>Verdict</th><th>Reference</th></tr>")]
-        out += [_row(c) for c in comparisons]
-        out.append("</table>")
+def _tables(summary: CompareSummary) -> list[tuple[str, list[dict[str, Any]]]]:
+    out = []
+    for pool, comparisons in cells.by_pool(summary.comparisons).items():
+        rows = []
+        for c in comparisons:
+            case, base, head, delta, change, mark = row_cells(c, c.case)
+            rows.append({"css": c.verdict.value, "case": case, "metric": c.metric,
+                         "numbers": (base, head, delta, change), "mark": mark, "reference": cells.reference_text(c)})
+        out.append((pool, rows))
     return out
 
 
-def _row(c: Comparison) -> str:
-    case, base, head, delta, change, mark = row_cells(c, c.case)
-    nums = "".join(f"<td class=num>{_e(v)}</td>" for v in (base, head, delta, change))
-    return (f'<tr class="{c.verdict.value}"><td>{_e(case)}</td><td>{_e(c.metric)}</td>{nums}<td>{_e(mark)}</td>'
-            f"<td>{_e(cells.reference_text(c))}</td></tr>")
-
-
-def _shards(shards: Sequence[ShardOutcome], root: Path | None) -> list[str]:
-    ok = sum(1 for s in shards if s.status is ShardStatus.OK)
-    out = ["<h2>Shards</h2>", f"<p>{ok} of {len(shards)} shards ok.</p>"]
-    if not shards:
-        return out
-    out.append("<table><tr><th>Pool</th><th>Device</th><th>Backend</th><th>Status</th><th>Error</th>"
-               "<th>Artifacts</th></tr>")
+def _shards(shards: Sequence[ShardOutcome], root: Path | None) -> list[dict[str, Any]]:
+    out = []
     for s in sorted(shards, key=lambda s: (s.pool, s.device)):
         error = (s.error or "").strip().splitlines()[0][:200] if (s.error or "").strip() else ""
-        status = _e(s.status.value) if s.status is ShardStatus.OK else f"<strong>{_e(s.status.value)}</strong>"
-        out.append(f"<tr><td>{_e(s.pool)}</td><td class=num>{s.device}</td><td>{_e(s.backend)}</td>"
-                   f"<td>{status}</td><td>{_e(error)}</td><td><code>{_e(_src(s.artifact_dir, root))}</code></td></tr>")
-    out.append("</table>")
+        out.append({"pool": s.pool, "device": s.device, "backend": s.backend, "status": s.status.value,
+                    "ok": s.status is ShardStatus.OK, "error": error, "artifacts": _src(s.artifact_dir, root)})
     return out

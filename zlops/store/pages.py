@@ -119,3 +119,10 @@ def pool_backends(session: Session, run_keys: Sequence[str]) -> dict[str, str]:
                                              .where(Run.run_key.in_(chunk)).distinct()):
             out.setdefault(pool, backend)
     return out
+
+
+def latest_compared_run(session: Session, suite: str, *, kind: str = "nightly") -> str | None:
+    """The run key of the newest run of ``suite`` (started last) that has a stored compare table."""
+    has_rows = select(ComparisonRow.id).where(ComparisonRow.run_id == Run.id).exists()
+    return session.scalars(select(Run.run_key).where(Run.suite == suite, Run.kind == kind, has_rows)
+                           .order_by(Run.started_at.desc(), Run.id.desc()).limit(1)).first()
