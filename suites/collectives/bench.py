@@ -118,6 +118,9 @@ def _worker(rank: int, a: argparse.Namespace, port: int, backend: str, queue) ->
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.p,
                             **({"device_id": device} if on_gpu else {}))
+    # the harness' own bookkeeping (per-round maxima, per-rank times) goes over a gloo group on the CPU:
+    # NCCL_ALGO (the variant) constrains every NCCL collective, and e.g. Tree has no AllGather
+    meta = dist.new_group(backend="gloo") if on_gpu else None
     n = a.size // 4
     src = torch.full((n,), float(rank + 1), dtype=torch.float32, device=device)
     out = torch.empty_like(src)
@@ -136,14 +139,14 @@ def _worker(rank: int, a: argparse.Namespace, port: int, backend: str, queue) ->
 
     op()
     sync()
-    dist.barrier()
+    dist.barrier(group=meta)
     setup_s = time.perf_counter() - t0
     ok = bool(torch.all(out == golden).item())
     rounds = []
     for r in range(a.warmup + a.timed):
         timed = r >= a.warmup
         iters = a.iters if timed else 1
-        dist.barrier()
+        dist.barrier(group=meta)
         w0 = time.perf_counter()
         if on_gpu:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -159,15 +162,15 @@ def _worker(rank: int, a: argparse.Namespace, port: int, backend: str, queue) ->
             mine = (time.perf_counter() - w0) / iters
         wall = (time.perf_counter() - w0) / iters
         good = bool(torch.all(out == golden).item())
-        stat = torch.tensor([mine, wall, 0.0 if good else 1.0], dtype=torch.float64, device=device)
-        dist.all_reduce(stat, op=dist.ReduceOp.MAX)
-        per_rank = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(a.p)]
-        dist.all_gather(per_rank, torch.tensor([mine], dtype=torch.float64, device=device))
+        stat = torch.tensor([mine, wall, 0.0 if good else 1.0], dtype=torch.float64)
+        dist.all_reduce(stat, op=dist.ReduceOp.MAX, group=meta)
+        per_rank = [torch.zeros(1, dtype=torch.float64) for _ in range(a.p)]
+        dist.all_gather(per_rank, torch.tensor([mine], dtype=torch.float64), group=meta)
         rounds.append({"round": r, "phase": f"timed-{r - a.warmup}" if timed else f"warmup-{r}",
                        "execute_s": round(float(stat[0]), 9), "wall_s": round(float(stat[1]), 9),
                        "ok": stat[2].item() == 0.0, "per_rank_execute_s": [round(float(t), 9) for t in per_rank]})
         ok = ok and good
-    dist.barrier()
+    dist.barrier(group=meta)
     dist.destroy_process_group()
     if rank == 0:
         queue.put({"setup_s": setup_s, "ok": ok, "rounds": rounds,
