@@ -181,15 +181,24 @@ def test_a_culprit_whose_own_ab_does_not_reproduce_is_unverified() -> None:
     cs = commits(4)
 
     class Flaky(FakeMeasurer):
+        step_1_done = False
+
         def run(self, sha: str, targets: Sequence[Target]) -> tuple[dict[Key, float], float]:
             values, took = super().run(sha, targets)
             # the verify A/B (parent 1 vs culprit 2) sees both sides at the bad level
-            if self.index[sha] == 1 and self.runs.count(sha) > 4:  # its step ran 4, then the verify
+            if self.index[sha] == 1 and self.step_1_done:
                 values = {k: v * 1.3 for k, v in values.items()}
             return values, took
 
-    res, saved = run(cs, Flaky(cs, culprit=2))
-    assert saved[-1].kind is StepKind.VERIFY
+    m = Flaky(cs, culprit=2)
+    saved: list[StepRecord] = []
+
+    def save(step: StepRecord) -> None:
+        saved.append(step)
+        m.step_1_done = m.step_1_done or (step.kind is StepKind.STEP and step.position == 1)
+
+    res = bisect_range(cs, T, m, policy=BisectPolicy(), allowance=Allowance(100, 1e9), save=save)
+    assert [(s.kind, s.position) for s in saved][-2:] == [(StepKind.STEP, 1), (StepKind.VERIFY, 2)]
     assert res.state is State.UNVERIFIED and res.culprit == 2 and "not bad" in res.reason
 
 

@@ -72,7 +72,8 @@ def validate_alert_id(value: object) -> int:
 def policy_of(config: Config) -> BisectPolicy:
     b = config.bisect
     return BisectPolicy(floor_pct=config.thresholds_value().potential_pct, share=b.line_share,
-                        min_pairs=b.min_pairs, max_pairs=b.max_pairs, confidence=b.confidence)
+                        min_pairs=b.min_pairs, max_pairs=b.max_pairs, extend_pairs=b.extend_pairs,
+                        confidence=b.confidence, statistic=b.statistic, retest=b.retest)
 
 
 def _mirror(config: Config, suite_name: str) -> gitops.Mirror:
