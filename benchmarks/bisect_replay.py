@@ -106,7 +106,9 @@ def replay(series: dict[str, list[float]], *, trials: int, seed: int, policy: Bi
             n = int(rng.integers(lengths[0], lengths[1] + 1))
             culprit = int(rng.integers(1, n + 1))
             commits = [f"{i:040x}" for i in range(n + 1)]
-            m = ReplayMeasurer(commits, series[name], culprit, step, rng, jitter_pct)
+            # the trial's own stream of process values: every policy meets the same trials and draws
+            m = ReplayMeasurer(commits, series[name], culprit, step,
+                               np.random.default_rng([seed, int(step * 10), len(rows)]), jitter_pct)
             res = bisect_range(commits, TARGET, m, policy=policy, allowance=Allowance(10_000, 1e12),
                                save=lambda s: None)
             vals = np.asarray(series[name])

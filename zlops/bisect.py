@@ -105,7 +105,7 @@ class BisectPolicy:
     min_pairs: int = 4
     max_pairs: int = 24           # pairs a step adds while its CI straddles the line ...
     extend_pairs: int = 64        # ... and up to this many when more pairs would settle it (:func:`worth_extending`)
-    confidence: float = 0.99
+    confidence: float = 0.95
     statistic: str = "shift"      # "shift": Hodges-Lehmann with its rank CI; "median": bootstrap of the median ratio
     retest: bool = True           # an unclear commit is measured once more before the search ends ambiguous
 

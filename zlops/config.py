@@ -404,10 +404,10 @@ class BisectConfig(_Strict):
     extend_pairs: int = Field(default=64, ge=2, description="past max_pairs, a step whose CI still straddles the "
                               "line adds pairs up to this many while its estimate is far enough from the line for "
                               "them to settle it; then the step is unclear, measured once more (retest) and skipped")
-    confidence: float = Field(default=0.99, gt=0, lt=1, description="confidence of the CI a step is judged by")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the CI a step is judged by")
     statistic: Literal["shift", "median"] = Field(default="shift", description="what a step's CI is of: shift (the "
-                                                  "Hodges-Lehmann shift of the runs, rank CI; needs 5 pairs at 99%, "
-                                                  "4 at 95%) or median (bootstrap CI of the median ratio; decides "
+                                                  "Hodges-Lehmann shift of the runs, rank CI; needs 4 pairs at 95%, "
+                                                  "5 at 99%) or median (bootstrap CI of the median ratio; decides "
                                                   "from 2 pairs)")
     retest: bool = Field(default=True, description="an unclear commit is measured once more (a fresh A/B) before "
                          "the search skips it for good")
