@@ -11,12 +11,13 @@ only the regressed cases (:class:`Measurer` runs one benchmark process per call)
    ``max(floor, share x its reproduced change)`` (half-way between the two levels by default), so a
    step is judged against the size of the change it looks for, not against the floor.
 2. **step**: a commit inside the range against the good end. Pairs are added, from ``min_pairs`` up
-   to ``max_pairs``, until the bootstrap CI of the median ratio clears the line for every case
-   (:func:`classify`): ``bad`` when any case is wholly beyond its line, ``good`` when every case is
-   wholly below it, else ``unclear`` once ``max_pairs`` are spent. Unclear steps and commits that do
-   not build are skipped like ``git bisect skip``: the next commit is the untested one nearest the
-   middle; when only skipped commits are left between the last good and the first bad commit the
-   result is ``ambiguous`` with those candidates.
+   to ``max_pairs`` (and on to ``extend_pairs`` while :func:`worth_extending`), until the CI clears
+   the line for every case (:func:`classify`: by default the rank CI of the Hodges-Lehmann shift of
+   the runs): ``bad`` when any case is wholly beyond its line, ``good`` when every case is wholly
+   below it, else ``unclear``. An unclear commit is measured once more (``retest``) before the search
+   would end on it. Still unclear, and commits that do not build, are skipped like ``git bisect
+   skip``: the next commit is the untested one nearest the middle; when only skipped commits are left
+   between the last good and the first bad commit the result is ``ambiguous`` with those candidates.
 3. **verify**: the culprit against its first parent, which must reproduce the change (``bad``);
    otherwise the result is ``unverified`` (named, with its evidence, but not claimed).
 

@@ -187,7 +187,8 @@ def _evidence_table(b: Bisection, evidence: Sequence[CaseEvidence]) -> str:
     rows = []
     for ev in evidence:
         f, unit = ev.figures, _unit(b, ev)
-        rows.append(f"<tr><td>{e(ev.case)}</td><td>{e(ev.metric)}</td><td>{e(cells.format_value(f.reference, unit))}</td>"
+        rows.append(f"<tr><td>{e(ev.case)}</td><td>{e(ev.metric)}</td>"
+                    f"<td>{e(cells.format_value(f.reference, unit))}</td>"
                     f"<td>{e(cells.format_value(f.value, unit))}</td><td>{e(cells.fmt_change(f.change_pct))}</td>"
                     f"<td>{e(_ci_text(ev))}</td><td>{ev.line_pct:.1f}%</td>"
                     f"<td>{len(f.runs_base)}+{len(f.runs_head)}</td>"
