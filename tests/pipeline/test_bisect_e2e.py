@@ -161,7 +161,7 @@ def test_bisection_skips_and_resumes_after_a_crash(tmp_path: Path) -> None:
     measurers: list[CrashAfter] = []
 
     def crashing(b: object) -> CrashAfter:
-        m = CrashAfter(bisect_run.DeviceMeasurer(config, "fake", "local", 0, b.id), runs=6)  # type: ignore[attr-defined]
+        m = CrashAfter(bisect_run.DeviceMeasurer(config, "fake", "local", 0, b.id), runs=10)  # type: ignore[attr-defined]
         measurers.append(m)
         return m
 
@@ -169,7 +169,8 @@ def test_bisection_skips_and_resumes_after_a_crash(tmp_path: Path) -> None:
         bisect_run.bisect_alert(config, alert.id, measurer_factory=crashing)
     b = store.bisection_of_alert(alert.id)
     before = store.bisection_steps(b.id)
-    # reproduce (4 runs), then c4 did not build (no run), then c3 was on its 3rd run when the worker died
+    # reproduce (8 runs: the rank CI of the shift needs 4 + 4 at 95%), then c4 did not build (no run), then c3
+    # was on its 3rd run when the worker died
     assert [(s.kind, s.position, s.outcome) for s in before] == [
         (StepKind.REPRODUCE, 8, Outcome.BAD), (StepKind.STEP, 4, Outcome.SKIPPED)]
     assert "did not build" in before[1].note
