@@ -181,15 +181,24 @@ def test_a_culprit_whose_own_ab_does_not_reproduce_is_unverified() -> None:
     cs = commits(4)
 
     class Flaky(FakeMeasurer):
+        step_1_done = False
+
         def run(self, sha: str, targets: Sequence[Target]) -> tuple[dict[Key, float], float]:
             values, took = super().run(sha, targets)
             # the verify A/B (parent 1 vs culprit 2) sees both sides at the bad level
-            if self.index[sha] == 1 and self.runs.count(sha) > 4:  # its step ran 4, then the verify
+            if self.index[sha] == 1 and self.step_1_done:
                 values = {k: v * 1.3 for k, v in values.items()}
             return values, took
 
-    res, saved = run(cs, Flaky(cs, culprit=2))
-    assert saved[-1].kind is StepKind.VERIFY
+    m = Flaky(cs, culprit=2)
+    saved: list[StepRecord] = []
+
+    def save(step: StepRecord) -> None:
+        saved.append(step)
+        m.step_1_done = m.step_1_done or (step.kind is StepKind.STEP and step.position == 1)
+
+    res = bisect_range(cs, T, m, policy=BisectPolicy(), allowance=Allowance(100, 1e9), save=save)
+    assert [(s.kind, s.position) for s in saved][-2:] == [(StepKind.STEP, 1), (StepKind.VERIFY, 2)]
     assert res.state is State.UNVERIFIED and res.culprit == 2 and "not bad" in res.reason
 
 
@@ -227,3 +236,90 @@ def test_policy_and_range_are_validated() -> None:
         bisect_range(["a" * 40], T, FakeMeasurer(["a" * 40], 1), policy=BisectPolicy(), allowance=Allowance(1, 1),
                      save=lambda s: None)
     assert Paused.__mro__[1] is ZlopsError
+
+
+def test_the_shift_ci_is_exact_and_distribution_free() -> None:
+    from zlops.stats import hodges_lehmann_ratio_ci
+    from zlops.stats.twosample import _mwu_lower_counts, _shift_rank
+
+    # the exact null distribution of U (6 + 6): C(12, 6) orderings, P(U <= 2) = 4/924
+    counts = _mwu_lower_counts(6, 6)
+    assert sum(counts) == math.comb(12, 6) and counts[:4] == (1.0, 1.0, 2.0, 3.0)
+    assert _shift_rank(6, 6, 0.99) == 3 and _shift_rank(4, 4, 0.99) == 0 and _shift_rank(4, 4, 0.95) == 1
+    # a two-level series shifted by 5%: the shift is found where the medians jump by the gap
+    rng = np.random.default_rng(3)
+    levels = np.where(rng.random(24) < 0.5, 1.0, 1.08) * (1 + 0.002 * rng.standard_normal(24))
+    head = np.where(rng.random(24) < 0.5, 1.0, 1.08) * 1.05 * (1 + 0.002 * rng.standard_normal(24))
+    ratio, lo, hi = hodges_lehmann_ratio_ci(levels, head, confidence=0.95)
+    assert lo is not None and hi is not None and lo < 1.05 < hi and abs(ratio - 1.05) < 0.02
+    # coverage under the null on real-like bimodal noise: the 95% CI excludes 1 in about 5% of A/Bs
+    misses = 0
+    for _ in range(400):
+        a = np.where(rng.random(8) < 0.4, 1.0, 1.07) * (1 + 0.003 * rng.standard_normal(8))
+        b = np.where(rng.random(8) < 0.4, 1.0, 1.07) * (1 + 0.003 * rng.standard_normal(8))
+        _, lo, hi = hodges_lehmann_ratio_ci(a, b, confidence=0.95)
+        misses += not (lo <= 1.0 <= hi)
+    assert misses / 400 < 0.08
+    assert hodges_lehmann_ratio_ci([1.0] * 4, [1.1] * 4, confidence=0.99)[1] is None  # 4 + 4 cannot reach 99%
+
+
+def test_unclear_steps_extend_then_retest_before_skipping() -> None:
+    from zlops.bisect import worth_extending
+
+    cs = commits(8)
+    # commit 4 lands on both levels run by run: its step stays unclear at 24 pairs, the projection says
+    # more pairs would not settle it (the estimate sits on the line), it is retested once, then skipped:
+    # between the last good (3) and the first bad (5) only it is left, so the culprit is 4 or 5
+    res, saved = run(cs, FakeMeasurer(cs, culprit=5, bimodal=[4]))
+    kinds = [(s.kind, s.position, s.outcome) for s in saved]
+    assert (StepKind.STEP, 4, Outcome.UNCLEAR) in kinds and (StepKind.RETEST, 4, Outcome.UNCLEAR) in kinds
+    assert res.state is State.AMBIGUOUS and res.candidates == (4, 5) and "twice" in res.reason
+    step4 = next(s for s in saved if s.kind is StepKind.STEP and s.position == 4)
+    assert step4.pairs < BisectPolicy().extend_pairs and "straddles" in step4.note
+    # the culprit itself unclear at first: the retest decides it and the search ends found, not ambiguous
+    cs = commits(4)
+
+    class Late(FakeMeasurer):
+        first_done = False
+
+        def run(self, sha: str, targets: Sequence[Target]) -> tuple[dict[Key, float], float]:
+            values, took = super().run(sha, targets)
+            if self.index[sha] == 2 and not self.first_done:   # its first step: both levels, run by run
+                values = {k: v * (1.0 if self.runs.count(sha) % 2 else 1 / 1.3) for k, v in values.items()}
+            return values, took
+
+    def late_run(policy: BisectPolicy) -> tuple[object, list[StepRecord]]:
+        m = Late(cs, culprit=2)
+        saved: list[StepRecord] = []
+
+        def save(step: StepRecord) -> None:
+            saved.append(step)
+            m.first_done = m.first_done or step.position == 2
+
+        return bisect_range(cs, T, m, policy=policy, allowance=Allowance(100, 1e9), save=save), saved
+
+    res, saved = late_run(BisectPolicy())
+    assert [(s.kind, s.position, s.outcome) for s in saved] == [
+        (StepKind.REPRODUCE, 4, Outcome.BAD), (StepKind.STEP, 2, Outcome.UNCLEAR), (StepKind.STEP, 1, Outcome.GOOD),
+        (StepKind.STEP, 3, Outcome.BAD), (StepKind.RETEST, 2, Outcome.BAD), (StepKind.VERIFY, 2, Outcome.BAD)]
+    assert res.state is State.FOUND and res.culprit == 2
+    # no retest: the same search ends ambiguous between commits 1 and 3
+    res, _ = late_run(BisectPolicy(retest=False))
+    assert res.state is State.AMBIGUOUS and res.candidates == (2, 3)
+    # the projection: far from the line with a CI that would shrink enough extends, on the line does not
+    e = classify([1.0, 1.01, 0.99, 1.0], [1.04, 1.2, 1.05, 1.21], line_pct=5, lower_is_better=True, confidence=0.95)
+    assert e.outcome is None and worth_extending([e], 4, 64)
+    e = classify([1.0, 1.1, 1.0, 1.1], [1.0, 1.1, 1.0, 1.1], line_pct=0.5, lower_is_better=True, confidence=0.95)
+    assert e.outcome is None and not worth_extending([e], 24, 64)
+
+
+def test_policy_and_config_refuse_a_statistic_that_cannot_decide() -> None:
+    from zlops.config import BisectConfig
+
+    with pytest.raises(ValueError, match="at least 5 pairs"):
+        BisectPolicy(confidence=0.99, max_pairs=4, extend_pairs=4)
+    with pytest.raises(ValueError, match="statistic"):
+        BisectPolicy(statistic="mean")
+    with pytest.raises(ValueError, match="needs at least 4 pairs"):
+        BisectConfig(min_pairs=2, max_pairs=3, extend_pairs=3)
+    assert BisectConfig(min_pairs=2, max_pairs=2, extend_pairs=2, statistic="median").statistic == "median"

@@ -11,12 +11,13 @@ only the regressed cases (:class:`Measurer` runs one benchmark process per call)
    ``max(floor, share x its reproduced change)`` (half-way between the two levels by default), so a
    step is judged against the size of the change it looks for, not against the floor.
 2. **step**: a commit inside the range against the good end. Pairs are added, from ``min_pairs`` up
-   to ``max_pairs``, until the bootstrap CI of the median ratio clears the line for every case
-   (:func:`classify`): ``bad`` when any case is wholly beyond its line, ``good`` when every case is
-   wholly below it, else ``unclear`` once ``max_pairs`` are spent. Unclear steps and commits that do
-   not build are skipped like ``git bisect skip``: the next commit is the untested one nearest the
-   middle; when only skipped commits are left between the last good and the first bad commit the
-   result is ``ambiguous`` with those candidates.
+   to ``max_pairs`` (and on to ``extend_pairs`` while :func:`worth_extending`), until the CI clears
+   the line for every case (:func:`classify`: by default the rank CI of the Hodges-Lehmann shift of
+   the runs): ``bad`` when any case is wholly beyond its line, ``good`` when every case is wholly
+   below it, else ``unclear``. An unclear commit is measured once more (``retest``) before the search
+   would end on it. Still unclear, and commits that do not build, are skipped like ``git bisect
+   skip``: the next commit is the untested one nearest the middle; when only skipped commits are left
+   between the last good and the first bad commit the result is ``ambiguous`` with those candidates.
 3. **verify**: the culprit against its first parent, which must reproduce the change (``bad``);
    otherwise the result is ``unverified`` (named, with its evidence, but not claimed).
 
@@ -56,6 +57,7 @@ class Outcome(str, Enum):
 class StepKind(str, Enum):
     REPRODUCE = "reproduce"
     STEP = "step"
+    RETEST = "retest"       # a fresh A/B of a commit whose step stayed unclear, before it is skipped
     VERIFY = "verify"
 
 
@@ -102,8 +104,11 @@ class BisectPolicy:
     floor_pct: float = 2.0        # the judge's potential threshold: the smallest change the ends must show
     share: float = 0.5            # a case's line between good and bad, as a share of its reproduced change
     min_pairs: int = 4
-    max_pairs: int = 24
+    max_pairs: int = 24           # pairs a step adds while its CI straddles the line ...
+    extend_pairs: int = 64        # ... and up to this many when more pairs would settle it (:func:`worth_extending`)
     confidence: float = 0.95
+    statistic: str = "shift"      # "shift": Hodges-Lehmann with its rank CI; "median": bootstrap of the median ratio
+    retest: bool = True           # an unclear commit is measured once more before the search ends ambiguous
 
     def __post_init__(self) -> None:
         if not 0 < self.floor_pct:
@@ -115,17 +120,52 @@ class BisectPolicy:
                              f"{self.max_pairs}")
         if not 0 < self.confidence < 1:
             raise ValueError(f"BisectPolicy.confidence: expected 0 < c < 1, got {self.confidence}")
+        if self.extend_pairs < self.max_pairs:
+            raise ValueError(f"BisectPolicy: expected extend_pairs >= max_pairs, got {self.extend_pairs}, "
+                             f"{self.max_pairs}")
+        if self.statistic not in STATISTICS:
+            raise ValueError(f"BisectPolicy.statistic: expected one of {', '.join(STATISTICS)}, got {self.statistic!r}")
+        if self.statistic == "shift":
+            from zlops.stats.twosample import _shift_rank
+
+            if _shift_rank(self.extend_pairs, self.extend_pairs, self.confidence) < 1:
+                raise ValueError(f"BisectPolicy: {self.extend_pairs} pairs cannot reach a {self.confidence:g} rank CI "
+                                 f"of the shift (at least {min_pairs_for(self.confidence)} pairs are needed)")
+
+
+#: the statistics a step can be judged by (:func:`classify`)
+STATISTICS = ("shift", "median")
+
+
+def min_pairs_for(confidence: float) -> int:
+    """The fewest pairs whose rank CI of the shift reaches ``confidence`` (5 at 99%, 4 at 95%)."""
+    from zlops.stats.twosample import _shift_rank
+
+    return next(n for n in range(2, 1000) if _shift_rank(n, n, confidence) >= 1)
 
 
 @dataclass(frozen=True)
 class CaseEvidence:
-    """One case of one step: the A/B's figures and the line it was judged against."""
+    """One case of one step: the A/B's figures and the line it was judged against.
+
+    ``shift_pct``: the Hodges-Lehmann shift of head's runs from base's (raw direction, from
+    ``figures.runs_base``/``runs_head``), the estimate ``figures.ci_pct`` is the CI of when the
+    step was judged by the shift; None when it was judged by the median ratio (``figures.change_pct``).
+    """
 
     case: str
     metric: str
     figures: Figures
     line_pct: float
     outcome: Outcome | None    # None: undecided at this many pairs
+    shift_pct: float | None = None
+
+    @property
+    def worse_estimate_pct(self) -> float:
+        """The estimate the CI surrounds, positive = worse: the shift, or the median ratio's change."""
+        if self.shift_pct is None:
+            return self.figures.worse_pct
+        return self.shift_pct if self.figures.lower_is_better else -self.shift_pct
 
 
 @dataclass(frozen=True)
@@ -187,24 +227,59 @@ class Allowance:
 # --- judging one A/B --------------------------------------------------------------------------------
 
 def classify(base_runs: Sequence[float], head_runs: Sequence[float], *, line_pct: float, lower_is_better: bool,
-             confidence: float, seed: int = 0, base_label: str = "good", head_label: str = "head") -> CaseEvidence:
+             confidence: float, seed: int = 0, base_label: str = "good", head_label: str = "head",
+             statistic: str = "shift") -> CaseEvidence:
     """Judge one case of an A/B against ``line_pct``: bad, good, or None (the CI straddles the line).
 
-    The percentile-bootstrap CI of median(head)/median(base) (:func:`zlops.stats.bootstrap_median_ratio_ci`,
-    each run one observation) turned into a change in percent, oriented so that positive is worse:
+    Each run (process) is one observation. ``statistic="shift"`` (the default): the Hodges-Lehmann
+    shift of head's level from base's with its distribution-free rank CI
+    (:func:`zlops.stats.hodges_lehmann_ratio_ci`): it uses every run, so a series whose processes land
+    on two levels (a median of runs that jumps by the gap) is decided in about half the pairs.
+    ``"median"``: the percentile-bootstrap CI of median(head)/median(base)
+    (:func:`zlops.stats.bootstrap_median_ratio_ci`); it reaches a decision from 2 + 2 runs, the rank CI
+    needs 4 + 4 at 95% and 5 + 5 at 99%. The CI, in percent and oriented so that positive is worse:
     ``bad`` when its low end is beyond ``line_pct``, ``good`` when its high end is below it.
     """
-    from zlops.stats import bootstrap_median_ratio_ci
+    from zlops.stats import bootstrap_median_ratio_ci, hodges_lehmann_ratio_ci
 
-    lo, hi = bootstrap_median_ratio_ci(base_runs, head_runs, confidence=confidence, seed=seed)
-    ci = ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
-    worse_lo, worse_hi = (ci if lower_is_better else (-ci[1], -ci[0]))
-    outcome = Outcome.BAD if worse_lo > line_pct else Outcome.GOOD if worse_hi < line_pct else None
+    shift: float | None = None
+    ci: tuple[float, float] | None
+    if statistic == "shift":
+        ratio, lo_r, hi_r = hodges_lehmann_ratio_ci(base_runs, head_runs, confidence=confidence)
+        shift = (ratio - 1.0) * 100.0
+        ci = None if lo_r is None or hi_r is None else ((lo_r - 1.0) * 100.0, (hi_r - 1.0) * 100.0)
+    elif statistic == "median":
+        lo, hi = bootstrap_median_ratio_ci(base_runs, head_runs, confidence=confidence, seed=seed)
+        ci = ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+    else:
+        raise ValueError(f"statistic: expected one of {', '.join(STATISTICS)}, got {statistic!r}")
+    outcome = None
+    if ci is not None:
+        worse_lo, worse_hi = (ci if lower_is_better else (-ci[1], -ci[0]))
+        outcome = Outcome.BAD if worse_lo > line_pct else Outcome.GOOD if worse_hi < line_pct else None
     figures = Figures(reference=median_of(base_runs), reference_label=f"{base_label}, {len(base_runs)} runs",
                       value=median_of(head_runs), value_label=f"{head_label}, {len(head_runs)} runs",
                       lower_is_better=lower_is_better, ci_pct=ci, threshold_pct=line_pct,
                       runs_base=tuple(base_runs), runs_head=tuple(head_runs))
-    return CaseEvidence("", "", figures, line_pct, outcome)
+    return CaseEvidence("", "", figures, line_pct, outcome, shift)
+
+
+def worth_extending(evidence: Sequence[CaseEvidence], pairs: int, extend_pairs: int) -> bool:
+    """Whether a step still undecided at ``pairs`` may settle by ``extend_pairs``: some undecided case's
+    estimate is farther from its line than its CI's half-width shrunk by sqrt(pairs / extend_pairs)
+    (a CI narrows as 1/sqrt(runs)). A commit that sits on the line (a partial change, or noise too
+    wide for this step) stops here, unclear, instead of spending the extended pairs."""
+    if pairs >= extend_pairs:
+        return False
+    for e in evidence:
+        if e.outcome is not None:
+            continue
+        if e.figures.ci_pct is None:
+            return True    # the CI is not reachable yet at these sizes: more pairs are needed to know
+        half = (e.figures.ci_pct[1] - e.figures.ci_pct[0]) / 2.0
+        if abs(e.worse_estimate_pct - e.line_pct) > half * math.sqrt(pairs / extend_pairs):
+            return True
+    return False
 
 
 def step_outcome(evidence: Sequence[CaseEvidence]) -> Outcome | None:
@@ -218,7 +293,7 @@ def step_outcome(evidence: Sequence[CaseEvidence]) -> Outcome | None:
 
 def lines_from(reproduce: StepRecord, policy: BisectPolicy) -> dict[Key, float]:
     """Each reproduced case's line between good and bad: max(floor, share x its reproduced change)."""
-    return {(e.case, e.metric): max(policy.floor_pct, policy.share * e.figures.worse_pct)
+    return {(e.case, e.metric): max(policy.floor_pct, policy.share * e.worse_estimate_pct)
             for e in reproduce.evidence if e.outcome is Outcome.BAD}
 
 
@@ -257,7 +332,27 @@ def position(n: int, outcomes: Mapping[int, Outcome], *, hints: Sequence[int] = 
     return Position(lo, hi, nxt, untested)
 
 
-def result_of(n: int, steps: Sequence[StepRecord], *, hints: Sequence[int] = ()) -> Result | None:
+def step_outcomes(steps: Sequence[StepRecord]) -> dict[int, Outcome]:
+    """Each tested position's outcome: its step's, or its retest's when it was measured again."""
+    out = {s.position: s.outcome for s in steps if s.kind is StepKind.STEP}
+    out.update({s.position: s.outcome for s in steps if s.kind is StepKind.RETEST})
+    return out
+
+
+def retest_next(n: int, steps: Sequence[StepRecord], *, hints: Sequence[int] = ()) -> int | None:
+    """The unclear position to measure once more before the search ends ambiguous: inside (last good,
+    first bad), not retested yet, the one nearest the middle (None when there is none)."""
+    outcomes = step_outcomes(steps)
+    pos = position(n, outcomes, hints=hints)
+    retested = {s.position for s in steps if s.kind is StepKind.RETEST}
+    unclear = [p for p in range(pos.lo + 1, pos.hi) if outcomes.get(p) is Outcome.UNCLEAR and p not in retested]
+    if pos.next is not None or not unclear:
+        return None
+    mid = (pos.lo + pos.hi) / 2
+    return min(unclear, key=lambda p: (abs(p - mid), p))
+
+
+def result_of(n: int, steps: Sequence[StepRecord], *, hints: Sequence[int] = (), retest: bool = True) -> Result | None:
     """The finished result the stored steps already imply, or None when the search must go on."""
     by_kind = {s.kind: s for s in steps if s.kind is not StepKind.STEP}
     rep = by_kind.get(StepKind.REPRODUCE)
@@ -269,13 +364,14 @@ def result_of(n: int, steps: Sequence[StepRecord], *, hints: Sequence[int] = ())
     if rep.outcome is not Outcome.BAD:
         return Result(State.NOT_REPRODUCED, reason=f"the A/B of the range's ends was {rep.outcome.value}: the "
                       "regression does not reproduce on this device", steps=tuple(steps))
-    pos = position(n, {s.position: s.outcome for s in steps if s.kind is StepKind.STEP}, hints=hints)
-    if pos.next is not None:
+    pos = position(n, step_outcomes(steps), hints=hints)
+    if pos.next is not None or (retest and retest_next(n, steps, hints=hints) is not None):
         return None
     if pos.hi - pos.lo > 1:
         return Result(State.AMBIGUOUS, candidates=tuple(range(pos.lo + 1, pos.hi + 1)),
                       reason=f"{pos.hi - pos.lo - 1} commit(s) between the last good and the first bad one were "
-                             "skipped (did not build or stayed unclear)", steps=tuple(steps))
+                             "skipped (did not build, or stayed unclear" + (" twice" if retest else "") + ")",
+                      steps=tuple(steps))
     ver = by_kind.get(StepKind.VERIFY)
     if ver is None or ver.position != pos.hi:
         return None
@@ -313,18 +409,24 @@ class _Runner:
         targets = [t for t in self.targets if t.key in lines]
         from zlops.stats import interleaved_order
 
-        order = interleaved_order(self.policy.max_pairs, seed=zlib.crc32(f"{base_sha}/{head_sha}".encode()))
+        salt = f"/{kind.value}" if kind is StepKind.RETEST else ""
+        order = interleaved_order(self.policy.extend_pairs, seed=zlib.crc32(f"{base_sha}/{head_sha}{salt}".encode()))
         runs: dict[Key, tuple[list[float], list[float]]] = {t.key: ([], []) for t in targets}
-        seconds, pairs = 0.0, 0
+        seconds, pairs, cap = 0.0, 0, self.policy.max_pairs
         evidence: tuple[CaseEvidence, ...] = ()
         decided: Outcome | None = None
-        for pair in range(self.policy.max_pairs):
-            if pair >= self.policy.min_pairs:
+        while True:
+            if pairs >= self.policy.min_pairs:
                 judged = self._judge(targets, runs, lines, labels)
                 evidence, decided = judged[0], _decide(judged)
                 if decided is not None:
                     break
-            for side in order[2 * pair: 2 * pair + 2]:
+                if pairs >= cap:
+                    if cap < self.policy.extend_pairs and worth_extending(evidence, pairs, self.policy.extend_pairs):
+                        cap = self.policy.extend_pairs   # the CI straddles the line, more pairs would settle it
+                    else:
+                        break
+            for side in order[2 * pairs: 2 * pairs + 2]:
                 why = self.allowance.yield_check()
                 if why:
                     raise Paused(why)
@@ -342,10 +444,7 @@ class _Runner:
                     value = medians.get(t.key)
                     if value is not None and value > 0:
                         runs[t.key][0 if side == "A" else 1].append(value)
-            pairs = pair + 1
-        else:
-            judged = self._judge(targets, runs, lines, labels)
-            evidence, decided = judged[0], _decide(judged)
+            pairs += 1
         outcome = decided if decided is not None else Outcome.UNCLEAR
         note = "" if decided is not None else f"the CI still straddles the line after {pairs} pairs"
         return StepRecord(kind, head_sha, base_sha, pos, outcome, pairs, seconds, builds, tuple(evidence), note)
@@ -359,8 +458,9 @@ class _Runner:
             if len(base_runs) < 2 or len(head_runs) < 2:
                 continue
             e = classify(base_runs, head_runs, line_pct=lines[t.key], lower_is_better=t.lower_is_better,
-                         confidence=self.policy.confidence, base_label=labels[0], head_label=labels[1])
-            out.append(CaseEvidence(t.case, t.metric, e.figures, e.line_pct, e.outcome))
+                         confidence=self.policy.confidence, base_label=labels[0], head_label=labels[1],
+                         statistic=self.policy.statistic)
+            out.append(CaseEvidence(t.case, t.metric, e.figures, e.line_pct, e.outcome, e.shift_pct))
         return tuple(out), len(out) == len(targets)
 
 
@@ -399,7 +499,7 @@ def bisect_range(commits: Sequence[str], targets: Sequence[Target], measurer: Me
 
     try:
         while True:
-            finished = result_of(n, done, hints=hints)
+            finished = result_of(n, done, hints=hints, retest=policy.retest)
             if finished is not None:
                 return finished
             rep = next((s for s in done if s.kind is StepKind.REPRODUCE), None)
@@ -408,10 +508,15 @@ def bisect_range(commits: Sequence[str], targets: Sequence[Target], measurer: Me
                                  (f"good {commits[0][:7]}", f"bad {commits[n][:7]}")))
                 continue
             lines = lines_from(rep, policy)
-            pos = position(n, {s.position: s.outcome for s in done if s.kind is StepKind.STEP}, hints=hints)
+            pos = position(n, step_outcomes(done), hints=hints)
             if pos.next is not None:
                 record(runner.ab(StepKind.STEP, (0, commits[0]), (pos.next, commits[pos.next]), lines,
                                  (f"good {commits[0][:7]}", label(pos.next))))
+                continue
+            again = retest_next(n, done, hints=hints) if policy.retest else None
+            if again is not None:
+                record(runner.ab(StepKind.RETEST, (0, commits[0]), (again, commits[again]), lines,
+                                 (f"good {commits[0][:7]}", label(again))))
                 continue
             culprit = pos.hi
             record(runner.ab(StepKind.VERIFY, (culprit - 1, commits[culprit - 1]), (culprit, commits[culprit]),
@@ -455,7 +560,8 @@ class Bisection:
 
 def evidence_to_json(evidence: Sequence[CaseEvidence]) -> list[dict[str, object]]:
     return [{"case": e.case, "metric": e.metric, "line_pct": e.line_pct,
-             "outcome": None if e.outcome is None else e.outcome.value, "figures": e.figures.to_dict()}
+             "outcome": None if e.outcome is None else e.outcome.value, "figures": e.figures.to_dict(),
+             "shift_pct": e.shift_pct}
             for e in evidence]
 
 
@@ -465,6 +571,8 @@ def evidence_from_json(data: Sequence[Mapping[str, object]]) -> tuple[CaseEviden
         figures = Figures.from_dict(d["figures"])  # type: ignore[arg-type]
         if figures is None:
             continue
+        shift = d.get("shift_pct")
         out.append(CaseEvidence(str(d["case"]), str(d["metric"]), figures, float(d["line_pct"]),  # type: ignore[arg-type]
-                                None if d.get("outcome") is None else Outcome(str(d["outcome"]))))
+                                None if d.get("outcome") is None else Outcome(str(d["outcome"])),
+                                None if shift is None else float(shift)))  # type: ignore[arg-type]
     return tuple(out)

@@ -72,7 +72,8 @@ def validate_alert_id(value: object) -> int:
 def policy_of(config: Config) -> BisectPolicy:
     b = config.bisect
     return BisectPolicy(floor_pct=config.thresholds_value().potential_pct, share=b.line_share,
-                        min_pairs=b.min_pairs, max_pairs=b.max_pairs, confidence=b.confidence)
+                        min_pairs=b.min_pairs, max_pairs=b.max_pairs, extend_pairs=b.extend_pairs,
+                        confidence=b.confidence, statistic=b.statistic, retest=b.retest)
 
 
 def _mirror(config: Config, suite_name: str) -> gitops.Mirror:
@@ -268,14 +269,29 @@ def announce(config: Config, store: Store, b: Bisection) -> list[int]:
     kind = f"culprit-{b.culprit_sha[:12]}" if b.state is State.FOUND and b.culprit_sha else f"bisect-{b.id}"
     roots = sorted({a.thread_notification_id for x in group for a in (store.alert(i) for i in x.alert_ids)
                     if a.thread_notification_id is not None})
+    newest = max(x.id for x in group)
     queued = []
     for root_id in roots:
         (root,) = store.outbox_items(ids=[root_id])
         payload = bisect_messages.reply(with_steps, channel=root.channel)
         # the outbox is keyed by (run, kind, channel): the root's id keeps two threads of one night apart
-        queued.append(store.queue_notification(root.run_key, f"{kind}-t{root.id}", root.channel, payload,
-                                               parent_id=root.id))
+        queued.append(store.queue_notification(root.run_key, reply_kind(store, root, f"{kind}-t{root.id}", newest),
+                                               root.channel, payload, parent_id=root.id))
     return queued
+
+
+def reply_kind(store: Store, root: Any, prefix: str, newest: int) -> str:
+    """The outbox kind of a culprit reply in ``root``'s thread: ``<prefix>-b<newest bisection named>``.
+
+    A reply not sent yet takes the new payload (its kind is reused); once one was sent, a later
+    bisection that found the same culprit (``newest`` above every id named so far) gets a new reply
+    in the thread, naming every bisection; the same group again finds its own reply (idempotent)."""
+    mine = [i for i in store.outbox_items(statuses=("pending", "failed", "sent", "abandoned"), run_key=root.run_key)
+            if i.parent_id == root.id and i.kind.startswith(f"{prefix}-b")]
+    unsent = [i for i in mine if i.status in ("pending", "failed")]
+    if unsent:
+        return unsent[-1].kind
+    return f"{prefix}-b{newest}"
 
 
 def alerts_to_bisect(config: Config, run_key: str) -> list[int]:

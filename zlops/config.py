@@ -506,9 +506,17 @@ class BisectConfig(_Strict):
                                       "spend per night (rolling budget_window_h)")
     budget_window_h: float = Field(default=24, gt=0, description="the window the per-night budget is counted over")
     min_pairs: int = Field(default=4, ge=2, description="A/B pairs a step starts with")
-    max_pairs: int = Field(default=24, ge=2, description="most A/B pairs a step adds while its CI straddles the line; "
-                           "then the step is unclear and skipped")
-    confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the bootstrap CI a step is judged by")
+    max_pairs: int = Field(default=24, ge=2, description="A/B pairs a step adds while its CI straddles the line")
+    extend_pairs: int = Field(default=64, ge=2, description="past max_pairs, a step whose CI still straddles the "
+                              "line adds pairs up to this many while its estimate is far enough from the line for "
+                              "them to settle it; then the step is unclear, measured once more (retest) and skipped")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the CI a step is judged by")
+    statistic: Literal["shift", "median"] = Field(default="shift", description="what a step's CI is of: shift (the "
+                                                  "Hodges-Lehmann shift of the runs, rank CI; needs 4 pairs at 95%, "
+                                                  "5 at 99%) or median (bootstrap CI of the median ratio; decides "
+                                                  "from 2 pairs)")
+    retest: bool = Field(default=True, description="an unclear commit is measured once more (a fresh A/B) before "
+                         "the search skips it for good")
     line_share: float = Field(default=0.5, gt=0, lt=1, description="a case's line between good and bad, as a share "
                               "of the change the range's ends reproduced (never below thresholds.potential_pct)")
     max_commits: int = Field(default=512, ge=2, description="longest range bisected (first-parent commits)")
@@ -520,6 +528,15 @@ class BisectConfig(_Strict):
     def _pairs(self) -> BisectConfig:
         if self.min_pairs > self.max_pairs:
             raise ValueError(f"min_pairs {self.min_pairs} is above max_pairs {self.max_pairs}")
+        if self.extend_pairs < self.max_pairs:
+            raise ValueError(f"extend_pairs {self.extend_pairs} is below max_pairs {self.max_pairs}")
+        if self.statistic == "shift":
+            from zlops.bisect import min_pairs_for
+
+            need = min_pairs_for(self.confidence)
+            if self.extend_pairs < need:
+                raise ValueError(f"statistic shift at confidence {self.confidence:g} needs at least {need} pairs, "
+                                 f"extend_pairs is {self.extend_pairs} (raise it, or use statistic: median)")
         return self
 
 

@@ -76,23 +76,42 @@ def test_bisection_finds_verifies_and_groups_the_culprit(tmp_path: Path, capsys:
     assert verify.figures.change_pct == pytest.approx(30.0, abs=0.5) and (verify.case, verify.metric) == ("alpha", "time")
     assert b.targets == (Target("alpha", "time", "ms", True),)
 
+    # the first reply is in its thread and was sent before the second bisection ends
+    t1, t2 = (a.thread_notification_id for a in alerts)
+    prefix = f"culprit-{shas[5][:12]}"
+    (sent,) = [i for i in store.outbox_items(statuses=("pending",)) if i.kind.startswith(prefix)]
+    assert (sent.parent_id, sent.kind) == (t1, f"{prefix}-t{t1}-b{b.id}")
+    store.mark_notification(sent.id, "sent", ts="1.0", channel_id="C1")
+
     # the second pool's alert: the known culprit and its parent are tested first (no new search)
     second = bisect_run.bisect_alert(config, alerts[1].id).bisection
     assert second.state is State.FOUND and second.culprit_sha == shas[5] and second.id != b.id
     assert [s.position for s in store.bisection_steps(second.id) if s.kind is StepKind.STEP] == [5, 4]
 
-    # one message per thread naming every alert with this culprit
+    # one message per thread naming every alert with this culprit; the first thread, whose reply was
+    # already sent naming only its own alert, gets a new reply naming both
     messages = _culprit_messages(config)
-    assert [(parent, kind) for parent, kind, _ in messages] == sorted(
-        (a.thread_notification_id, f"culprit-{shas[5][:12]}-t{a.thread_notification_id}") for a in alerts)
-    for _, _, payload in messages:
+    assert sorted((parent, kind) for parent, kind, _ in messages) == sorted([
+        (t1, f"{prefix}-t{t1}-b{b.id}"), (t1, f"{prefix}-t{t1}-b{second.id}"), (t2, f"{prefix}-t{t2}-b{second.id}")])
+    for _, kind, payload in messages:
         text = payload["text"]
-        assert shas[5][:12] in text and f"#{alerts[0].id}" in text and f"#{alerts[1].id}" in text
+        assert shas[5][:12] in text and f"#{alerts[0].id}" in text
+        assert (f"#{alerts[1].id}" in text) is kind.endswith(f"-b{second.id}")
 
     # idempotent: a rerun (an Airflow retry) measures nothing and adds no row or message
     again = bisect_run.bisect_alert(config, alerts[0].id)
     assert again.bisection.id == b.id and len(store.bisection_steps(b.id)) == 5
-    assert len(_culprit_messages(config)) == 2
+    assert len(_culprit_messages(config)) == 3
+
+    # the alert page's culprit block: the culprit, the verify A/B's stored figures, every step
+    from zlops.bisect_messages import alert_culprit_block
+
+    block = alert_culprit_block(store, alerts[0].id)
+    verify_e = steps[-1].evidence[0]
+    assert f"<code>{shas[5]}</code> c5: alpha: unroll the inner loop — T &lt;t@example.com&gt;" in block
+    assert "+30.0" in block and f"{len(verify_e.figures.runs_base)}+{len(verify_e.figures.runs_head)}" in block
+    assert block.count("<tr><td>verify</td>") == 1 and block.count("<tr><td>step</td>") == 3
+    assert alert_culprit_block(store, 10_000) == ""
 
     cfg = tmp_path / "zlops.yaml"
     import yaml
@@ -142,7 +161,7 @@ def test_bisection_skips_and_resumes_after_a_crash(tmp_path: Path) -> None:
     measurers: list[CrashAfter] = []
 
     def crashing(b: object) -> CrashAfter:
-        m = CrashAfter(bisect_run.DeviceMeasurer(config, "fake", "local", 0, b.id), runs=6)  # type: ignore[attr-defined]
+        m = CrashAfter(bisect_run.DeviceMeasurer(config, "fake", "local", 0, b.id), runs=10)  # type: ignore[attr-defined]
         measurers.append(m)
         return m
 
@@ -150,7 +169,8 @@ def test_bisection_skips_and_resumes_after_a_crash(tmp_path: Path) -> None:
         bisect_run.bisect_alert(config, alert.id, measurer_factory=crashing)
     b = store.bisection_of_alert(alert.id)
     before = store.bisection_steps(b.id)
-    # reproduce (4 runs), then c4 did not build (no run), then c3 was on its 3rd run when the worker died
+    # reproduce (8 runs: the rank CI of the shift needs 4 + 4 at 95%), then c4 did not build (no run), then c3
+    # was on its 3rd run when the worker died
     assert [(s.kind, s.position, s.outcome) for s in before] == [
         (StepKind.REPRODUCE, 8, Outcome.BAD), (StepKind.STEP, 4, Outcome.SKIPPED)]
     assert "did not build" in before[1].note

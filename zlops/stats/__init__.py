@@ -1,7 +1,8 @@
 """Noise-aware statistics of zlops: pure functions, arrays in, new frozen values out (STYLE rule 9).
 
 - :mod:`zlops.stats.noise`: the noise model of a series and its effective threshold.
-- :mod:`zlops.stats.twosample`: Mann-Whitney U, Kolmogorov-Smirnov, bootstrap CI of a median ratio.
+- :mod:`zlops.stats.twosample`: Mann-Whitney U, Kolmogorov-Smirnov, bootstrap CI of a median ratio,
+  Hodges-Lehmann shift with its rank CI.
 - :mod:`zlops.stats.decide`: nightly screening, A/B and consecutive-night confirmation, final state.
 - :mod:`zlops.stats.changepoint`: E-divisive change points (Otava/Hunter) and the first bad night.
 
@@ -34,7 +35,7 @@ from zlops.stats.noise import (
     robust_relative_spread,
     successive_log_spread,
 )
-from zlops.stats.twosample import bootstrap_median_ratio_ci, ks, mann_whitney, min_mwu_pvalue
+from zlops.stats.twosample import bootstrap_median_ratio_ci, hodges_lehmann_ratio_ci, ks, mann_whitney, min_mwu_pvalue
 
 __all__ = [
     "ChangePoint",
@@ -52,6 +53,7 @@ __all__ = [
     "detect_change_points",
     "effective_threshold",
     "first_bad_night",
+    "hodges_lehmann_ratio_ci",
     "interleaved_order",
     "is_measurable",
     "judge_night",
