@@ -146,13 +146,14 @@ def culprit_of(opening: Comparison | None) -> str | None:
 def inbox(store: Store, *, suite: str | None = None, states: Collection[AlertState] = OPEN_STATES,
           limit: int = 500, now: datetime | None = None) -> list[InboxGroup]:
     """The alerts in ``states`` (default: the open ones) grouped as the Slack summary groups series,
-    the group with the worst step first, and in a group the worst alert first. Three reads in all."""
+    the group with the worst step first, and in a group the worst alert first. Four reads in all."""
     from zlops.store.pages import opening_comparisons, people_changes
 
     alerts = store.alerts(suite=suite, states=states, limit=limit)
     ids = [a.id for a in alerts]
     people = store.read(people_changes, ids)
     openings = store.read(opening_comparisons, ids)
+    bisected = store.culprits_of_alerts(ids)   # a bisection's verified culprit beats a change point's guess
     now = now or datetime.now(timezone.utc)
     by_suite: dict[str, list[Alert]] = {}
     for a in alerts:
@@ -166,7 +167,7 @@ def inbox(store: Store, *, suite: str | None = None, states: Collection[AlertSta
                 owned = change is not None and a.state in (AlertState.ACKED, AlertState.EXPECTED) \
                     and change["to_state"] == a.state.value
                 rows.append(InboxAlert(a, now - a.opened_at, change["actor"] if owned and change else None,
-                                       change["note"] if owned and change else "", culprit_of(openings.get(a.id)),
+                                       change["note"] if owned and change else "", bisected.get(a.id) or culprit_of(openings.get(a.id)),
                                        openings.get(a.id)))
             rows.sort(key=lambda r: (-(r.alert.worst_worse_pct or 0.0), r.alert.case, r.alert.metric))
             groups.append(InboxGroup(suite_name, span, family, pool, tuple(rows)))

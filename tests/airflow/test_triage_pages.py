@@ -306,3 +306,29 @@ def test_plotly_js_is_served_from_the_plugin(nights: Nights) -> None:
     js = _client(nights).get("/static/plotly.min.js")
     assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
     assert b"plotly" in js.content[:2000].lower() and len(js.content) > 1_000_000
+
+
+def test_a_bisections_culprit_shows_in_the_inbox_and_on_the_series_page(nights: Nights) -> None:
+    """A finished bisection's verified culprit replaces the change point's guess in the inbox, and the
+    alert's series page shows the culprit block (sha, subject, author, steps) from the store."""
+    from zlops.bisect import Outcome, State, StepKind, StepRecord, Target
+
+    alert_id = nights.alerts["npu"]
+    commits = [sha(n) for n in range(BAD_NIGHT - 1, BAD_NIGHT + 1)]
+    culprit = sha(BAD_NIGHT)
+    b = nights.store.open_bisection(suite=SUITE, pool="npu", device=0, commits=commits,
+                                    targets=[Target("softmax_8192", "time", "s")], alert_ids=[alert_id])
+    nights.store.save_bisection_step(b.id, StepRecord(StepKind.VERIFY, culprit, commits[0], 1, Outcome.BAD,
+                                                      pairs=4, seconds=12.5, builds=2, note="reproduced"))
+    client = _client(nights)
+    before = html.unescape(client.get("/series", params=SERIES).text)
+    assert "Culprit (bisection)" in before    # running: the block says so, without a culprit yet
+    nights.store.set_bisection_state(b.id, State.FOUND, reason="verified against its parent",
+                                     culprit=(culprit, "softmax: <tiles>", "Ann <ann@example.com>"))
+    assert nights.store.culprits_of_alerts([alert_id, 999]) == {alert_id: culprit}
+    inbox = html.unescape(client.get("/alerts").text)
+    row = inbox[inbox.index(f'id="alert-{alert_id}"'):]
+    assert f"<code>{culprit}</code>" in row[:row.index("</tr>")]
+    page = client.get("/series", params=SERIES).text
+    assert "softmax: &lt;tiles&gt;" in page and "<tiles>" not in page   # escaped, from the store
+    assert culprit[:7] in page and "Ann" in page

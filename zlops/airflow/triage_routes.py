@@ -112,8 +112,13 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
         from zlops.airflow.charts import night_label, series_figure
         from zlops.triage_views import MAX_NIGHTS, series_view
 
-        view = series_view(pages.store(), suite, pool, case, metric, nights=nights)
+        from zlops.bisect_messages import alert_culprit_block
+
+        store = pages.store()
+        view = series_view(store, suite, pool, case, metric, nights=nights)
+        culprit = alert_culprit_block(store, view.alert.id) if view.alert is not None else ""
         return pages.render(request, "series.html", title=f"{pool} / {case} ({metric})", view=view, nights=nights,
+                            culprit_html=culprit,
                             max_nights=MAX_NIGHTS, figure=series_figure(view), label=night_label,
                             status_code=200 if view.nights else 404)
 

@@ -69,6 +69,18 @@ def bisection_of_alert(session: Session, alert_id: int) -> Bisection | None:
     return None if bid is None else get_bisection(session, bid)
 
 
+def culprits_of_alerts(session: Session, alert_ids: Sequence[int]) -> dict[int, str]:
+    """alert id -> the culprit sha its bisection found (state ``found``), in one query (the alerts inbox)."""
+    if not alert_ids:
+        return {}
+    rows = session.execute(
+        select(BisectionAlert.alert_id, BisectionRow.culprit_sha)
+        .join(BisectionRow, BisectionRow.id == BisectionAlert.bisection_id)
+        .where(BisectionAlert.alert_id.in_(list(alert_ids)), BisectionRow.state == "found",
+               BisectionRow.culprit_sha.is_not(None)))
+    return {int(a): str(sha) for a, sha in rows}
+
+
 def steps(session: Session, bisection_id: int) -> list[StepRecord]:
     """The stored steps of a bisection, in the order they were decided."""
     rows = session.scalars(select(BisectionStep).where(BisectionStep.bisection_id == bisection_id)

@@ -399,6 +399,10 @@ class Store:
         """The bisection an alert belongs to, or None."""
         return self._query(_bisections.bisection_of_alert, alert_id)
 
+    def culprits_of_alerts(self, alert_ids: list[int]) -> dict[int, str]:
+        """alert id -> the culprit sha a finished bisection found for it (one query)."""
+        return self._query(_bisections.culprits_of_alerts, alert_ids)
+
     def bisection_steps(self, bisection_id: int) -> list[Any]:
         """The stored steps of a bisection (:class:`zlops.bisect.StepRecord`), in order."""
         return self._query(_bisections.steps, bisection_id)
