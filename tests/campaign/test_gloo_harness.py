@@ -1,6 +1,7 @@
 """The real collectives harness (suites/collectives/bench.py) in a campaign nightly on the gloo backend,
 P = 1 and 2 on a 2-"device" cpu pool. Needs a Python with torch: ``$ZLOPS_TORCH_PYTHON``, else the test
-interpreter when it has torch; skipped (not faked) without one."""
+interpreter when it has torch, else Debian's ``/usr/bin/python3`` with its ``python3-torch`` package (which
+``.ci/run`` installs); skipped (not faked) without one."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _torch_python() -> str | None:
-    for py in (os.environ.get("ZLOPS_TORCH_PYTHON"), sys.executable):
+    for py in (os.environ.get("ZLOPS_TORCH_PYTHON"), sys.executable, "/usr/bin/python3"):
         if py and subprocess.run([py, "-c", "import torch.distributed"], capture_output=True).returncode == 0:
             return py
     return None
