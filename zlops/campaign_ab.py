@@ -82,10 +82,45 @@ def tonight_device_seconds(ctx: RunContext, pool: str) -> dict[str, float]:
     return out
 
 
+def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost: Mapping[str, float], *,
+           seconds: float, min_pairs: int) -> tuple[list[Comparison], tuple[CampaignCase, ...], float]:
+    """The suspects an A/B of ``seconds`` device-seconds can afford, and the shards one run executes.
+
+    Greedy in the order given (most severe first): a suspect joins when ``min_pairs`` pairs of the
+    union of the chosen suspects' shards still fit, else it is passed over and the next one is tried
+    (a suspect whose shards are already chosen, e.g. wall_s beside execute_s of one shard, costs
+    nothing more). A suspect no planned shard produces is left out. When nothing fits, the most
+    severe re-measurable suspect alone is returned, so the caller can say why its A/B was skipped.
+    Returns (suspects, shards by P then series, device-seconds of one run); a shard not measured
+    tonight is costed at the mean of those that were."""
+    typical = sum(cost.values()) / len(cost) if cost else 0.0
+
+    def run_cost(shards: set[CampaignCase]) -> float:
+        return sum(cost.get(s.shard_id, typical) for s in shards)
+
+    chosen: list[Comparison] = []
+    shards: set[CampaignCase] = set()
+    first: tuple[Comparison, set[CampaignCase]] | None = None
+    for c in ordered:
+        mine = set(shards_of(c.case, c.metric, planned))
+        if not mine:
+            continue
+        first = first or (c, mine)
+        union = shards | mine
+        if 2 * min_pairs * run_cost(union) > seconds:
+            continue
+        chosen.append(c)
+        shards = union
+    if not chosen and first is not None:
+        chosen, shards = [first[0]], first[1]
+    ordered_shards = tuple(sorted(shards, key=lambda s: (s.p, s.series_case)))
+    return chosen, ordered_shards, run_cost(shards)
+
+
 def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
-    """The budget of a campaign pool's A/B and the suspects it can afford, most severe first
-    (``ordered`` is already in that order): a suspect is added while ``ab_min_pairs`` pairs of the
-    union of the chosen suspects' shards fit the budget; a suspect no planned shard produces is left out."""
+    """The budget of a campaign pool's A/B (``noise.ab_budget_s``, else ``noise.ab_budget_share`` of
+    tonight's campaign device-seconds on the pool) and the suspects it can afford (:func:`choose`;
+    ``ordered`` is most severe first)."""
     from zlops import pipeline
     from zlops.confirm import PoolBudget
 
@@ -94,29 +129,12 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tu
     plan = stored_plans(run.meta if run is not None else {}).get(pool)
     if plan is None:
         raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
-    planned = [p.shard for p in plan.placements]
     cost = tonight_device_seconds(ctx, pool)
     night_s = float(sum(cost.values()))
-    typical = night_s / len(cost) if cost else 0.0
     seconds = cfg.ab_budget_s if cfg.ab_budget_s is not None else cfg.ab_budget_share * night_s
-
-    def run_cost(shards: set[CampaignCase]) -> float:
-        return sum(cost.get(s.shard_id, typical) for s in shards)
-
-    chosen: list[Comparison] = []
-    shards: set[CampaignCase] = set()
-    for c in ordered:
-        mine = shards_of(c.case, c.metric, planned)
-        if not mine:
-            continue
-        union = shards | set(mine)
-        if chosen and 2 * cfg.ab_min_pairs * run_cost(union) > seconds:
-            break
-        chosen.append(c)
-        shards = union
-    ordered_shards = tuple(sorted(shards, key=lambda s: (s.p, s.series_case)))
-    return PoolBudget(seconds, night_s, run_cost(shards), tuple(s.series_case for s in ordered_shards),
-                      shards=ordered_shards), chosen
+    chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements], cost, seconds=seconds,
+                                   min_pairs=cfg.ab_min_pairs)
+    return PoolBudget(seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards), chosen
 
 
 def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: str, out: Path,

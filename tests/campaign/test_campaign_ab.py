@@ -123,3 +123,27 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
     sent = json.dumps([item.payload for item in store.outbox_items(run_key=n3.run_key, statuses=("pending", "failed", "sent"))])
     assert f"efficiency at P=2 fell {abs(eff.figures.change_pct):.1f}%" in sent
     assert "nccl/ring time ratio at P=2 rose" in sent
+
+
+def test_the_budget_takes_the_most_severe_suspects_whose_shards_fit_and_free_riders() -> None:
+    from zlops.campaign_ab import choose
+    from zlops.model import Comparison, Judgement
+
+    shards = [_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring")]
+    cost = {s.shard_id: 10.0 * s.p for s in shards}  # device-seconds: a P=2 shard costs twice
+
+    def suspect(case: str, metric: str) -> Comparison:
+        return Comparison("coll", "cpu2", case, metric, "s", True, None, (1.0,), Judgement(Verdict.SUSPECT, 9, 9, 2))
+
+    eff = suspect("allreduce/4KiB/tree/nccl", "efficiency_p2")          # p1 + p2 tree/nccl: 30
+    big = suspect("allreduce/4KiB/p2/ring", "ratio_nccl_over_ring")     # p2 ring/nccl + p2 ring/ring: 40
+    rider = suspect("allreduce/4KiB/p2/tree/nccl", "wall_s")            # already in eff's shards: 0 more
+    small = suspect("allreduce/4KiB/p1/ring/ring", "setup_s")           # 10
+    unknown = suspect("allreduce/4KiB/p8/ring/ring", "setup_s")         # no planned shard
+    # 2 pairs x (30 + 10) = 80 fits 100; big would make it 2 x 70 = 140
+    chosen, run, run_s = choose([unknown, eff, big, rider, small], shards, cost, seconds=100, min_pairs=1)
+    assert chosen == [eff, rider, small] and run_s == 40
+    assert run == (_shard(1, "ring", "ring"), _shard(1, "tree", "nccl"), _shard(2, "tree", "nccl"))
+    # nothing fits: the most severe re-measurable suspect alone (its A/B is then skipped, with the reason)
+    chosen, run, run_s = choose([unknown, big, eff], shards, cost, seconds=10, min_pairs=1)
+    assert chosen == [big] and run_s == 40 and len(run) == 2
