@@ -257,8 +257,10 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
             log.warning("A/B of pool %s failed, suspects stay suspects: %s", pool, exc)
             costs[pool] = {"error": str(exc)[:300]}
             continue
+        cost = f"{ab.runs} runs, {ab.seconds:.0f} s" if not budget.shards else \
+            f"{ab.runs} runs of {len(budget.shards)} gang shards, {ab.seconds:.0f} device-s"
         for key, j in judged(ab.samples).items():
-            updated[key] = replace(j, note=f"{j.note} [A/B on {pool}: {ab.runs} runs, {ab.seconds:.0f} s]")
+            updated[key] = replace(j, note=f"{j.note} [A/B on {pool}: {cost}]")
         costs[pool] = {"runs": ab.runs, "seconds": round(ab.seconds, 2), "night_s": round(budget.night_s, 2),
                        "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": len(chosen),
                        "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped,

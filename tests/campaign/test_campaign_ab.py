@@ -115,6 +115,7 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
         _shard(1, "ring", "nccl"), _shard(2, "ring", "nccl"), _shard(1, "ring", "ring"))}
     eff = next(c for c in n3.summary.comparisons if c.metric == "efficiency_p2" and c.case.endswith("tree/nccl"))
     assert eff.figures is not None and "A/B" in eff.figures.reference_label
+    assert "runs of 6 gang shards" in eff.judgement.note and "device-s]" in eff.judgement.note
     assert eff.figures.change_pct == pytest.approx((1 / 1.5 - 1) * 100, abs=1.0)
     md = n3.report.markdown.read_text()
     assert f"efficiency at P=2 fell {abs(eff.figures.change_pct):.1f}%" in md and "scaling regression" in md
