@@ -3,7 +3,8 @@
 Its bench.py takes the campaign placeholders, sleeps a little (so gang holds overlap in time when
 they could), appends ``start end devices pid`` to ``$CAMPAIGN_HOLD_LOG`` (the tests check that no
 two holds of one device overlap) and writes a collectives ``results.json`` whose ``execute_s`` is
-``timings.json[case/p<P>/<variant>/<stack>]``.
+``timings.json[case/p<P>/<variant>/<stack>]``, times the scripted process noise of ``$CAMPAIGN_NOISE``
+(a JSON file: ``{"execute": {key: factor}, "setup": {key: factor}, "jitter": 0.003}``), if set.
 """
 
 from __future__ import annotations
@@ -35,9 +36,18 @@ key = f"{a.case}/p{a.p}/{a.variant}/{a.stack}"
 if key not in t:
     print("no timing for", key, file=sys.stderr); sys.exit(2)
 ex = t[key]
+# scripted process noise ($CAMPAIGN_NOISE, a JSON file the test rewrites between nights): factors on
+# execute_s / setup_s per series key, and a small per-process jitter (+-jitter, uniform)
+noise = json.load(open(os.environ["CAMPAIGN_NOISE"])) if os.environ.get("CAMPAIGN_NOISE") else {}
+import random
+rnd = random.Random(f"{os.getpid()} {t0}")
+def jit():
+    return 1 + float(noise.get("jitter", 0)) * (2 * rnd.random() - 1)
+ex = ex * float(noise.get("execute", {}).get(key, 1.0)) * jit()
+setup = 0.5 * float(noise.get("setup", {}).get(key, 1.0)) * jit()
 size = int(a.size or 4096)
 run = {"case_id": f"{a.case}_{a.variant}_p{a.p}", "stack": a.stack, "correctness": "pass",
-       "execute_s_mean": ex, "execute_s_stdev": 0.0, "execute_s_median": ex, "setup_s": 0.5,
+       "execute_s_mean": ex, "execute_s_stdev": 0.0, "execute_s_median": ex, "setup_s": setup,
        "bw_execute_mb_s": size / ex / 1e6, "wall_s_mean": ex * 1.1, "n_warmup": 1, "n_timed": 5,
        "phase_means": {}, "artifact_bundle": None}
 case = {"variant": a.variant, "p": int(a.p), "count": size // 4, "dtype": "fp32", "n_bytes": size}

@@ -12,6 +12,7 @@ from typing import Any
 
 from zlops.alerts import Alert, AlertState, EventKind, Step
 from zlops.model import Figures
+from zlops import scaling
 from zlops.report import cells
 
 #: Series listed in a regression's first message; the rest are counted (the report lists them all).
@@ -42,14 +43,20 @@ def _pct(value: float | None) -> str:
     return cells.fmt_change(value)
 
 
+def _change(alert: Alert, value: float | None) -> str:
+    """The change as the report words it: a derived campaign series in scaling words (``efficiency at
+    P=2 fell 12.0%``, zlops.scaling.phrase), any other series as a signed percentage."""
+    return scaling.phrase(alert.case, alert.metric, value) or _pct(value)
+
+
 def series_line(alert: Alert, step: Step | None) -> str:
     """``#12 `softmax_8192` (time): +6.00%  4 ms → 4.24 ms``: the alert's reference against tonight."""
     name = f"#{alert.id} `{_esc(alert.case)}` ({_esc(alert.metric)})"
     if step is None:
-        return f"{name}: *{_pct(alert.last_change_pct)}*"
+        return f"{name}: *{_change(alert, alert.last_change_pct)}*"
     base = cells.format_value(alert.base_value, alert.unit)
     head = cells.fmt_value(step.comparison.head_value, step.comparison.unit)
-    return f"{name}: *{_pct(step.change_pct)}*  {base} → {head}"
+    return f"{name}: *{_change(alert, step.change_pct)}*  {base} → {head}"
 
 
 def announcement(members: Sequence[tuple[Alert, Step]], *, channel: str, suite: str, run_key: str) -> dict[str, Any]:
@@ -98,7 +105,7 @@ def event_line(alert: Alert, kind: str, to_state: str, *, change_pct: float | No
         detail = (f" ({cells.format_value(figures.reference, unit)} → {cells.format_value(figures.value, unit)}, "
                   f"vs {_esc(figures.reference_label)})")
     text = (f"{emoji} *{what}*{by}: #{alert.id} `{_esc(alert.case)}` ({_esc(alert.pool)}, {_esc(alert.metric)}) "
-            f"{_pct(change_pct)}{detail}{at}")
+            f"{_change(alert, change_pct)}{detail}{at}")
     return text + (f" — {_esc(note)}" if note else "")
 
 
@@ -126,5 +133,5 @@ def digest_line(alert: Alert, event: dict[str, Any]) -> str:
         label = "new regression (thread opened)" if to_state == AlertState.CONFIRMED.value else \
             "watching (not confirmed, not announced)"
         return (f"{EMOJI.get(to_state, '')} #{alert.id} `{_esc(alert.case)}` ({_esc(alert.pool)}, "
-                f"{_esc(alert.metric)}) {_pct(event['change_pct'])}: {label}")
+                f"{_esc(alert.metric)}) {_change(alert, event['change_pct'])}: {label}")
     return event_line(alert, kind, to_state, change_pct=event["change_pct"], note=event.get("note") or "")

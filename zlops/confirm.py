@@ -24,7 +24,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from zlops import pipeline
+from zlops import campaign_ab, pipeline
+from zlops.campaign import CampaignCase
 from zlops.contention import shard_invalid_reason
 from zlops.errors import DeviceBusy, ParseError, ZlopsError
 from zlops.formats import parse_results
@@ -56,6 +57,9 @@ class PoolBudget:
     night_s: float                 # tonight's benchmark time on the pool (the budget's basis)
     run_s: float                   # estimated seconds of one A/B run of the chosen cases
     cases: tuple[str, ...] | None  # the cases an A/B run executes (None: the whole suite)
+    #: a campaign suite's A/B: the shards one run executes, each on its gang (zlops.campaign_ab);
+    #: then ``seconds``, ``night_s`` and ``run_s`` are device-seconds
+    shards: tuple[CampaignCase, ...] = ()
 
 
 def pool_budget(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
@@ -130,7 +134,8 @@ class PoolAB:
 
 def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
                  budget: PoolBudget, decide_fn: object = None) -> PoolAB:
-    """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device.
+    """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device, or,
+    for a campaign suite (``budget.shards``), of the suspects' shards on the pool's first P devices.
 
     Runs ``ab_min_pairs`` pairs, then adds pairs while ``decide_fn(samples)`` reports undecided
     suspects, up to ``ab_pairs``, never starting a pair the remaining budget cannot pay for.
@@ -141,14 +146,17 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
         raise ZlopsError("a suspect without a baseline cannot be confirmed by A/B")
     from zlops.stats import interleaved_order
 
-    device = ctx.pool_devices(pool)[0]
+    devices = ctx.pool_devices(pool)
+    device = devices[0]
+    where = f"{pool}/{device}" if not budget.shards else \
+        f"{pool}/{','.join(map(str, devices[:max(s.p for s in budget.shards)]))}"
     base_ctx = pipeline.RunContext(ctx.config, ctx.suite_name, f"{ctx.run_key}:ab-base", base_sha, ctx.auto_devices)
     samples: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     order = interleaved_order(max(cfg.ab_pairs, cfg.ab_min_pairs), seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()))
     spent, runs, stopped = 0.0, 0, "max pairs"
     try:
         with progress.step("ab", suite=ctx.suite_name, commit=f"{base_sha[:7]}..{ctx.sha[:7]}",
-                           device=f"{pool}/{device}"):
+                           device=where):
             sides = {"A": (base_ctx, pipeline.prepare(base_ctx)), "B": (ctx, pipeline.prepare(ctx))}
             run_s = budget.run_s
             for pair in range(len(order) // 2):
@@ -161,10 +169,13 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
                 for i in (2 * pair, 2 * pair + 1):
                     side = order[i]
                     side_ctx, prepared = sides[side]
-                    t0 = time.monotonic()
-                    medians = run_side(ctx, side_ctx, prepared, pool, device,
-                                        ctx.run_dir / "ab" / pool / f"{i:02d}{side}", budget.cases)
-                    took = time.monotonic() - t0
+                    out = ctx.run_dir / "ab" / pool / f"{i:02d}{side}"
+                    if budget.shards:   # device-seconds of the gang shards
+                        medians, took = campaign_ab.run_side(ctx, side_ctx, prepared, pool, out, budget.shards)
+                    else:
+                        t0 = time.monotonic()
+                        medians = run_side(ctx, side_ctx, prepared, pool, device, out, budget.cases)
+                        took = time.monotonic() - t0
                     spent += took
                     runs += 1
                     run_s = max(run_s, took) if runs <= 2 else (spent / runs)
@@ -187,11 +198,6 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
         return summary
-    if ctx.suite.campaign is not None:
-        # a campaign's shards hold P devices each (zlops.campaign_run); the A/B re-runs one-device shards
-        # only, so a campaign's suspects are confirmed by consecutive nights (docs/campaigns.md)
-        progress.note("campaign suite: no same-device A/B; suspects wait for the next night")
-        return summary
     suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
                 and (pools is None or c.pool in pools)]
     if not suspects:
@@ -207,7 +213,10 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
     updated: dict[tuple[str, str, str], Judgement] = {}
     costs: dict[str, dict[str, float | int | str]] = {}
     for (pool, base_sha), members in sorted(groups.items()):
-        budget, chosen = pool_budget(ctx, pool, members)
+        if ctx.suite.campaign is not None:   # the suspects' shards on their gangs (zlops.campaign_ab)
+            budget, chosen = campaign_ab.pool_budget(ctx, pool, _pick(members, cfg.noise.ab_budget))
+        else:
+            budget, chosen = pool_budget(ctx, pool, members)
         if not chosen:
             continue
         need = 2 * cfg.noise.ab_min_pairs * budget.run_s
@@ -248,11 +257,14 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
             log.warning("A/B of pool %s failed, suspects stay suspects: %s", pool, exc)
             costs[pool] = {"error": str(exc)[:300]}
             continue
+        cost = f"{ab.runs} runs, {ab.seconds:.0f} s" if not budget.shards else \
+            f"{ab.runs} runs of {len(budget.shards)} gang shards, {ab.seconds:.0f} device-s"
         for key, j in judged(ab.samples).items():
-            updated[key] = replace(j, note=f"{j.note} [A/B on {pool}: {ab.runs} runs, {ab.seconds:.0f} s]")
+            updated[key] = replace(j, note=f"{j.note} [A/B on {pool}: {cost}]")
         costs[pool] = {"runs": ab.runs, "seconds": round(ab.seconds, 2), "night_s": round(budget.night_s, 2),
                        "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": len(chosen),
-                       "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped}
+                       "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped,
+                       **({"shards": list(budget.cases or ()), "unit": "device-seconds"} if budget.shards else {})}
     store = pipeline.open_store(cfg)
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})

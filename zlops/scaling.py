@@ -137,18 +137,27 @@ def describe(c: Comparison) -> str | None:
     f = c.figures
     if f is None:
         return None
-    eff, ratio = _EFF_METRIC.match(c.metric), _RATIO_METRIC.match(c.metric)
-    if eff is None and ratio is None:
+    text = phrase(c.case, c.metric, f.change_pct)
+    if text is None:
         return None
-    way = "rose" if f.change_pct > 0 else "fell" if f.change_pct < 0 else "held"
-    amount = f" {abs(f.change_pct):.1f}%" if way != "held" else ""
-    values = f"({f.reference:.3g} -> {f.value:.3g}; {f.reference_label} vs {f.value_label})"
+    return f"{text} ({f.reference:.3g} -> {f.value:.3g}; {f.reference_label} vs {f.value_label})"
+
+
+def phrase(case: str, metric: str, change_pct: float | None) -> str | None:
+    """A derived series' change in words, the figure given (never recomputed): ``efficiency at P=2
+    fell 12.0%``, ``nccl/ring time ratio at P=2 rose 8.0%``. None for a series that is not derived or
+    without a change. Used by the report, Slack and the alert messages."""
+    eff, ratio = _EFF_METRIC.match(metric), _RATIO_METRIC.match(metric)
+    if (eff is None and ratio is None) or change_pct is None:
+        return None
+    way = "rose" if change_pct > 0 else "fell" if change_pct < 0 else "held"
+    amount = f" {abs(change_pct):.1f}%" if way != "held" else ""
     if eff is not None:
-        return f"efficiency at P={eff.group(1)} {way}{amount} {values}"
+        return f"efficiency at P={eff.group(1)} {way}{amount}"
     assert ratio is not None
-    p = re.search(r"/p(\d+)/", c.case + "/")
+    p = re.search(r"/p(\d+)/", case + "/")
     at = f" at P={p.group(1)}" if p else ""
-    return f"{ratio.group(1)}/{ratio.group(2)} time ratio{at} {way}{amount} {values}"
+    return f"{ratio.group(1)}/{ratio.group(2)} time ratio{at} {way}{amount}"
 
 
 def scaling_lines(comparisons: Sequence[Comparison]) -> list[str]:

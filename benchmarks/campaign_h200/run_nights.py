@@ -4,11 +4,19 @@ Builds a git repository holding ``suites/collectives/bench.py`` (torch.distribut
 three commits: ``first``, ``docs`` (nothing that runs changes) and ``tree: re-reduce on the
 multi-rank path`` (the nccl stack under the tree variant does a second all_reduce when P > 1).
 Then runs ``zlops nightly`` (the library call) once per commit on a ``devices: auto`` cuda pool
-(the idle rule picks the devices), prints each night's verdicts and leaves everything (the store,
-reports, figures, lanes, shard bundles, telemetry) under ``--home``; ``--out`` gets a tarball.
+(the idle rule picks the devices), prints each night's verdicts and A/B cost and leaves everything
+(the store, reports, figures, lanes, shard bundles, telemetry) under ``--home``; ``--out`` gets a tarball.
+
+The judge is the production one by default (``judge: noise``): a change is a suspect, confirmed or
+cleared by the campaign A/B (zlops.campaign_ab: the suspects' shards re-run interleaved base/head on
+the same gang), with 4 pairs at alpha 0.05 and ``--ab-budget-s`` device-seconds per night (400: one
+night of 8 shards of 64 MiB took ~55-65 s on 2 H200s, so a night and its A/B fit one 600 s device call).
+``--resume`` keeps ``--home`` and the upstream, so each night can be its own device call:
 
     python3 -m pip install --no-index --no-deps --target /tmp/zdeps WHEELS/*.whl   # zlops' deps, offline
-    PYTHONPATH=$PWD:/tmp/zdeps python3 benchmarks/campaign_h200/run_nights.py --home /tmp/zh/home --out $OUT
+    PYTHONPATH=$PWD:/tmp/zdeps python3 benchmarks/campaign_h200/run_nights.py --home /tmp/zh/home --out $OUT \
+        --sizes 67108864 --nights 1
+    ... --nights 2 --resume; ... --nights 3 --resume      # the docs night, then the slowdown
     python benchmarks/campaign_h200/run_nights.py --backend cpu --sizes 1048576 ...   # gloo on 2 CPU "devices"
 """
 
@@ -60,7 +68,8 @@ def make_upstream(path: Path) -> list[str]:
     return git(path, "rev-list", "--reverse", "HEAD").split()
 
 
-def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda") -> dict[str, object]:
+def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", *, judge: str = "noise",
+           ab_budget_s: float = 400.0) -> dict[str, object]:
     gloo = ["--backend", "gloo", "--warmup", "1", "--timed", "5", "--iters", "3"] if backend == "cpu" else \
         ["--warmup", "3", "--timed", "10", "--iters", "20"]
     return {
@@ -79,7 +88,10 @@ def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda") 
                          "ratios": [["nccl", "ring"]]},
         }},
         "thresholds": {"potential_pct": 3, "regression_pct": 8},
-        "judge": "simple", "device_wait_s": 120,
+        "judge": judge, "device_wait_s": 120,
+        # 4 interleaved pairs reach alpha 0.05 (exact Mann-Whitney 2/C(8,4) = 0.029); the budget in
+        # device-seconds (a P=2 shard costs twice its seconds), spent on the most severe suspects first
+        "noise": {"ab_pairs": 4, "ab_min_pairs": 4, "alpha": 0.05, "ab_budget_s": ab_budget_s},
     }
 
 
@@ -92,19 +104,32 @@ def main() -> int:
                     "'devices' (the CI variant)")
     ap.add_argument("--nights", default="1,2,3", help="which commits to run a night of, in order (1 first, "
                     "2 docs, 3 the slowdown); e.g. 1,3 on a short device budget")
+    ap.add_argument("--judge", default="noise", choices=("noise", "simple"),
+                    help="noise (default): suspects confirmed or cleared by the campaign A/B; simple: the plain rule")
+    ap.add_argument("--ab-budget-s", type=float, default=400.0, help="A/B device-seconds per night (noise judge)")
+    ap.add_argument("--resume", action="store_true", help="keep --home and the upstream of an earlier call "
+                    "(run one night per device call)")
     a = ap.parse_args()
     os.environ.update(SAFE_ENV)
     from zlops.config import parse_config
     from zlops.nightly import run_nightly
 
-    shutil.rmtree(a.home, ignore_errors=True)
-    shas = make_upstream(a.home.parent / "collectives-upstream")
-    cfg_data = config(a.home, a.home.parent / "collectives-upstream", [int(s) for s in a.sizes.split(",")],
-                      a.backend)
-    a.home.mkdir(parents=True)
-    (a.home / "zlops.json").write_text(json.dumps(cfg_data, indent=2))
+    upstream = a.home.parent / "collectives-upstream"
+    if a.resume and (a.home / "zlops.json").is_file():
+        shas = git(upstream, "rev-list", "--reverse", "HEAD").split()
+        cfg_data = json.loads((a.home / "zlops.json").read_text())
+    else:
+        shutil.rmtree(a.home, ignore_errors=True)
+        shas = make_upstream(upstream)
+        cfg_data = config(a.home, upstream, [int(s) for s in a.sizes.split(",")], a.backend, judge=a.judge,
+                          ab_budget_s=a.ab_budget_s)
+        a.home.mkdir(parents=True)
+        (a.home / "zlops.json").write_text(json.dumps(cfg_data, indent=2))
     cfg = parse_config(cfg_data, source="h200x2")
-    summary = []
+    from zlops import pipeline
+
+    nights_file = a.home / "nights.json"
+    summary = json.loads(nights_file.read_text()) if a.resume and nights_file.is_file() else []
     wanted = [int(x) for x in a.nights.split(",")]
     for i, sha in ((i, shas[i - 1]) for i in wanted):
         t0 = time.time()
@@ -112,14 +137,19 @@ def main() -> int:
         rows = [{"case": c.case, "metric": c.metric, "verdict": c.verdict.value, "base": c.base_value,
                  "head": c.head_value, "change_pct": c.figures.change_pct if c.figures else None}
                 for c in res.summary.comparisons]
-        summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows})
+        run = pipeline.open_store(cfg).get_run(res.run_key)
+        ab = (run.meta.get("ab") or {}) if run is not None else {}
+        summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab})
         print(f"night {i} {sha[:10]} in {time.time() - t0:.0f} s: {res.summary.overall_line()}", flush=True)
+        for pool, cost in ab.items():
+            print(f"    A/B {pool}: {json.dumps(cost)}", flush=True)
         for r in rows:
             if r["verdict"] not in ("unchanged", "new"):
                 change = "" if r["change_pct"] is None else f"{r['change_pct']:+.2f}%"
                 print("   ", r["verdict"], r["case"], r["metric"], change, flush=True)
-        (a.home / "nights.json").write_text(json.dumps(summary, indent=2))
-        with tarfile.open(a.out / "campaign_h200x2.tar.gz", "w:gz") as tar:
+        nights_file.write_text(json.dumps(summary, indent=2))
+        a.out.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(a.out / f"campaign_h200x2_n{i}.tar.gz", "w:gz") as tar:
             tar.add(a.home, arcname="home", filter=lambda ti: None if "/worktrees" in ti.name or "/envs" in ti.name
                     or "/mirrors" in ti.name else ti)
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from zlops import scaling
@@ -52,3 +54,43 @@ def test_scaling_verdicts_are_worded_from_the_verdict_figures() -> None:
     assert scaling.describe(_cmp("execute_s", "x", 1, 2, Verdict.REGRESSION, True)) is None
     lines = scaling.scaling_lines([c, r, _cmp("efficiency_p4", "y", 0.8, 0.8, Verdict.UNCHANGED, False)])
     assert len(lines) == 2 and "scaling regression" in lines[0] and "ratio" in lines[0]  # worst first
+
+
+def test_alert_lines_word_derived_series_as_scaling_changes() -> None:
+    """The alert announcement, thread replies and digest lines say "efficiency at P=2 fell 12.0%" as the
+    report does; a measured series keeps its signed percentage."""
+    from datetime import datetime, timezone
+
+    from zlops import alert_messages
+    from zlops.alerts import Alert, AlertState, EventKind, Step
+    from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+
+    t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
+
+    def alert(case: str, metric: str, unit: str, lib: bool) -> Alert:
+        return Alert(id=3, suite="coll", pool="h200", case=case, metric=metric, unit=unit, lower_is_better=lib,
+                     state=AlertState.CONFIRMED, opened_run="n3", last_run="n3", base_value=0.8, band_pct=2.0,
+                     first_base_sha="1" * 40, first_head_sha="2" * 40, last_head_sha="2" * 40,
+                     last_change_pct=-12.0, worst_worse_pct=12.0, thread_notification_id=None, thread_ts=None,
+                     channel_id=None, note="", opened_at=t0, updated_at=t0)
+
+    eff = alert("allreduce/4MiB/tree/nccl", "efficiency_p2", "eff", False)
+    ratio = alert("allreduce/4MiB/p2/tree", "ratio_nccl_over_ring", "t/t", True)
+    plain = alert("allreduce/4MiB/p2/tree/nccl", "execute_s", "s", True)
+
+    def step(a: Alert, change: float) -> Step:
+        c = Comparison("coll", a.pool, a.case, a.metric, a.unit, a.lower_is_better,
+                       BaselinePoint("n2", "1" * 40, a.unit, (0.8,)), (0.8 * (1 + change / 100),),
+                       Judgement(Verdict.REGRESSION, change, -change if not a.lower_is_better else change, 2.0))
+        return Step(c, 3, None, AlertState.CONFIRMED, EventKind.OPENED, True, change,
+                    -change if not a.lower_is_better else change)
+
+    text = json.dumps(alert_messages.announcement([(eff, step(eff, -12.0)), (ratio, step(ratio, 8.0)),
+                                                   (plain, step(plain, 50.0))], channel="c", suite="coll",
+                                                  run_key="n3"))
+    assert "efficiency at P=2 fell 12.0%" in text and "nccl/ring time ratio at P=2 rose 8.0%" in text
+    assert "+50.00%" in text or "+50.0%" in text
+    line = alert_messages.event_line(eff, "state", "fixed", change_pct=-12.0)
+    assert "efficiency at P=2 fell 12.0%" in line
+    digest = alert_messages.digest_line(ratio, {"kind": "opened", "to_state": "confirmed", "change_pct": 8.0})
+    assert "nccl/ring time ratio at P=2 rose 8.0%" in digest

@@ -1,0 +1,150 @@
+"""The noise judge's same-gang A/B on a campaign suite (zlops.campaign_ab through zlops.confirm).
+
+Real git, real venvs, real gang-leased processes, SQLite; the fake harness (tests/campaign_upstream.py)
+reports its commit's timings times a scripted per-night process noise. Nights 2 and 3 move setup_s
+and P=1 execute_s of a few series by 20-30% (noise: both sides of that night's A/B see it), night 3's
+commit also slows tree/nccl at P=2 by 50%: the A/B must clear every noise suspect, confirm the slowed
+shard's series and the efficiency and ratio derived from it, and re-run only the shards those
+suspects come from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from campaign_upstream import CampaignUpstream, campaign_config, timings
+
+from zlops import pipeline
+from zlops.campaign import CampaignCase, grid_cases
+from zlops.campaign_ab import shards_of
+from zlops.config import parse_config
+from zlops.model import Verdict
+from zlops.nightly import run_nightly
+
+GRID = dict(cases=["allreduce"], ps=[1, 2], variants=["ring", "tree"], stacks=["nccl", "ring"])
+K = "allreduce/p{p}/{v}/{s}"  # the fake harness' timing / noise keys
+
+
+def _shard(p: int, v: str, s: str) -> CampaignCase:
+    return CampaignCase("allreduce", p, v, s, 4096)
+
+
+def test_a_suspect_maps_to_the_shards_its_series_is_computed_from() -> None:
+    data = campaign_config(Path("/h"), Path("/u"), devices=[0, 1], locks_dir=Path("/l"))
+    shards = grid_cases(parse_config(data).suite("coll").campaign)  # type: ignore[arg-type]
+    assert shards_of("allreduce/4KiB/p2/tree/nccl", "execute_s", shards) == (_shard(2, "tree", "nccl"),)
+    # E(2) needs t(P_min=1) and t(2) of its (variant, stack)
+    assert set(shards_of("allreduce/4KiB/tree/nccl", "efficiency_p2", shards)) == {
+        _shard(1, "tree", "nccl"), _shard(2, "tree", "nccl")}
+    # t(nccl) / t(ring) needs both stacks at that P and variant
+    assert set(shards_of("allreduce/4KiB/p2/tree", "ratio_nccl_over_ring", shards)) == {
+        _shard(2, "tree", "nccl"), _shard(2, "tree", "ring")}
+    # a series no planned shard produces cannot be re-measured
+    assert shards_of("allreduce/4KiB/p4/tree/nccl", "execute_s", shards) == ()
+    assert shards_of("allreduce/4KiB/tree/nccl", "efficiency_p4", shards) == ()
+    assert shards_of("allreduce/4KiB/p2/tree", "ratio_nccl_over_gloo", shards) == ()
+
+
+def _night(config, sha: str, label: str, noise_file: Path, noise: dict[str, object]):  # type: ignore[no-untyped-def]
+    noise_file.write_text(json.dumps({"jitter": 0.002, **noise}))
+    return run_nightly(config, "coll", sha=sha, run_label=label)
+
+
+def _verdicts(result) -> dict[tuple[str, str], Verdict]:  # type: ignore[no-untyped-def]
+    return {(c.case, c.metric): c.verdict for c in result.summary.comparisons}
+
+
+def _ab_shards(config, result) -> set[str]:  # type: ignore[no-untyped-def]
+    """The shards each A/B run of the night ran (their artifact folders), the same in every run."""
+    runs = sorted((pipeline.RunContext(config, "coll", result.run_key, result.summary.sha).run_dir / "ab" / "cpu2")
+                  .iterdir())
+    per_run = [frozenset(d.name for d in run.iterdir() if d.is_dir()) for run in runs]
+    assert len(runs) >= 8 and len(set(per_run)) == 1, per_run
+    return set(per_run[0])
+
+
+@pytest.mark.slow
+def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(tmp_path: Path) -> None:
+    up = CampaignUpstream(tmp_path / "up")
+    base = timings(**GRID)
+    c1 = up.commit(base, "first")
+    c2 = up.commit(base, "docs")
+    slow = {**base, K.format(p=2, v="tree", s="nccl"): base[K.format(p=2, v="tree", s="nccl")] * 1.5}
+    c3 = up.commit(slow, "tree: a second all_reduce on the multi-rank path")
+    noise = tmp_path / "noise.json"
+    data = campaign_config(tmp_path / "home", up.path, devices=[0, 1], locks_dir=tmp_path / "locks",
+                           env={"CAMPAIGN_NOISE": str(noise)})
+    data["judge"] = "noise"
+    # 4 pairs reach alpha 0.05 (exact MWU 2/C(8,4) = 0.029); a budget every night's A/B fits
+    data["noise"] = {"ab_pairs": 4, "ab_min_pairs": 4, "alpha": 0.05, "ab_budget_s": 600}
+    config = parse_config(data)
+
+    n1 = _night(config, c1, "n1", noise, {})
+    assert set(_verdicts(n1).values()) == {Verdict.NEW}
+
+    # night 2, no change: the ring variant's setup 30% slower, ring/ring's P=1 execute 20% faster
+    n2 = _night(config, c2, "n2", noise, {
+        "setup": {K.format(p=p, v="ring", s=s): 1.3 for p in (1, 2) for s in ("nccl", "ring")},
+        "execute": {K.format(p=1, v="ring", s="ring"): 0.8}})
+    v2 = _verdicts(n2)
+    assert {k: v for k, v in v2.items() if v is not Verdict.UNCHANGED} == {}
+    # the A/B re-ran the ring variant's shards (setup suspects; E(2) and the P=1 ratio of ring/ring) only
+    assert _ab_shards(config, n2) == {_shard(p, "ring", s).shard_id for p in (1, 2) for s in ("nccl", "ring")}
+    ab2 = pipeline.open_store(config).get_run(n2.run_key).meta["ab"]["cpu2"]  # type: ignore[union-attr]
+    assert ab2["confirmed"] >= 6 and ab2["unit"] == "device-seconds" and len(ab2["shards"]) == 4
+    cleared = [c for c in n2.summary.comparisons if c.figures and "A/B" in c.figures.reference_label]
+    assert {(c.case, c.metric) for c in cleared} >= {
+        ("allreduce/4KiB/p1/ring/nccl", "setup_s"), ("allreduce/4KiB/p2/ring/ring", "setup_s"),
+        ("allreduce/4KiB/p1/ring/ring", "execute_s"), ("allreduce/4KiB/ring/ring", "efficiency_p2")}
+
+    # night 3: the commit slows tree/nccl at P=2; noise moves ring/nccl's P=1 setup and execute by -25%
+    n3 = _night(config, c3, "n3", noise, {
+        "setup": {K.format(p=1, v="ring", s="nccl"): 0.75}, "execute": {K.format(p=1, v="ring", s="nccl"): 0.75}})
+    flagged = {k: v for k, v in _verdicts(n3).items() if v is not Verdict.UNCHANGED}
+    assert set(flagged) == {
+        ("allreduce/4KiB/p2/tree/nccl", "execute_s"), ("allreduce/4KiB/p2/tree/nccl", "wall_s"),
+        ("allreduce/4KiB/p2/tree/nccl", "bw_execute"), ("allreduce/4KiB/tree/nccl", "efficiency_p2"),
+        ("allreduce/4KiB/p2/tree", "ratio_nccl_over_ring")}, flagged
+    assert all(v.flagged and not v.awaiting_confirmation for v in flagged.values()), flagged
+    # the slowed shard, its E(2) partner (P=1), its ratio partner (ring stack), and the noisy ring/nccl P=1
+    # shard (with its E(2) and P=1 ratio partners); never tree/ring at P=1
+    assert _ab_shards(config, n3) == {s.shard_id for s in (
+        _shard(2, "tree", "nccl"), _shard(1, "tree", "nccl"), _shard(2, "tree", "ring"),
+        _shard(1, "ring", "nccl"), _shard(2, "ring", "nccl"), _shard(1, "ring", "ring"))}
+    eff = next(c for c in n3.summary.comparisons if c.metric == "efficiency_p2" and c.case.endswith("tree/nccl"))
+    assert eff.figures is not None and "A/B" in eff.figures.reference_label
+    assert "runs of 6 gang shards" in eff.judgement.note and "device-s]" in eff.judgement.note
+    assert eff.figures.change_pct == pytest.approx((1 / 1.5 - 1) * 100, abs=1.0)
+    md = n3.report.markdown.read_text()
+    assert f"efficiency at P=2 fell {abs(eff.figures.change_pct):.1f}%" in md and "scaling regression" in md
+    # the alert announcement says it in the scaling wording too
+    store = pipeline.open_store(config)
+    sent = json.dumps([item.payload for item in store.outbox_items(run_key=n3.run_key, statuses=("pending", "failed", "sent"))])
+    assert f"efficiency at P=2 fell {abs(eff.figures.change_pct):.1f}%" in sent
+    assert "nccl/ring time ratio at P=2 rose" in sent
+
+
+def test_the_budget_takes_the_most_severe_suspects_whose_shards_fit_and_free_riders() -> None:
+    from zlops.campaign_ab import choose
+    from zlops.model import Comparison, Judgement
+
+    shards = [_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring")]
+    cost = {s.shard_id: 10.0 * s.p for s in shards}  # device-seconds: a P=2 shard costs twice
+
+    def suspect(case: str, metric: str) -> Comparison:
+        return Comparison("coll", "cpu2", case, metric, "s", True, None, (1.0,), Judgement(Verdict.SUSPECT, 9, 9, 2))
+
+    eff = suspect("allreduce/4KiB/tree/nccl", "efficiency_p2")          # p1 + p2 tree/nccl: 30
+    big = suspect("allreduce/4KiB/p2/ring", "ratio_nccl_over_ring")     # p2 ring/nccl + p2 ring/ring: 40
+    rider = suspect("allreduce/4KiB/p2/tree/nccl", "wall_s")            # already in eff's shards: 0 more
+    small = suspect("allreduce/4KiB/p1/ring/ring", "setup_s")           # 10
+    unknown = suspect("allreduce/4KiB/p8/ring/ring", "setup_s")         # no planned shard
+    # 2 pairs x (30 + 10) = 80 fits 100; big would make it 2 x 70 = 140
+    chosen, run, run_s = choose([unknown, eff, big, rider, small], shards, cost, seconds=100, min_pairs=1)
+    assert chosen == [eff, rider, small] and run_s == 40
+    assert run == (_shard(1, "ring", "ring"), _shard(1, "tree", "nccl"), _shard(2, "tree", "nccl"))
+    # nothing fits: the most severe re-measurable suspect alone (its A/B is then skipped, with the reason)
+    chosen, run, run_s = choose([unknown, big, eff], shards, cost, seconds=10, min_pairs=1)
+    assert chosen == [big] and run_s == 40 and len(run) == 2

@@ -1,0 +1,180 @@
+"""Same-gang A/B confirmation of a campaign suite's suspects (the campaign side of :mod:`zlops.confirm`).
+
+A campaign shard holds P devices (:mod:`zlops.campaign`), so the one-device A/B of
+:func:`zlops.confirm.run_side` cannot re-run it. Here a suspect series is traced back to the
+shards (case, P, variant, stack, size) of tonight's stored plan that produce it:
+
+- a measured series ``<stem>/p<P>/<variant>/<stack>``: its own shard;
+- an efficiency ``efficiency_p<P>`` of ``<stem>/<variant>/<stack>``: the shards at ``P`` and at the
+  group's smallest planned P (``E(P)`` is computed from both);
+- a stack ratio ``ratio_<a>_over_<b>`` of ``<stem>/p<P>/<variant>``: the shards of stacks ``a`` and ``b``.
+
+One A/B run of a side runs exactly those shards, one after the other, each on the first P devices
+of the pool (the same gang for base and head) under a gang lease (:func:`zlops.runner.run_shard`
+with ``gang``), parses them like a lane does (:func:`zlops.campaign_run.shard_results`) and derives
+the derived series of that run (:func:`zlops.scaling.derive`), so an efficiency or a ratio gets one
+value per A/B run, like a measured series. The interleaving, the pairs added while undecided, the
+budget and the judgement are :mod:`zlops.confirm`'s own.
+
+Cost is counted in device-seconds: a shard of P devices that took ``s`` seconds costs ``P*s``.
+Tonight's campaign time on the pool (the budget's basis for ``noise.ab_budget_share``) is the sum
+of its shards' device-seconds; an A/B run's estimate is the sum of its shards' device-seconds
+tonight.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zlops import scaling
+from zlops.campaign import CampaignCase
+from zlops.campaign_run import shard_results, stored_plans
+from zlops.contention import shard_invalid_reason
+from zlops.errors import DeviceBusy, ParseError, ZlopsError
+from zlops.model import Comparison, ShardStatus
+from zlops.runner import ShardSpec, run_shard
+from zlops.telemetry import summarize_dir
+
+if TYPE_CHECKING:
+    from zlops.confirm import PoolBudget
+    from zlops.pipeline import Prepared, RunContext
+
+_EFF = re.compile(r"^efficiency_p(\d+)$")
+_RATIO = re.compile(r"^ratio_(.+)_over_(.+)$")
+
+
+def _stem(shard: CampaignCase) -> str:
+    return shard.stem
+
+
+def shards_of(suspect_case: str, metric: str, shards: Sequence[CampaignCase]) -> tuple[CampaignCase, ...]:
+    """The shards of ``shards`` (one pool's plan) whose results make the series ``(suspect_case, metric)``;
+    empty when none of them does (a series this plan cannot re-measure)."""
+    eff, ratio = _EFF.match(metric), _RATIO.match(metric)
+    if eff is not None:
+        group = [s for s in shards if f"{_stem(s)}/{s.variant}/{s.stack}" == suspect_case]
+        if not group:
+            return ()
+        p, p_min = int(eff.group(1)), min(s.p for s in group)
+        need = [s for s in group if s.p in (p, p_min)]
+        return tuple(sorted(need)) if {s.p for s in need} == {p, p_min} and p != p_min else ()
+    if ratio is not None:
+        pair = (ratio.group(1), ratio.group(2))
+        need = [s for s in shards if f"{_stem(s)}/p{s.p}/{s.variant}" == suspect_case and s.stack in pair]
+        return tuple(sorted(need)) if {s.stack for s in need} == set(pair) else ()
+    return tuple(s for s in shards if s.series_case == suspect_case)
+
+
+def tonight_device_seconds(ctx: RunContext, pool: str) -> dict[str, float]:
+    """Device-seconds of each campaign shard measured tonight on ``pool`` (by ``shard_id``): its
+    seconds (``params["campaign"]["duration_s"]``) times its P."""
+    from zlops import pipeline
+
+    out: dict[str, float] = {}
+    for p, _device, r in pipeline.open_store(ctx.config).results(ctx.run_key):
+        shard = r.params.get("campaign") if p == pool and isinstance(r.params, Mapping) else None
+        if isinstance(shard, Mapping) and isinstance(shard.get("duration_s"), (int, float)):
+            out[str(shard["shard_id"])] = float(shard["duration_s"]) * int(shard["p"])
+    return out
+
+
+def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost: Mapping[str, float], *,
+           seconds: float, min_pairs: int) -> tuple[list[Comparison], tuple[CampaignCase, ...], float]:
+    """The suspects an A/B of ``seconds`` device-seconds can afford, and the shards one run executes.
+
+    Greedy in the order given (most severe first): a suspect joins when ``min_pairs`` pairs of the
+    union of the chosen suspects' shards still fit, else it is passed over and the next one is tried
+    (a suspect whose shards are already chosen, e.g. wall_s beside execute_s of one shard, costs
+    nothing more). A suspect no planned shard produces is left out. When nothing fits, the most
+    severe re-measurable suspect alone is returned, so the caller can say why its A/B was skipped.
+    Returns (suspects, shards by P then series, device-seconds of one run); a shard not measured
+    tonight is costed at the mean of those that were."""
+    typical = sum(cost.values()) / len(cost) if cost else 0.0
+
+    def run_cost(shards: set[CampaignCase]) -> float:
+        return sum(cost.get(s.shard_id, typical) for s in shards)
+
+    chosen: list[Comparison] = []
+    shards: set[CampaignCase] = set()
+    first: tuple[Comparison, set[CampaignCase]] | None = None
+    for c in ordered:
+        mine = set(shards_of(c.case, c.metric, planned))
+        if not mine:
+            continue
+        first = first or (c, mine)
+        union = shards | mine
+        if 2 * min_pairs * run_cost(union) > seconds:
+            continue
+        chosen.append(c)
+        shards = union
+    if not chosen and first is not None:
+        chosen, shards = [first[0]], first[1]
+    ordered_shards = tuple(sorted(shards, key=lambda s: (s.p, s.series_case)))
+    return chosen, ordered_shards, run_cost(shards)
+
+
+def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
+    """The budget of a campaign pool's A/B (``noise.ab_budget_s``, else ``noise.ab_budget_share`` of
+    tonight's campaign device-seconds on the pool) and the suspects it can afford (:func:`choose`;
+    ``ordered`` is most severe first)."""
+    from zlops import pipeline
+    from zlops.confirm import PoolBudget
+
+    cfg = ctx.config.noise
+    run = pipeline.open_store(ctx.config).get_run(ctx.run_key)
+    plan = stored_plans(run.meta if run is not None else {}).get(pool)
+    if plan is None:
+        raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
+    cost = tonight_device_seconds(ctx, pool)
+    night_s = float(sum(cost.values()))
+    seconds = cfg.ab_budget_s if cfg.ab_budget_s is not None else cfg.ab_budget_share * night_s
+    chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements], cost, seconds=seconds,
+                                   min_pairs=cfg.ab_min_pairs)
+    return PoolBudget(seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards), chosen
+
+
+def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: str, out: Path,
+             shards: Sequence[CampaignCase]) -> tuple[dict[tuple[str, str], float], float]:
+    """One A/B run of one side: ``shards`` in order, each on the pool's first P devices under a gang
+    lease, then the derived series of this run. Returns per (case, metric) the run's value (a measured
+    series' median, a derived series' one value) and the device-seconds the run took.
+
+    A shard that never started because its devices stayed leased raises DeviceBusy; a failed or
+    malformed shard, or one measured beside a busy host, ZlopsError (its suspects stay suspects)."""
+    campaign = ctx.suite.campaign
+    if campaign is None:
+        raise ZlopsError(f"suite {ctx.suite_name} is not a campaign")
+    pool_cfg = ctx.config.pools[pool]
+    devices = ctx.pool_devices(pool)
+    results = []
+    device_s = 0.0
+    for shard in shards:
+        if shard.p > len(devices):
+            raise ZlopsError(f"{shard.series_case} needs {shard.p} devices; pool {pool} has {len(devices)}")
+        gang = tuple(devices[: shard.p])
+        art = out / shard.shard_id
+        spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
+                         pool=pool, backend=pool_cfg.backend, device=gang[0], worktree=prepared.worktree,
+                         venv=prepared.venv, artifact_dir=art, variant=shard.variant, gang=gang,
+                         placeholders=tuple(shard.placeholders(gang).items()))
+        t0 = time.monotonic()
+        outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
+                            require_idle=pool_cfg.idle_required)
+        device_s += (time.monotonic() - t0) * shard.p
+        if outcome.status is ShardStatus.SKIPPED:
+            raise DeviceBusy(f"A/B shard {shard.series_case} in {art} skipped: {outcome.error}")
+        if outcome.status is not ShardStatus.OK or outcome.results_file is None:
+            raise ZlopsError(f"A/B shard {shard.series_case} in {art} {outcome.status.value}: {outcome.error}")
+        reason = shard_invalid_reason(summarize_dir(art), ctx.config.host_limits(pool))
+        if reason:
+            raise ZlopsError(f"A/B shard {shard.series_case} in {art} invalid: {reason}")
+        try:
+            results += shard_results(ctx, shard, outcome)
+        except ParseError as exc:
+            raise ZlopsError(f"A/B shard {shard.series_case} in {art}: {exc}") from exc
+    derived = scaling.derive(results, campaign.ratios, metric=campaign.scaling_metric)
+    return {(r.case, r.metric): r.median for r in (*results, *derived)}, device_s
