@@ -23,6 +23,7 @@ from zlops.model import (
     CompareSummary,
     Comparison,
     Judgement,
+    Summary,
     Thresholds,
     Verdict,
 )
@@ -103,10 +104,10 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
         elif judge is JUDGES.get("noise"):
             batch.append((key, res, base, note))
         else:
-            out[key] = _with_note(judge(base.samples, res.samples, res.lower_is_better, thresholds), note)
+            out[key] = _with_note(judge(base.summary, res.samples, res.lower_is_better, thresholds), note)
     if batch:
         judged = noise_judge_many(
-            [(b.samples, r.samples, r.lower_is_better, list(extra.history.get(k, ())), extra.telemetry.get(k[0]),
+            [(b.summary, r.samples, r.lower_is_better, list(extra.history.get(k, ())), extra.telemetry.get(k[0]),
               list(extra.processes.get(k, ()))) for k, r, b, _ in batch], thresholds, policy=extra.policy)
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
             out[key] = _with_note(judgement, note)
@@ -129,8 +130,8 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         res = head[key]
         base = baselines.get(key)
         if base is not None and base.unit != res.unit:
-            base = BaselinePoint(base.run_key, base.sha, res.unit,
-                                 tuple(metrics.convert(v, base.unit, res.unit) for v in base.samples))
+            base = BaselinePoint(base.run_key, base.sha, res.unit, metrics.convert(base.median, base.unit, res.unit),
+                                 base.n)
         bases[key] = base
         if base is not None:
             pending.append((key, res, base))
@@ -140,8 +141,8 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         res = head[key]
         judgement = judged.get(key) or Judgement(Verdict.NEW, None, None, None,
                                                  "no accepted baseline on an ancestor commit")
-        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key], res.samples,
-                               judgement))
+        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key],
+                               Summary.of(res.samples), judgement))
     for key in sorted(baselines):
         pool, case, metric = key
         base = baselines[key]

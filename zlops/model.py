@@ -261,17 +261,61 @@ class Judgement:
 
 
 @dataclass(frozen=True)
+class Summary:
+    """One side of a comparison as the compare table keeps it: the median of its samples and their count.
+
+    The raw samples stay in the results table (by run, :meth:`zlops.store.Store.run_samples`); a
+    compare row of a 20,000-series night carries two numbers a side instead of two JSON arrays.
+    """
+
+    median: float
+    n: int
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.median, (int, float)) and not isinstance(self.median, bool)
+                 and math.isfinite(self.median), "Summary", "median", "a finite number", self.median)
+        _require(isinstance(self.n, int) and not isinstance(self.n, bool) and self.n >= 1, "Summary", "n",
+                 "an int >= 1", self.n)
+        object.__setattr__(self, "median", float(self.median))
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Summary:
+        """The summary of raw samples (the median as :func:`median_of` takes it)."""
+        return cls(median_of(samples), len(samples))
+
+
+def as_summary(values: Summary | BaselinePoint | Sequence[float]) -> Summary:
+    """A judge's view of one side: a :class:`Summary` as it is, a baseline's summary, or raw samples summarized."""
+    if isinstance(values, Summary):
+        return values
+    if isinstance(values, BaselinePoint):
+        return values.summary
+    return Summary.of(values)
+
+
+@dataclass(frozen=True)
 class BaselinePoint:
-    """The baseline of one series: where it came from and its samples."""
+    """The baseline of one series: the run it came from and its figures there (median of the run's
+    samples of the series, pooled over the pool's devices, and their count)."""
 
     run_key: str
     sha: str
     unit: str
-    samples: tuple[float, ...]
+    median: float
+    n: int
+
+    def __post_init__(self) -> None:
+        Summary(self.median, self.n)   # same checks
+        object.__setattr__(self, "median", float(self.median))
+
+    @classmethod
+    def of_samples(cls, run_key: str, sha: str, unit: str, samples: Sequence[float]) -> BaselinePoint:
+        s = Summary.of(samples)
+        return cls(run_key, sha, unit, s.median, s.n)
 
     @property
-    def median(self) -> float:
-        return float(statistics.median(self.samples))
+    def summary(self) -> Summary:
+        return Summary(self.median, self.n)
 
 
 @dataclass(frozen=True)
@@ -285,7 +329,8 @@ class Comparison:
     unit: str
     lower_is_better: bool
     base: BaselinePoint | None
-    head_samples: tuple[float, ...] | None
+    #: tonight's side (median and count of the pooled samples); None where tonight produced nothing
+    head: Summary | None
     judgement: Judgement
 
     @property
@@ -304,7 +349,7 @@ class Comparison:
         """The value shown as "HEAD": the verdict's figures when it has them, else tonight's median."""
         if self.judgement.figures is not None:
             return self.judgement.figures.value
-        return None if not self.head_samples else float(statistics.median(self.head_samples))
+        return None if self.head is None else self.head.median
 
     @property
     def reference_label(self) -> str | None:

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from zlops.model import CompareSummary, ShardOutcome, Verdict
+from zlops.model import CompareSummary, ShardOutcome, ShardStatus, Verdict
 from zlops.store import Store
 from zlops.telemetry import CSV_NAME, clock_axis_label, clock_label, read_csv
 
@@ -107,16 +107,22 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
     trends: dict[SeriesKey, Path] = {}
     references = references or {}
     backends = {s.pool: s.backend for s in shards}  # the clock's name follows the pool's backend
-    for c in trend_candidates(summary, references, max_trends):
+    candidates = trend_candidates(summary, references, max_trends)
+    # tonight's raw samples of the drawn series only (the compare rows keep medians): one query
+    ok_pools = sorted({s.pool for s in shards if s.status is ShardStatus.OK})
+    samples = store.run_samples(run_key, ok_pools, keys={(c.pool, c.case, c.metric) for c in candidates
+                                                         if c.head is not None}) if candidates else {}
+    for c in candidates:
         key = (c.pool, c.case, c.metric)
         history = [h for h in store.series_history(suite, c.pool, c.case, c.metric, before=as_of)
                    if h.run_key != run_key and (ancestors is None or h.sha in ancestors)]
         telemetry = [night(h.run_key, c.pool) for h in history]
-        if c.head_samples:
+        if c.head is not None:
             telemetry.append(night(run_key, c.pool))
         drawn = _guard(f"trend of {key}", lambda c=c, history=history, telemetry=telemetry, key=key: trend_plot(
             history, c, out_dir / figure_name(*key), band_pct=band_pct, telemetry=telemetry,
-            reference=references.get(key), clock_label=clock_axis_label(backends.get(c.pool))))
+            reference=references.get(key), clock_label=clock_axis_label(backends.get(c.pool)),
+            tonight=samples.get(key)))
         if drawn is not None:
             trends[key] = drawn
 

@@ -353,16 +353,17 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
         ancestors = gitops.ancestors(mirror, plan.base_sha, max_count=config.baseline_depth)
         frame = store.history_frame(req.suite, ancestors=ancestors, window=policy.window + 1, pools=[req.pool])
         keys = {(req.pool, r.case, r.metric) for v in req.variants for r in head_results[v]}
-        nightly = pipeline.history_points(frame, keys)
+        nightly, _ = pipeline.series_histories(frame, keys)
     for variant in req.variants:
         pool = req.pool if variant == "default" else f"{req.pool}.{variant}"
         heads = {(pool, r.case, r.metric): r for r in head_results[variant]}
-        bases = {(pool, r.case, r.metric): BaselinePoint(plan.base_key or "", plan.base_sha or "", r.unit, r.samples)
+        bases = {(pool, r.case, r.metric): BaselinePoint.of_samples(plan.base_key or "", plan.base_sha or "", r.unit,
+                                                                    r.samples)
                  for r in base.results(variant)}
         history: dict[Any, list[float]] = {}
         if config.judge == "noise":
             for key in heads:
-                history[key] = [p.median for p in nightly.get((req.pool, key[1], key[2]), [])]
+                history[key] = list(nightly.get((req.pool, key[1], key[2]), []))
         inputs = JudgeInputs(history=history, policy=policy, caliber={(pool, plan.base_key or ""): caliber},
                              allow_caliber_mismatch=allow_caliber_mismatch)
         rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},

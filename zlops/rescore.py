@@ -182,9 +182,9 @@ def _differs(a: Comparison | None, b: Comparison | None) -> bool:
     if a is None or b is None:
         return a is not b
     return (a.verdict, a.judgement.change_pct, a.judgement.worse_pct, a.judgement.threshold_pct, a.judgement.note,
-            a.unit, a.base, a.head_samples) != (b.verdict, b.judgement.change_pct, b.judgement.worse_pct,
+            a.unit, a.base, a.head) != (b.verdict, b.judgement.change_pct, b.judgement.worse_pct,
                                                 b.judgement.threshold_pct, b.judgement.note, b.unit, b.base,
-                                                b.head_samples)
+                                                b.head)
 
 
 @dataclass(frozen=True)

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 
 from zlops.errors import StoreError
-from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, Judgement, Summary, Verdict
 from zlops.store import Store
 
 
 def _cmp(make, case: str, verdict: Verdict, *, pool: str = "npu", base: bool = True,
          head: tuple[float, ...] | None = (10.5, 10.7), suite: str = "ops") -> Comparison:
-    point = BaselinePoint("n0", make.sha(9), "us", (10.0, 10.1, 9.9)) if base else None
+    point = BaselinePoint.of_samples("n0", make.sha(9), "us", (10.0, 10.1, 9.9)) if base else None
     judged = verdict not in (Verdict.NEW, Verdict.MISSING)
     return Comparison(
         suite=suite, pool=pool, case=case, metric="latency", unit="us", lower_is_better=True,
-        base=point, head_samples=head,
+        base=point, head=None if head is None else Summary.of(head),
         judgement=Judgement(verdict=verdict, change_pct=6.0 if judged else None,
                             worse_pct=6.0 if judged else None,
                             threshold_pct=5.0 if judged else None,
@@ -34,8 +34,9 @@ def test_comparisons_round_trip(store: Store, make) -> None:
     got = store.comparisons("n1")
     assert got == table                       # same values, same order as saved
     assert got[0].base_value == 10.0 and got[0].head_value == 10.6
-    assert got[1].base is None and got[2].head_samples is None
-    assert got[3].head_samples == (0.30000000000000004,)
+    assert got[1].base is None and got[2].head is None
+    assert got[3].head == Summary(0.30000000000000004, 1)
+    assert got[0].base == BaselinePoint("n0", make.sha(9), "us", 10.0, 3) and got[0].head == Summary(10.6, 2)
 
 
 def test_save_comparisons_replaces_the_table(store: Store, make) -> None:

@@ -22,7 +22,7 @@ TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts",
           "series_points"}
 
 
-HEAD = "0005"  # the latest migration; bump with every new sql/versions file
+HEAD = "0009"  # the latest migration; bump with every new sql/versions file
 
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:

@@ -2,7 +2,7 @@
 
 Every read here issues a number of queries that does not depend on the number of series (run-id IN
 lists are cut into chunks of :data:`CHUNK`, so it grows only with the window), and none parses raw
-samples except :func:`run_samples`, which loads ONE run. The rows come from ``series_points`` (one per
+samples except :func:`run_samples`, which loads ONE run (a trend's whiskers). The rows come from ``series_points`` (one per
 series and run, pooled over the pool's devices, written by the compare step and by migration 0004): numbers
 and a ``series`` id only, so the strings of a series (pool, case, metric, unit) are read once per read,
 not once a night, and the frame's string columns share those objects.
@@ -29,7 +29,7 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zlops.model import BaselinePoint, ShardStatus
+from zlops.model import ShardStatus
 from zlops.store.models import ComparisonRow, Result, Run, SeriesPointRow, SeriesRow, Shard
 from zlops.store.points import SeriesKey, pool_samples, spreads
 from zlops.store.runs import require_run
@@ -62,8 +62,11 @@ class WindowRun:
 
 def window_runs(session: Session, suite: str, *, ancestors: Collection[str], window: int,
                 exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                kind: str = "nightly") -> list[WindowRun]:
+                kind: str = "nightly", before: datetime | None = None) -> list[WindowRun]:
     """The newest ``window`` accepted ancestor runs of each pool, newest first within a pool (ONE query).
+
+    ``before``: only runs dated (finished, else started) before it, the window counted among those (a
+    rescore sees the nights its night saw, not fewer because later nights came).
 
     The accepted runs of the suite are listed with their pools and filtered by sha here: ``ancestors``
     is typically a first-parent history of thousands of commits, too long for a portable IN list, while
@@ -82,8 +85,10 @@ def window_runs(session: Session, suite: str, *, ancestors: Collection[str], win
         .distinct())
     per_pool: dict[str, list[WindowRun]] = {}
     for rid, pool, run_key, sha, finished, started in rows:
-        if sha in wanted and run_key != exclude_run_key and (pools is None or pool in pools):
-            per_pool.setdefault(pool, []).append(WindowRun(rid, pool, run_key, sha, finished or started))
+        when = finished or started
+        if (sha in wanted and run_key != exclude_run_key and (pools is None or pool in pools)
+                and (before is None or when < before)):
+            per_pool.setdefault(pool, []).append(WindowRun(rid, pool, run_key, sha, when))
     out: list[WindowRun] = []
     for pool in sorted(per_pool):
         runs = sorted(per_pool[pool], key=lambda r: (r.finished_at, r.run_id), reverse=True)
@@ -121,17 +126,26 @@ def _series_meta(session: Session, suite: str, pools: Sequence[str]) -> dict[int
     return {row[0]: (row[1], row[2], row[3], row[4], bool(row[5])) for row in _raw_rows(session, query)}
 
 
-def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun]) -> pd.DataFrame:
+def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
+                 keys: Collection[SeriesKey] | None = None) -> pd.DataFrame:
     """Columns :data:`_POINT_COLUMNS` of the (run, pool) pairs of ``runs``; a pair without stored points
-    is summarized from its raw results (see the module docstring)."""
+    is summarized from its raw results (see the module docstring). ``keys``: only those series (their
+    ids in the query when they are few; a pair none of them has points in is looked up in the results)."""
     run_ids = sorted({r.run_id for r in runs})
     pools = sorted({r.pool for r in runs})
     meta = _series_meta(session, suite, pools)
+    ids_wanted: list[int] | None = None
+    if keys is not None:
+        wanted = set(keys)
+        meta = {i: m for i, m in meta.items() if m[:3] in wanted}
+        ids_wanted = sorted(meta)
     rows: list[tuple[Any, ...]] = []
     c = SeriesPointRow.__table__.c
-    for chunk in chunks(run_ids):
-        rows.extend(_raw_rows(session, select(c.run_id, c.series_id, c.median, c.n, c.spread_pct)
-                              .where(c.run_id.in_(chunk))))
+    for chunk in chunks(run_ids) if ids_wanted != [] else ():
+        query = select(c.run_id, c.series_id, c.median, c.n, c.spread_pct).where(c.run_id.in_(chunk))
+        if ids_wanted is not None and len(ids_wanted) <= CHUNK:
+            query = query.where(c.series_id.in_(ids_wanted))
+        rows.extend(_raw_rows(session, query))
     if rows:
         # one C-level conversion (None -> NaN); run and series ids and n are exact in float64
         arr = np.array(rows, dtype=float)
@@ -163,25 +177,30 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun]) -> pd.
     # a pool without points gets them from the raw results (usually none: the compare step writes them)
     missing = sorted({(r.run_id, r.pool) for r in runs} - present)
     if missing:
-        fallback = _points_from_results(session, missing)
+        fallback = _points_from_results(session, missing, keys)
         if len(fallback):
             points = pd.concat([points, fallback], ignore_index=True) if len(points) else fallback
     return points
 
 
-def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]]) -> pd.DataFrame:
+def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]],
+                         keys: Collection[SeriesKey] | None = None) -> pd.DataFrame:
     wanted = set(pairs)
+    series = None if keys is None else set(keys)
+    cases = None if series is None else sorted({k[1] for k in series})
     records: list[dict[str, Any]] = []
     for chunk in chunks(sorted({rid for rid, _ in pairs})):
-        rows = session.connection().execute(
-            select(Shard.run_id, Shard.pool, Shard.device, Result.case, Result.metric, Result.unit,
-                   Result.lower_is_better, Result.samples)
-            .join(Result, Result.shard_id == Shard.id)
-            .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value)
-            .order_by(Shard.run_id, Shard.pool, Shard.device, Result.id))
+        query = (select(Shard.run_id, Shard.pool, Shard.device, Result.case, Result.metric, Result.unit,
+                        Result.lower_is_better, Result.samples)
+                 .join(Result, Result.shard_id == Shard.id)
+                 .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value)
+                 .order_by(Shard.run_id, Shard.pool, Shard.device, Result.id))
+        if cases is not None and len(cases) <= CHUNK:
+            query = query.where(Result.case.in_(cases))
+        rows = session.connection().execute(query)
         by_run: dict[int, list[tuple[str, int, str, str, str, bool, Sequence[float]]]] = {}
         for rid, *row in rows:
-            if (rid, row[0]) in wanted:
+            if (rid, row[0]) in wanted and (series is None or (row[0], row[2], row[3]) in series):
                 by_run.setdefault(rid, []).append(tuple(row))  # type: ignore[arg-type]
         for rid, items in by_run.items():
             pooled = pool_samples(items)
@@ -198,7 +217,7 @@ def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]]) -> 
 
 def history_frame(session: Session, suite: str, *, ancestors: Collection[str], window: int,
                   exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                  kind: str = "nightly") -> pd.DataFrame:
+                  kind: str = "nightly", before: datetime | None = None) -> pd.DataFrame:
     """The suite's history, one row per series and run, oldest first per series.
 
     Columns :data:`HISTORY_COLUMNS`: ``pool, case, metric, run_key, sha, finished_at`` (UTC),
@@ -206,10 +225,18 @@ def history_frame(session: Session, suite: str, *, ancestors: Collection[str], w
     series are consecutive, sorted by (pool, case, metric, finished_at). Runs: the module docstring.
     """
     runs = window_runs(session, suite, ancestors=ancestors, window=window, exclude_run_key=exclude_run_key,
-                       pools=pools, kind=kind)
+                       pools=pools, kind=kind, before=before)
+    return runs_frame(session, suite, runs)
+
+
+def runs_frame(session: Session, suite: str, runs: Sequence[WindowRun],
+               keys: Collection[SeriesKey] | None = None) -> pd.DataFrame:
+    """:func:`history_frame`'s rows of exactly ``runs`` (each in its own pool, from :func:`window_runs`),
+    only the series of ``keys`` when given. Queries: one for the series, one per :data:`CHUNK` runs,
+    one more per chunk when some (run, pool) has no stored points."""
     if not runs:
         return _empty(HISTORY_COLUMNS)
-    points = _point_frame(session, suite, runs)
+    points = _point_frame(session, suite, runs, keys)
     if not len(points):
         return _empty(HISTORY_COLUMNS)
     by_run = {r.run_id: r for r in runs}  # run_key, sha and date are the run's, whatever the pool
@@ -256,9 +283,10 @@ def baseline_frame(session: Session, suite: str, *, ancestors: Collection[str], 
 
 
 def run_samples(session: Session, run_key: str, pools: Collection[str] | None = None,
-                ) -> dict[SeriesKey, BaselinePoint]:
+                keys: Collection[SeriesKey] | None = None) -> dict[SeriesKey, tuple[float, ...]]:
     """The raw samples of ONE run's series, pooled over each pool's ok shards (device order, later
-    devices converted to the first one's unit, as ``compare.pool_results``). Two queries."""
+    devices converted to the first one's unit, as ``compare.pool_results``). ``keys``: only those
+    series (their cases in the query when they are few). Two queries."""
     run = require_run(session, run_key)
     query = (select(Shard.pool, Shard.device, Result.case, Result.metric, Result.unit, Result.lower_is_better,
                     Result.samples)
@@ -267,9 +295,18 @@ def run_samples(session: Session, run_key: str, pools: Collection[str] | None = 
              .order_by(Shard.pool, Shard.device, Result.id))
     if pools is not None:
         query = query.where(Shard.pool.in_(sorted(pools)))
-    pooled = pool_samples(session.connection().execute(query))  # type: ignore[arg-type]
-    return {key: BaselinePoint(run.run_key, run.sha, unit, tuple(samples))
-            for key, (unit, _, samples) in pooled.items()}
+    wanted = None if keys is None else set(keys)
+    if wanted is not None:
+        cases = sorted({k[1] for k in wanted})
+        if not cases:
+            return {}
+        if len(cases) <= CHUNK:
+            query = query.where(Result.case.in_(cases))
+    rows = session.connection().execute(query)
+    if wanted is not None:
+        rows = (r for r in rows if (r[0], r[2], r[3]) in wanted)  # type: ignore[assignment]
+    pooled = pool_samples(rows)  # type: ignore[arg-type]
+    return {key: tuple(samples) for key, (_unit, _, samples) in pooled.items()}
 
 
 def verdict_frame(session: Session, run_keys: Sequence[str], *,
@@ -300,6 +337,21 @@ def verdict_frame(session: Session, run_keys: Sequence[str], *,
     order = {k: i for i, k in enumerate(keys)}
     frame["_o"] = frame["run_key"].map(order)
     return frame.sort_values(["_o", "pool", "case", "metric"], kind="stable", ignore_index=True)[VERDICT_COLUMNS]
+
+
+def series_starts(frame: pd.DataFrame) -> np.ndarray:
+    """Where each series' rows begin in a :func:`history_frame` (its rows are consecutive), plus ``len(frame)``."""
+    if not len(frame):
+        return np.zeros(1, dtype=np.int64)
+    pools, cases, metrics = (frame[c].to_numpy(dtype=object) for c in ("pool", "case", "metric"))
+    changed = np.ones(len(frame), dtype=bool)
+    changed[1:] = (pools[1:] != pools[:-1]) | (cases[1:] != cases[:-1]) | (metrics[1:] != metrics[:-1])
+    return np.append(np.flatnonzero(changed), len(frame))
+
+
+def last_of_series(frame: pd.DataFrame) -> np.ndarray:
+    """Positions of the last (newest) row of every series of a :func:`history_frame`."""
+    return series_starts(frame)[1:] - 1
 
 
 def newest_per_series(history: pd.DataFrame) -> pd.DataFrame:

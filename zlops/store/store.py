@@ -256,16 +256,32 @@ class Store:
                            exclude_run_key=exclude_run_key, kind=kind, window=window, only_runs=only_runs,
                            before=before)
 
+    def compare_window(self, suite: str, *, ancestors: Collection[str], history_window: int,
+                       baseline_window: int = series.BASELINE_WINDOW, keys: Collection[SeriesKey] = (),
+                       exclude_run_key: str | None = None, kind: str = "nightly", before: datetime | None = None,
+                       only_runs: Collection[str] | None = None) -> series.CompareWindow:
+        """A night's history frame and every series' baseline (median and count) in one read transaction,
+        a constant number of queries whatever the number of series (see :func:`.series.compare_window`)."""
+        return self._query(series.compare_window, suite, ancestors=ancestors, history_window=history_window,
+                           baseline_window=baseline_window, keys=keys, exclude_run_key=exclude_run_key, kind=kind,
+                           before=before, only_runs=only_runs)
+
     # -- columnar reads (zlops.store.frames): a constant number of queries for any number of series --
 
     def history_frame(self, suite: str, *, ancestors: Collection[str], window: int,
                       exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                      kind: str = "nightly") -> pd.DataFrame:
+                      kind: str = "nightly", before: datetime | None = None) -> pd.DataFrame:
         """The suite's history from the newest ``window`` accepted ancestor runs per pool, one row per
         series and run, oldest first per series; columns ``pool, case, metric, run_key, sha,
         finished_at, unit, lower_is_better, median, n, spread_pct`` (see :mod:`.frames`)."""
         return self._query(_frames().history_frame, suite, ancestors=ancestors, window=window,
-                           exclude_run_key=exclude_run_key, pools=pools, kind=kind)
+                           exclude_run_key=exclude_run_key, pools=pools, kind=kind, before=before)
+
+    def runs_frame(self, suite: str, runs: Sequence[Any], keys: Collection[SeriesKey] | None = None,
+                   ) -> pd.DataFrame:
+        """:meth:`history_frame`'s rows of exactly ``runs`` (``WindowRun`` values, e.g. a
+        :class:`~.series.CompareWindow`'s), only the series of ``keys`` when given."""
+        return self._query(_frames().runs_frame, suite, runs, keys)
 
     def verdict_frame(self, run_keys: Sequence[str], *,
                       verdicts: Collection[str | Verdict] | None = None) -> pd.DataFrame:
@@ -280,9 +296,11 @@ class Store:
         return self._query(_frames().baseline_frame, suite, ancestors=ancestors, window=window,
                            exclude_run_key=exclude_run_key, pools=pools, kind=kind)
 
-    def run_samples(self, run_key: str, pools: Collection[str] | None = None) -> dict[SeriesKey, BaselinePoint]:
-        """The raw samples of ONE run per series, pooled over each pool's ok shards."""
-        return self._query(_frames().run_samples, run_key, pools)
+    def run_samples(self, run_key: str, pools: Collection[str] | None = None, *,
+                    keys: Collection[SeriesKey] | None = None) -> dict[SeriesKey, tuple[float, ...]]:
+        """The raw samples of ONE run per series (only ``keys`` when given), pooled over each pool's ok
+        shards: where a rendering really needs samples (a trend's whiskers), not the compare table."""
+        return self._query(_frames().run_samples, run_key, pools, keys)
 
     def save_series_points(self, run_key: str,
                            points: Mapping[SeriesKey, CaseResult] | Sequence[SeriesPoint | Mapping[str, Any]],
