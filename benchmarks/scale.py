@@ -11,8 +11,9 @@ fresh subprocess, so its peak RSS (getrusage ru_maxrss) is its own:
 
 - ingest: one night through the real API, ``record_shard`` per shard + ``save_series_points`` of
   ``compare.pool_results`` (the CaseResult values are built before the clock starts: that is parsing);
-- new: ``history_frame`` (window nights) + ``verdict_frame`` (level changes) + ``baseline_frame`` +
-  ``run_samples`` of each pool's baseline run: everything the judge reads from the store;
+- new: ``compare_window`` (the history frame of window + 1 nights and every series' baseline, median and
+  count, from the same series points) + ``verdict_evidence`` (level changes and A/B rows of those
+  runs): everything the judge reads of the past;
 - old: the per-series path the nightly used before (``series_history`` + ``series_verdicts`` per series,
   the pre-0004 ``baseline_candidates`` that loads every accepted run's raw samples). The per-series part
   is timed on ``--old-subset`` series and scaled by S/subset; the old baseline_candidates on the newest
@@ -132,7 +133,7 @@ class Filler:
                                 spread[i], texts[i], "{}"))
                 points.append((night, i + 1, float(medians[i]), self.samples, spread[i]))
                 verdict = "regression" if (i + night) % 997 == 0 else "unchanged"
-                comps.append((rid, night, pool, c, "latency", "us", t(True), None, None, None, None,
+                comps.append((rid, night, pool, c, "latency", "us", t(True), None, None, None, None, None, None,
                               None, None, None, verdict, ""))
         self._write(cur, "runs", "id, run_key, kind, suite, sha, branch, status, accepted, started_at, "
                     "finished_at, meta", runs)
@@ -142,7 +143,7 @@ class Filler:
                     "samples, params", results)
         self._write(cur, "series_points", "run_id, series_id, median, n, spread_pct", points)
         self._write(cur, "comparisons", 'id, run_id, pool, "case", metric, unit, lower_is_better, base_run_key, '
-                    "base_sha, base_samples, head_samples, change_pct, worse_pct, threshold_pct, verdict, note",
+                    "base_sha, base_median, base_n, head_median, head_n, change_pct, worse_pct, threshold_pct, verdict, note",
                     comps)
 
     def _write(self, cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
@@ -214,17 +215,13 @@ def measure_new(url: str, nights: int, window: int) -> dict[str, Any]:
     ancestors = [sha(n) for n in range(nights + 2)]
     rss0 = _rss_mib()
     t0 = time.perf_counter()
-    history = store.history_frame(SUITE, ancestors=ancestors, window=window, exclude_run_key="tonight")
+    # what the compare step reads of the past: the judge's window + 1 nights and every series' baseline
+    cw = store.compare_window(SUITE, ancestors=ancestors, history_window=window + 1, exclude_run_key="tonight")
     t1 = time.perf_counter()
-    verdicts = store.verdict_frame(sorted(set(history["run_key"])), verdicts=LEVEL_CHANGES)
+    evidence = store.verdict_evidence(sorted(set(cw.history["run_key"])), only_evidence=True)
     t2 = time.perf_counter()
-    base = store.baseline_frame(SUITE, ancestors=ancestors, window=window, exclude_run_key="tonight")
-    samples = {}
-    for pool, key in zip(base["pool"], base["run_key"], strict=True):
-        samples.update(store.run_samples(key, [pool]))
-    t3 = time.perf_counter()
-    return {"history_s": t1 - t0, "verdicts_s": t2 - t1, "baseline_s": t3 - t2, "read_s": t3 - t0,
-            "rows": len(history), "level_changes": len(verdicts), "baseline_series": len(samples),
+    return {"history_s": t1 - t0, "verdicts_s": t2 - t1, "baseline_s": 0.0, "read_s": t2 - t0,
+            "rows": len(cw.history), "level_changes": len(evidence), "baseline_series": len(cw.baselines),
             "rss_before_mib": rss0, "peak_rss_mib": _rss_mib()}
 
 
@@ -252,7 +249,7 @@ def legacy_baseline_candidates(session: Any, suite: str, *, shas: set[str], excl
     out = []
     for (rid, pool, c, metric), (unit, samples) in pooled.items():
         rk, s, when = chosen[rid]
-        out.append((when, rid, (pool, c, metric, BaselinePoint(rk, s, unit, tuple(samples)), when)))
+        out.append((when, rid, (pool, c, metric, BaselinePoint.of_samples(rk, s, unit, samples), when)))
     out.sort(key=lambda item: (-item[0].timestamp(), -item[1], item[2][:3]))
     return [cand for _, _, cand in out]
 
@@ -282,7 +279,7 @@ def measure_old(url: str, series: int, nights: int, window: int, subset: int, ol
             "rss_before_mib": rss0, "peak_rss_mib": _rss_mib()}
 
 
-def measure_compare(url: str, nights: int, window: int) -> dict[str, Any]:
+def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str, Any]:
     """``zlops.pipeline.compare`` of a fresh night stored through ingest (git replaced by the ancestry)."""
     import zlops.gitops as gitops
     from zlops import pipeline
@@ -299,7 +296,6 @@ def measure_compare(url: str, nights: int, window: int) -> dict[str, Any]:
                            "format": "zlops-json", "pools": list(POOLS)}}}, source="benchmarks/scale.py")
     store = Store.open(url)
     key = f"nightly:{SUITE}:compare"
-    series = len(store.run_samples(run_key(nights)))
     rng = np.random.default_rng(9)
     base = np.random.default_rng(13).lognormal(0.0, 1.0, series) * 10.0
     values = night_values(rng, series, 10, base).tolist()
@@ -418,7 +414,7 @@ def _measure(argv: list[str]) -> None:
     elif what == "old":
         out = measure_old(url, int(series), int(nights), int(window), int(rest[0]), int(rest[1]))
     else:
-        out = measure_compare(url, int(nights), int(window))
+        out = measure_compare(url, int(series), int(nights), int(window))
     print(json.dumps(out))
 
 

@@ -91,6 +91,9 @@ def test_run_figures_take_the_clock_name_from_the_shard_backend(tmp_path: Path, 
         def results(self, run_key: str) -> list[object]:
             return []
 
+        def run_samples(self, run_key: str, *a: object, **k: object) -> dict[object, tuple[float, ...]]:
+            return {}
+
     draw_run_figures(NoHistory(), run_key="r1", suite="s",  # type: ignore[arg-type]
                      summary=CompareSummary("r1", "s", "b" * 40, (_comparison(),)), shards=[shard],
                      out_dir=tmp_path / "plots", band_pct=2.0)

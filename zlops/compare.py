@@ -38,6 +38,9 @@ def pool_results(rows: Iterable[tuple[str, int, CaseResult]]) -> dict[SeriesKey,
         grouped[(pool, res.case, res.metric)].append((device, res))
     out: dict[SeriesKey, CaseResult] = {}
     for key, items in grouped.items():
+        if len(items) == 1:  # one device: its result is the series' (frozen, nothing to pool)
+            out[key] = items[0][1]
+            continue
         items.sort(key=lambda t: t[0])
         first = items[0][1]
         samples: list[float] = []
@@ -107,8 +110,8 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
             out[key] = _with_note(judge(base.summary, res.samples, res.lower_is_better, thresholds), note)
     if batch:
         judged = noise_judge_many(
-            [(b.summary, r.samples, r.lower_is_better, list(extra.history.get(k, ())), extra.telemetry.get(k[0]),
-              list(extra.processes.get(k, ()))) for k, r, b, _ in batch], thresholds, policy=extra.policy)
+            [(b, r.samples, r.lower_is_better, extra.history.get(k, ()), extra.telemetry.get(k[0]),
+              extra.processes.get(k, ())) for k, r, b, _ in batch], thresholds, policy=extra.policy)
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
             out[key] = _with_note(judgement, note)
     return out

@@ -102,13 +102,13 @@ def noise_judge_many(items: Sequence[tuple[BaseSide, Sequence[float], bool, Sequ
 
     pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
                               regression_pct=thresholds.regression_pct)
-    fast = judge_many([list(i[3]) for i in items], [list(i[1]) for i in items], [i[2] for i in items], policy=pol,
-                      telemetry=[i[4] for i in items], processes=[list(i[5]) for i in items])
+    fast = judge_many([i[3] for i in items], [i[1] for i in items], [i[2] for i in items], policy=pol,
+                      telemetry=[i[4] for i in items], processes=[i[5] for i in items])
     out: list[Judgement] = []
     for (base, head, lower, history, telemetry, processes), fv in zip(items, fast, strict=True):
         if fv is None:
-            out.append(noise_judge(base, head, lower, thresholds, history=history, telemetry=telemetry,
-                                   policy=policy, processes=processes))
+            out.append(noise_judge(base, head, lower, thresholds, history=list(history), telemetry=telemetry,
+                                   policy=policy, processes=list(processes)))
             continue
         n = len(head)
         figures = Figures(reference=fv.reference, reference_label=fv.reference_text, value=fv.value,

@@ -618,25 +618,20 @@ def caliber_walls(store: Store, ctx: RunContext, run_keys: set[str],
     """Per pool, the newest history run measured on another caliber than tonight (a wall).
 
     The judge's history never crosses a caliber break: nights before (and at) the wall are not used,
-    so the reference and the noise restart on the new caliber. One query per history run (a window
-    of nights, never per series).
+    so the reference and the noise restart on the new caliber. One query for the whole window (none
+    when tonight's shards carry no identity).
     """
     from zlops.identity import check_caliber
 
     walls: dict[str, str] = {}
-    runs = sorted((r for r in (store.get_run(k) for k in run_keys) if r is not None),
-                  key=lambda r: (r.started_at or datetime.min.replace(tzinfo=timezone.utc)), reverse=True)
-    for pool, extras in tonight.items():
-        mine = extras[0].get("identity") if extras else None
-        if mine is None:
+    mine = {pool: extras[0].get("identity") for pool, extras in tonight.items() if extras}
+    if not any(v is not None for v in mine.values()):
+        return walls
+    for run_key, _, pool, theirs in store.pool_identities(sorted(run_keys)):  # newest run first
+        if pool in walls or mine.get(pool) is None or theirs is None:
             continue
-        for run in runs:
-            theirs = _pool_extras(store, run.run_key).get(pool, [])
-            if not theirs or theirs[0].get("identity") is None:
-                continue
-            if check_caliber(theirs[0].get("identity"), mine, allow_mismatch=False).refused:
-                walls[pool] = run.run_key
-                break
+        if check_caliber(theirs, mine[pool], allow_mismatch=False).refused:
+            walls[pool] = run_key
     return walls
 
 

@@ -240,6 +240,10 @@ class Store:
     def shard_extras(self, run_key: str) -> dict[tuple[str, int], dict[str, Any]]:
         return self._query(runs.shard_extras, run_key)
 
+    def pool_identities(self, run_keys: Sequence[str]) -> list[tuple[str, datetime | None, str, dict[str, Any] | None]]:
+        """(run_key, started_at, pool, identity of its first ok shard) of many runs, newest first, in bulk."""
+        return self._query(runs.pool_identities, run_keys)
+
     def results(self, run_key: str) -> list[tuple[str, int, CaseResult]]:
         return self._query(runs.results, run_key)
 
