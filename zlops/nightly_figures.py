@@ -35,6 +35,8 @@ SeriesKey = tuple[str, str, str]
 #: Verdicts whose series get a trend figure.
 PLOTTED = frozenset({Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.SUSPECT, Verdict.IMPROVED,
                      Verdict.SUSPECT_IMPROVED})
+#: the metric of the strong-scaling figure (zlops.report.figures.scaling_points)
+SCALING_METRIC = "execute_s"
 #: most trend figures a report draws (each is ~0.1-0.3 s of matplotlib): a night where a compiler change
 #: moved thousands of series must still report in seconds; the rest are listed, not drawn
 MAX_TRENDS = 60
@@ -130,8 +132,10 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
         summary.comparisons, out_dir / "run__ratio.png", band_pct=band_pct))
     phases = _guard("phase breakdown", lambda: figures.phase_breakdown(
         figures.phase_rows(summary.comparisons), out_dir / "run__phases.png"))
+    # collectives results only (execute_s with a device count): the results are read when the run has such rows
+    scaled = [] if not any(c.metric == SCALING_METRIC for c in summary.comparisons) else store.results(run_key)
     scaling = _guard("strong scaling", lambda: figures.strong_scaling(
-        figures.scaling_points(store.results(run_key), summary.comparisons), out_dir / "run__scaling.png"))
+        figures.scaling_points(scaled, summary.comparisons, SCALING_METRIC), out_dir / "run__scaling.png"))
     timelines: dict[tuple[str, int], Path] = {}
     for s in shards:
         rows = read_csv(Path(s.artifact_dir) / CSV_NAME)

@@ -73,6 +73,20 @@ def comparisons(session: Session, run_key: str) -> list[Comparison]:
     return [_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
 
 
+def caliber_rows(session: Session, run_key: str, mark: str) -> list[Comparison]:
+    """The run's rows that a caliber check marked: INCOMPARABLE, or a note holding ``mark`` (a mismatch
+    judged anyway). What the promotion decision reads, without loading a 20,000-row table."""
+    from sqlalchemy import or_
+
+    run = require_run(session, run_key)
+    c = ComparisonRow.__table__.c
+    rows = session.connection().execute(
+        select(*(c[name] for name in _READ))
+        .where(c.run_id == run.id, or_(c.verdict == Verdict.INCOMPARABLE.value, c.note.contains(mark, autoescape=True)))
+        .order_by(c.id))
+    return [_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
+
+
 def _side(median: float | None, n: int | None, samples: Sequence[float] | None) -> Summary | None:
     """A side from its stored median and count; an archived row from before 0009 kept the raw samples."""
     if median is not None and n:

@@ -330,6 +330,10 @@ class Store:
     def comparisons(self, run_key: str) -> list[Comparison]:
         return self._query(_comparisons.comparisons, run_key)
 
+    def caliber_comparisons(self, run_key: str, mark: str) -> list[Comparison]:
+        """The run's compare rows a caliber check marked (INCOMPARABLE, or ``mark`` in the note)."""
+        return self._query(_comparisons.caliber_rows, run_key, mark)
+
     def verdict_evidence(self, run_keys: Sequence[str], *, only_evidence: bool = False,
                          ) -> dict[tuple[str, str, str, str], tuple[Verdict, Any]]:
         """(run_key, pool, case, metric) -> (verdict, figures) of the runs' compare rows, in bulk."""
