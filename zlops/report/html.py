@@ -143,16 +143,29 @@ def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path 
     return out
 
 
+_TABLE_HEAD = ("<table><tr><th>Case</th><th>Metric</th><th>Base</th><th>HEAD</th><th>Delta</th><th>Change (%)</th>"
+               "<th>Verdict</th><th>Reference</th></tr>")
+
+
 def _comparison_tables(summary: CompareSummary) -> list[str]:
+    """One table per pool, grouped by operator family, most urgent first (as the markdown report); a big
+    pool gets one folding section per family, open when it holds something to read."""
     out = ["<h2>Comparison</h2>"]
     groups = cells.by_pool(summary.comparisons)
     if not groups:
         return [*out, "<p>No comparisons.</p>"]
     for pool, comparisons in groups.items():
-        out += [f"<h3>{_e(pool)}</h3>", ("<table><tr><th>Case</th><th>Metric</th><th>Base</th><th>HEAD</th>"
-                "<th>Delta</th><th>Change (%)</th><th>Verdict</th><th>Reference</th></tr>")]
-        out += [_row(c) for c in comparisons]
-        out.append("</table>")
+        families = cells.family_groups(comparisons)
+        out.append(f"<h3>{_e(pool)}</h3>")
+        if len(comparisons) <= cells.GROUP_ROWS:
+            out += [_TABLE_HEAD, *(_row(c) for g in families for c in g.rows), "</table>"]
+            continue
+        loud = sum(1 for g in families if not g.quiet)
+        out.append(f"<p>{len(comparisons)} rows in {len(families)} operator families; {loud} with something to "
+                   "read come first (open), the rest (every case unchanged) are folded.</p>")
+        for g in families:
+            out += [f"<details{'' if g.quiet else ' open'}><summary>{_e(g.summary())}</summary>", _TABLE_HEAD,
+                    *(_row(c) for c in g.rows), "</table></details>"]
     return out
 
 
