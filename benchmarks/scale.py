@@ -280,9 +280,11 @@ def measure_old(url: str, series: int, nights: int, window: int, subset: int, ol
 
 
 def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str, Any]:
-    """``zlops.pipeline.compare`` of a fresh night stored through ingest (git replaced by the ancestry)."""
+    """``zlops.pipeline.compare`` then the report step (``zlops.nightly.report``: figures, markdown, HTML,
+    alerts, the Slack payload written to the artifacts) of a fresh night stored through ingest, where
+    every 1000th series is 10% slower (git replaced by the ancestry)."""
     import zlops.gitops as gitops
-    from zlops import pipeline
+    from zlops import nightly, pipeline
     from zlops.config import parse_config
     from zlops.model import RunRecord, RunStatus, ShardOutcome, ShardStatus
     from zlops.store import Store
@@ -298,7 +300,9 @@ def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str
     key = f"nightly:{SUITE}:compare"
     rng = np.random.default_rng(9)
     base = np.random.default_rng(13).lognormal(0.0, 1.0, series) * 10.0
-    values = night_values(rng, series, 10, base).tolist()
+    values = night_values(rng, series, 10, base)
+    values[::1000] *= 1.10
+    values = values.tolist()
     from zlops.model import CaseResult
 
     per_pool = series // len(POOLS)
@@ -312,14 +316,29 @@ def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str
                             for i in range(p * per_pool, (p + 1) * per_pool)])
     gitops.ensure_mirror = lambda repo, path: gitops.Mirror(path, repo)  # type: ignore[assignment]
     gitops.ancestors = lambda mirror, commit, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]
+    gitops.first_parent_line = lambda mirror, branch, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]
     ctx = pipeline.RunContext(config, SUITE, key, sha(nights + 1))
     rss0 = _rss_mib()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     summary = pipeline.compare(ctx)
-    t1 = time.perf_counter()
-    with store.session() as session:
-        session.execute(__import__("sqlalchemy").text("DELETE FROM runs WHERE run_key = :k"), {"k": key})
-    return {"compare_s": t1 - t0, "judged": summary.judged, "rss_before_mib": rss0, "peak_rss_mib": _rss_mib()}
+    t1, c1 = time.perf_counter(), time.process_time()
+    out = nightly.report(ctx)
+    t2, c2 = time.perf_counter(), time.process_time()
+    from sqlalchemy import text
+
+    with store.session() as session:  # leave the store as it was (alerts and messages do not cascade)
+        rid = session.execute(text("SELECT id FROM runs WHERE run_key = :k"), {"k": key}).scalar()
+        session.execute(text("DELETE FROM alert_events WHERE alert_id IN "
+                             "(SELECT id FROM alerts WHERE opened_run_id = :r OR last_run_id = :r)"), {"r": rid})
+        session.execute(text("DELETE FROM alerts WHERE opened_run_id = :r OR last_run_id = :r"), {"r": rid})
+        session.execute(text("UPDATE notifications SET parent_id = NULL WHERE run_id = :r"), {"r": rid})
+        session.execute(text("DELETE FROM notifications WHERE run_id = :r"), {"r": rid})
+        session.execute(text("DELETE FROM runs WHERE id = :r"), {"r": rid})
+    return {"compare_s": t1 - t0, "report_s": t2 - t1, "compare_cpu_s": c1 - c0, "report_cpu_s": c2 - c1,
+            "judged": summary.judged,
+            "flagged": sum(1 for c in summary.comparisons if c.verdict.flagged or c.verdict.awaiting_confirmation),
+            "trends": len(out.plots), "rss_before_mib": rss0, "peak_rss_mib": _rss_mib(),
+            "load": os.getloadavg()[0]}
 
 
 def _child(args: list[str]) -> dict[str, Any]:

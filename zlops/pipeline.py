@@ -669,8 +669,9 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     if frame is None:  # window + 1 nights, so last night can be re-judged against the window before it
         frame = store.history_frame(ctx.suite_name, ancestors=ancestors, window=policy.window + 1,
                                     exclude_run_key=ctx.run_key, pools=sorted({k[0] for k in head}))
-    in_window = frame[frame["pool"].isin(sorted({k[0] for k in head}))] if len(frame) else frame
-    run_keys = sorted(set(in_window["run_key"])) if len(in_window) else []
+    pools = sorted({k[0] for k in head})
+    in_window = frame[frame["pool"].isin(pools)] if len(frame) and set(frame["pool"].unique()) - set(pools) else frame
+    run_keys = sorted(in_window["run_key"].unique().tolist()) if len(in_window) else []
     walls = caliber_walls(store, ctx, set(run_keys), tonight)
     history, processes = series_histories(in_window, head, walls=walls,
                                           evidence=store.verdict_evidence(run_keys, only_evidence=True))
