@@ -50,6 +50,14 @@ LEVEL_CHANGES = ("regression", "severe", "improved")
 PG = dict(host="127.0.0.1", port=5432, user="postgres")
 
 
+def identity() -> dict[str, Any]:
+    """The caliber every synthetic shard was measured on (one machine, one driver, one timer)."""
+    from zlops.identity import build_identity
+
+    return build_identity(backend_identity={"backend": "cpu", "device_model": "bench-cpu", "driver": "1",
+                                            "timer": "perf_counter"}, rounds=10, pins={})
+
+
 def sha(night: int) -> str:
     return f"{night:040x}"
 
@@ -86,6 +94,7 @@ class Filler:
         self.per_pool = series // len(POOLS)
         self.nights = 0
         self.pg = url.startswith("postgresql")
+        self.identity = json.dumps(identity())
 
     def fill(self, upto: int) -> None:
         raw = self.store.engine.raw_connection()
@@ -125,7 +134,8 @@ class Filler:
         shards, results, points, comps = [], [], [], []
         for p, pool in enumerate(POOLS):
             shard_id = night * len(POOLS) + p
-            shards.append((shard_id, night, pool, 0, "cpu", "ok", 0, ts, ts, "/tmp/art", None, None, None, None))
+            shards.append((shard_id, night, pool, 0, "cpu", "ok", 0, ts, ts, "/tmp/art", None, None, None,
+                           self.identity))
             for i in range(p * self.per_pool, (p + 1) * self.per_pool):
                 rid = night * self.series + i
                 c = case(i)
@@ -292,7 +302,6 @@ def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str
     home = Path(os.environ.get("TMPDIR", "/tmp")) / "zlops-scale-home"
     config = parse_config({
         "home": str(home), "database": url, "judge": "noise", "noise": {"window": window},
-        "allow_caliber_mismatch": True,  # synthetic shards carry no device identity
         "pools": {"npu": {"backend": "cpu", "devices": [0]}, "cpu": {"backend": "cpu", "devices": [1]}},
         "suites": {SUITE: {"repo": str(home / "none.git"), "branch": "main", "install": [], "command": ["true"],
                            "format": "zlops-json", "pools": list(POOLS)}}}, source="benchmarks/scale.py")
@@ -313,7 +322,7 @@ def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str
                                              artifact_dir=Path("/tmp/art"), exit_code=0, started_at=None,
                                              ended_at=None),
                            [CaseResult(case(i), "latency", "us", True, tuple(values[i]))
-                            for i in range(p * per_pool, (p + 1) * per_pool)])
+                            for i in range(p * per_pool, (p + 1) * per_pool)], identity=identity())
     gitops.ensure_mirror = lambda repo, path: gitops.Mirror(path, repo)  # type: ignore[assignment]
     gitops.ancestors = lambda mirror, commit, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]
     gitops.first_parent_line = lambda mirror, branch, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]

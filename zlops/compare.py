@@ -119,8 +119,11 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
 
 def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey, CaseResult],
                       baselines: dict[SeriesKey, BaselinePoint], newest_baseline_run: dict[str, str],
-                      judge: Judge, thresholds: Thresholds, inputs: JudgeInputs | None = None) -> list[Comparison]:
+                      judge: Judge, thresholds: Thresholds, inputs: JudgeInputs | None = None,
+                      head_summaries: Mapping[SeriesKey, Summary] | None = None) -> list[Comparison]:
     """Judge every series of tonight, plus the expected series tonight did not produce.
+
+    ``head_summaries``: tonight's side of each row when already computed (``Summary.of`` of its samples).
 
     A series whose baseline was measured on another caliber (``inputs.caliber``) is INCOMPARABLE,
     its ``!!! [caliber]`` lines in the note, unless mismatches are explicitly allowed.
@@ -144,8 +147,8 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         res = head[key]
         judgement = judged.get(key) or Judgement(Verdict.NEW, None, None, None,
                                                  "no accepted baseline on an ancestor commit")
-        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key],
-                               Summary.of(res.samples), judgement))
+        side = (head_summaries or {}).get(key) or Summary.of(res.samples)
+        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key], side, judgement))
     for key in sorted(baselines):
         pool, case, metric = key
         base = baselines[key]

@@ -10,7 +10,9 @@ import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -385,13 +387,18 @@ class CompareSummary:
     sha: str
     comparisons: tuple[Comparison, ...]
 
+    @cached_property
+    def verdict_counts(self) -> Mapping[Verdict, int]:
+        """How many rows have each verdict (counted once: a report asks for them dozens of times)."""
+        return Counter(c.judgement.verdict for c in self.comparisons)
+
     def count(self, *verdicts: Verdict) -> int:
-        return sum(1 for c in self.comparisons if c.verdict in verdicts)
+        return sum(self.verdict_counts.get(v, 0) for v in set(verdicts))
 
     @property
     def judged(self) -> int:
         """Cases compared with a baseline on the same caliber and judged (not gaps, not missing)."""
-        return sum(1 for c in self.comparisons if c.verdict not in NOT_JUDGED)
+        return sum(n for v, n in self.verdict_counts.items() if v not in NOT_JUDGED)
 
     @property
     def regressed(self) -> int:

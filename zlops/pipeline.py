@@ -38,12 +38,14 @@ from zlops.model import (
     RunStatus,
     ShardOutcome,
     ShardStatus,
+    Summary,
     Verdict,
 )
 from zlops.partition import Plan
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
 from zlops.store import Store
+from zlops.store.points import series_points
 
 log = logging.getLogger(__name__)
 
@@ -425,14 +427,17 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
                 ((k[0], k[1], k[2], b, window.finished[k]) for k, b in baselines.items()
                  if b.run_key in baseline_runs.get(k[0], ())), key=lambda c: c[4], reverse=True))
         inputs = judge_inputs(ctx, store, head, baselines, set(shas), setup=setup, frame=window.history)
+        points = series_points(head)  # tonight's median, n and spread per series: its row and its history point
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
                                      newest_baseline_run=newest, judge=get_judge(setup.judge),
-                                     thresholds=setup.thresholds, inputs=inputs)
+                                     thresholds=setup.thresholds, inputs=inputs,
+                                     head_summaries={(p.pool, p.case, p.metric): Summary(p.median, p.n)
+                                                     for p in points})
         rows = invalid_rows(ctx.suite_name, rows, results, invalid, head, baselines)
         rows = annotate_change_points(ctx, store, rows, window, setup)
         if save:
             store.save_comparisons(ctx.run_key, rows)
-            store.save_series_points(ctx.run_key, head)   # tonight, pooled: the next nights' history
+            store.save_series_points(ctx.run_key, points)   # tonight, pooled: the next nights' history
             _record_compare_setup(ctx, store, rows, setup)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
 

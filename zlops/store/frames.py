@@ -161,19 +161,23 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
         known = (slot < len(ids)) & (ids[np.minimum(slot, max(len(ids) - 1, 0))] == sid_col) if len(ids) else \
             np.zeros(len(sid_col), dtype=bool)
         slot = np.where(known, slot, len(ids))  # an unknown id takes the blank last row; dropped below
+        # each pool keeps the runs of its own window: (run id, pool) pairs as integers, no string compares
+        pool_no = {pool: k for k, pool in enumerate(pools)}
+        width = len(pools) + 1
+        slot_pool = np.array([pool_no.get(meta[int(i)][0], len(pools)) for i in ids] + [len(pools)], dtype=np.int64)
+        pair = run_col * width + slot_pool[slot]
+        allowed = np.array(sorted({r.run_id * width + pool_no[r.pool] for r in runs}), dtype=np.int64)
+        keep = known & np.isin(pair, allowed)
+        slot, arr, pair = slot[keep], arr[keep], pair[keep]
         picked, pos = table[slot], rank_of[slot]
         points = pd.DataFrame({
-            "run_id": run_col, "pool": picked[:, 0], "case": picked[:, 1], "metric": picked[:, 2],
+            "run_id": run_col[keep], "pool": picked[:, 0], "case": picked[:, 1], "metric": picked[:, 2],
             "unit": picked[:, 3], "lower_is_better": picked[:, 4].astype(bool), "median": arr[:, 2],
             "n": arr[:, 3].astype(np.int64), "spread_pct": arr[:, 4], "_rank": pos})
-        keep = np.zeros(len(points), dtype=bool)
-        for pool in pools:  # each pool keeps the runs of its own window
-            in_window = [r.run_id for r in runs if r.pool == pool]
-            keep |= (points["pool"] == pool).to_numpy() & points["run_id"].isin(in_window).to_numpy()
-        points = points[known & keep]
+        present = {(int(v) // width, pools[int(v) % width]) for v in np.unique(pair)}
     else:
         points = _empty(_POINT_COLUMNS)
-    present = set(zip(points["run_id"].tolist(), points["pool"].tolist(), strict=True)) if len(points) else set()
+        present = set()
     # a pool without points gets them from the raw results (usually none: the compare step writes them)
     missing = sorted({(r.run_id, r.pool) for r in runs} - present)
     if missing:
