@@ -1,7 +1,7 @@
 """Store scale: S series x H nights on SQLite and PostgreSQL; ingest, history reads (old vs new), RSS, bytes.
 
     python benchmarks/scale.py --db sqlite,postgres --series 1000,20000 --nights 30,365
-    python benchmarks/scale.py --series 1000 --nights 30 --compare 1000   # + the full compare step
+    python benchmarks/scale.py --series 1000 --nights 30 --compare 1000   # + the compare and report steps
 
 For each database and S a fresh store is filled with synthetic accepted nightly runs (two pools, one
 device each, S/2 cases per pool, ``--samples`` raw samples per result, a compare table per night with a
@@ -19,8 +19,11 @@ fresh subprocess, so its peak RSS (getrusage ru_maxrss) is its own:
   is timed on ``--old-subset`` series and scaled by S/subset; the old baseline_candidates on the newest
   ``--old-runs`` runs and scaled by H/old-runs (both linear in what they scale); both are marked
   "extrapolated" in the table.
-- ``--compare``: ``zlops.pipeline.compare`` on tonight's run (the lead's entry point once the
-  vectorized judge lands); git is replaced by the synthetic ancestry (``gitops`` patched in-process).
+- ``--compare``: ``zlops.pipeline.compare`` then ``zlops.nightly.report`` on tonight's run (every
+  1000th series 10% slower, so the report draws trends); git is replaced by the synthetic ancestry
+  (``gitops`` patched in-process). Wall and CPU seconds of this process (PostgreSQL's own CPU is
+  not in the latter), peak RSS of both steps; the 1-minute load average is printed beside each row
+  (the machine is shared).
 
 Bytes per sample: the database's size (SQLite file + WAL; ``pg_database_size``) over the raw samples stored.
 """
@@ -397,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     rows = []
     print("| db | S | H | fill s | ingest s | new read s | old read s | new peak RSS MiB | old peak RSS MiB "
-          "| bytes/sample | compare s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| bytes/sample | compare s (cpu) | report s (cpu) | compare+report peak RSS MiB | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for db in ns.db.split(","):
         for series in (int(s) for s in ns.series.split(",")):
             url, drop = _database(db, f"s{series}")
@@ -423,10 +426,13 @@ def main(argv: list[str] | None = None) -> int:
                             fh.write(json.dumps(row) + "\n")
                     old_s = "-" if old is None else f"{old['read_s']:.2f}{'*' if old['extrapolated'] else ''}"
                     old_rss = "-" if old is None else f"{old['peak_rss_mib']:.0f}"
-                    comp_s = "-" if comp is None else f"{comp['compare_s']:.2f}"
+                    comp_s = "-" if comp is None else f"{comp['compare_s']:.2f} ({comp['compare_cpu_s']:.2f})"
+                    report_s = "-" if comp is None else f"{comp['report_s']:.2f} ({comp['report_cpu_s']:.2f})"
+                    comp_rss = "-" if comp is None else f"{comp['peak_rss_mib']:.0f}"
                     print(f"| {db} | {series} | {nights} | {fill_s:.0f} | {ingest['ingest_s']:.2f} "
                           f"| {new['read_s']:.2f} | {old_s} | {new['peak_rss_mib']:.0f} | {old_rss} "
-                          f"| {row['bytes_per_sample']:.0f} | {comp_s} |", flush=True)
+                          f"| {row['bytes_per_sample']:.0f} | {comp_s} | {report_s} | {comp_rss} "
+                          f"| {os.getloadavg()[0]:.1f} |", flush=True)
                 filler.store.dispose()
             finally:
                 drop()

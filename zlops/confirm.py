@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zlops import pipeline
-from zlops.errors import ParseError, ZlopsError
-from zlops.formats import parse_results
+from zlops.errors import ZlopsError
+from zlops.ingest import read_shard
 from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
@@ -97,13 +97,10 @@ def _run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared:
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
-    try:
-        results = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
-                                max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
-                                timeout_s=ctx.config.results_parse_timeout_s)
-    except ParseError as exc:
-        raise ZlopsError(f"A/B run in {out}: {exc}") from exc
-    return {(r.case, r.metric): r.median for r in results}
+    read = read_shard(ctx.config, ctx.suite_name, outcome)  # parsed as the nightly parses its shards
+    if not read.usable:
+        raise ZlopsError(f"A/B run in {out}: {read.outcome.error}")
+    return {(r.case, r.metric): r.median for r in read.results}
 
 
 @dataclass

@@ -27,8 +27,7 @@ from typing import Any
 from zlops import __version__, envs, gitops, judging, proc, telemetry
 from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
-from zlops.errors import GitError, ParseError, RunAlreadyAccepted, ZlopsError
-from zlops.formats import ResultsRefused, parse_results
+from zlops.errors import GitError, RunAlreadyAccepted, ZlopsError
 from zlops.judge import get_judge
 from zlops.locks import host_lock
 from zlops.model import (
@@ -247,38 +246,18 @@ def _prepare(ctx: RunContext, *, progress: Progress | None, use_cache: bool) -> 
 # --- run one device + ingest it -------------------------------------------------------------------
 
 def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
-    """Parse a finished shard's results and store shard + results in one transaction.
-
-    A malformed results file turns the shard FAILED with the file and line in its error; nothing
-    half-parsed reaches the store.
+    """Read a finished shard (:func:`zlops.ingest.read_shard`: parse, FAILED on a malformed file, INVALID
+    beside contention) and store shard + results in one transaction; nothing half-parsed reaches the store.
     """
-    results: list[CaseResult] = []
-    if outcome.status is ShardStatus.OK and outcome.results_file is not None:
-        try:
-            results = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
-                                    max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
-                                    timeout_s=ctx.config.results_parse_timeout_s)
-        except ParseError as exc:
-            what = "results refused" if isinstance(exc, ResultsRefused) else "malformed results"
-            outcome = replace(outcome, status=ShardStatus.FAILED, error=f"{what}: {exc}")
-            log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
-        else:
-            if not results:
-                outcome = replace(outcome, status=ShardStatus.FAILED,
-                                  error=f"results file {outcome.results_file} holds no cases")
+    from zlops.ingest import read_shard
+
     manifest = read_manifest(outcome.artifact_dir) or {}
     summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
-    if outcome.status is ShardStatus.OK:  # measured beside a busy host or a foreign device process?
-        from zlops.contention import shard_invalid_reason
-
-        reason = shard_invalid_reason(summary, ctx.config.host_limits(outcome.pool))
-        if reason:
-            outcome = replace(outcome, status=ShardStatus.INVALID, error=reason)
-            log.warning("shard %s/%s invalid: %s", outcome.pool, outcome.device, reason)
+    read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=summary)
     # an invalid shard's results are kept as evidence; compare never judges them
-    keep = outcome.status in (ShardStatus.OK, ShardStatus.INVALID)
-    open_store(ctx.config).record_shard(ctx.run_key, outcome, results if keep else (),
-                                        telemetry=summary, identity=manifest.get("identity"))
+    open_store(ctx.config).record_shard(ctx.run_key, read.outcome, read.results, telemetry=summary,
+                                        identity=manifest.get("identity"))
+    return read.outcome
     return outcome
 
 

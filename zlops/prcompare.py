@@ -34,8 +34,8 @@ from typing import Any
 from zlops import __version__, gitops, pipeline
 from zlops.compare import JudgeInputs, build_comparisons
 from zlops.config import Config
-from zlops.errors import ConfigError, GitError, ParseError, ZlopsError
-from zlops.formats import parse_results
+from zlops.errors import ConfigError, GitError, ZlopsError
+from zlops.ingest import read_shard
 from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
 from zlops.judge import get_judge
 from zlops.model import BaselinePoint, CaseResult, Comparison, RunRecord, RunStatus, ShardStatus
@@ -222,17 +222,14 @@ def _one_run(ctx: pipeline.RunContext, prepared: pipeline.Prepared, plan: PrPlan
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         out.errors.append(f"{side} {variant} on device {device}: {outcome.status.value}: {outcome.error}")
         return
-    try:
-        results = parse_results(suite.format, outcome.results_file, root=art,
-                                max_bytes=config.results_max_bytes(ctx.suite_name),
-                                timeout_s=config.results_parse_timeout_s)
-    except ParseError as exc:
-        out.errors.append(f"{side} {variant} on device {device}: malformed results: {exc}")
+    read = read_shard(config, ctx.suite_name, outcome)  # parsed as the nightly parses its shards
+    if not read.usable:
+        error = read.outcome.error or ""
+        if error.endswith("holds no cases"):
+            error = "the run measured nothing"
+        out.errors.append(f"{side} {variant} on device {device}: {error}")
         return
-    if not results:
-        out.errors.append(f"{side} {variant} on device {device}: the run measured nothing")
-        return
-    out.add(variant, results)
+    out.add(variant, list(read.results))
     out.identity = out.identity or read_identity(art / IDENTITY_FILE)
 
 
