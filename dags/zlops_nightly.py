@@ -9,12 +9,11 @@ chooses schedules, params and pools. Create the pools once with ``zlops airflow 
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
+from zlops.airflow.params import nightly_params
 from zlops.airflow.tasks import nightly_pipeline
 from zlops.config import config_from_env
-
-SHA_PATTERN = r"^[0-9a-f]{7,64}$"
 
 config = config_from_env()
 
@@ -27,14 +26,7 @@ for suite_name, suite in sorted(config.suites.items()):
         catchup=False,
         max_active_runs=1,
         tags=["zlops", "nightly", suite_name],
-        params={
-            "sha": Param(None, type=["null", "string"], pattern=SHA_PATTERN, title="Commit",
-                         description="Measure this commit of the branch instead of its head (full or short SHA)"),
-            "promote": Param(False, type="boolean", title="Promote to baseline",
-                             description="Accept this run as the baseline although its commit is older than the "
-                                         "current baseline, off the branch's first-parent line, or a caliber break "
-                                         "(backfills, an intended driver or timer change)"),
-        },
+        params=nightly_params(),  # sha and promote; their words and refusal sentences: zlops.airflow.params
     ) as dag:
         nightly_pipeline(config, suite_name)
     globals()[dag.dag_id] = dag

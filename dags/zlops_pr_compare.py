@@ -10,11 +10,11 @@ host-local device locks, which the nightly's device tasks hold too.
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
+from zlops.airflow.params import pr_compare_params
 from zlops.airflow.pr_tasks import compare, validate
 from zlops.config import config_from_env
-from zlops.prcompare import MAX_PAIRS, MAX_ROUNDS, REF_PATTERN
 
 config = config_from_env()
 suites = sorted(config.suites)
@@ -26,17 +26,6 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["zlops", "pr"],
-    params={
-        "suite": Param(suites[0], type="string", enum=suites, title="Suite"),
-        "ref": Param("main", type="string", pattern=REF_PATTERN, minLength=1, maxLength=200, title="Ref",
-                     description="Branch name, pull/N/head or commit SHA of the suite's repository"),
-        "devices": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 0}, maxItems=8,
-                         title="Devices", description="Device indices; empty: idle devices are picked"),
-        "rounds": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_ROUNDS, title="Rounds"),
-        "pairs": Param(1, type="integer", minimum=1, maximum=MAX_PAIRS, title="Interleaved pairs",
-                       description="Base/HEAD pairs on one device (>= 7 lets the noise judge confirm by A/B)"),
-        "variants": Param(None, type=["null", "array"], items={"type": "string"}, title="Variants / runtimes"),
-        "pool": Param(None, type=["null", "string"], title="Pool", description="Default: the suite's first pool"),
-    },
+    params=pr_compare_params(suites),  # titles, descriptions and refusal sentences: zlops.airflow.params
 ) as dag:
     compare.override(task_id="compare")(validate.override(task_id="validate")())

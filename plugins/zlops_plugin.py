@@ -1,12 +1,17 @@
-"""Airflow plugin: the zlops pages (recent runs, reports, trend plots) inside the Airflow UI.
+"""Airflow plugin: the zlops pages inside the Airflow UI, behind its login.
 
-Served by the api-server at /zlops/ and linked under Browse -> zlops runs. See zlops.airflow.ui.
+Served by the api-server at /zlops/: under Browse, "zlops runs" (runs and reports) and "zlops alerts"
+(the triage inbox: ack, expected, false positive, wontfix; series and cross-backend charts); on every
+DAG run page a "zlops report" tab; on every task of a zlops nightly run a "zlops report" extra link.
+See zlops.airflow.ui and zlops.airflow.links.
 """
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from zlops.airflow.links import RUN_TAB_HREF, ZlopsReportLink
+from zlops.airflow.params import TriggerParamErrors
 from zlops.airflow.ui import create_app
 
 
@@ -14,6 +19,14 @@ class ZlopsPlugin(AirflowPlugin):
     name = "zlops"
     # AirflowPlugin declares these as plain class attributes
     fastapi_apps = [{"app": create_app(), "url_prefix": "/zlops", "name": "zlops"}]  # noqa: RUF012
+    # a refused trigger param of a zlops DAG answers with one sentence, not jsonschema's dump
+    fastapi_root_middlewares = [  # noqa: RUF012
+        {"middleware": TriggerParamErrors, "args": [], "kwargs": {}, "name": "zlops trigger param errors"},
+    ]
     external_views = [  # noqa: RUF012
         {"name": "zlops runs", "href": "zlops/", "destination": "nav", "category": "browse", "url_route": "zlops"},
+        {"name": "zlops alerts", "href": "zlops/alerts", "destination": "nav", "category": "browse",
+         "url_route": "zlops-alerts"},
+        {"name": "zlops report", "href": RUN_TAB_HREF, "destination": "dag_run", "url_route": "zlops-report"},
     ]
+    global_operator_extra_links = [ZlopsReportLink()]  # noqa: RUF012

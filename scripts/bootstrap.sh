@@ -12,3 +12,7 @@ fi
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 .venv/bin/uv pip install --quiet --python .venv/bin/python -e "$spec"
+if [ -z "${ZLOPS_NO_PATH_HINT:-}" ]; then  # demo.sh and test.sh print it at their end instead
+  . scripts/path-hint.sh
+  zlops_path_hint
+fi

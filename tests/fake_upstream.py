@@ -93,7 +93,11 @@ class Upstream:
 
 
 def config_data(home: Path, upstream: Path, *, devices: tuple[int, ...] = (0,), backend: str = "cpu",
-                database: str | None = None, timeout_s: float = 120) -> dict[str, object]:
+                database: str | None = None, timeout_s: float = 120,
+                contention_gate: bool = False) -> dict[str, object]:
+    """The fake upstream's config. The host contention gate is off unless ``contention_gate``: the
+    fake benchmark writes scripted numbers, and how busy the CI machine is (other jobs share it) is
+    not what these tests judge; the gate's own tests turn it on (tests/test_contention.py)."""
     data: dict[str, object] = {
         "home": str(home),
         "pools": {"local": {"backend": backend, "devices": list(devices)}},
@@ -106,6 +110,7 @@ def config_data(home: Path, upstream: Path, *, devices: tuple[int, ...] = (0,), 
         "thresholds": {"potential_pct": 2, "regression_pct": 5},
         "judge": "simple",  # the deterministic 2%/5% classes; tests of the noise judge switch it on
         "device_wait_s": 5,
+        "contention": {"gate": contention_gate},
     }
     if database:
         data["database"] = database

@@ -194,4 +194,5 @@ def suite_data(upstream: Path, state: Path, *, pool: str = "h200", time_scale: f
 def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float = 0.0) -> dict[str, Any]:
     """A whole config: one cpu pool standing in for the H200, the production default judge."""
     return {"home": str(home), "pools": {"h200": {"backend": "cpu", "devices": [0]}},
-            "suites": {"flaggems": suite_data(upstream, state, time_scale=time_scale)}, "device_wait_s": 5}
+            "suites": {"flaggems": suite_data(upstream, state, time_scale=time_scale)}, "device_wait_s": 5,
+            "contention": {"gate": False}}  # replayed timings: the CI host's load is not what is judged

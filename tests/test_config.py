@@ -108,7 +108,7 @@ def test_out_of_range_value(tmp_path: Path) -> None:
     data = _data()
     data["suites"]["demo-ops"]["rounds"] = 0
     msg, path = _error(tmp_path, data)
-    assert f"{path}: suites.demo-ops.rounds: " in msg and "greater than or equal to 1" in msg
+    assert msg == f"{path}: suites.demo-ops.rounds: expected an integer >= 1 and <= 100000, got 0"
 
 
 def test_unknown_key_is_named(tmp_path: Path) -> None:
@@ -202,7 +202,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
     msg, path = _error(tmp_path, "- a\n- b\n")
-    assert msg == f"{path}: expected a mapping at the top level, got list"
+    assert msg == f"{path}: expected a mapping at the top level, got a list"
 
 
 def test_empty_install_argv_is_refused(tmp_path: Path) -> None:
@@ -246,3 +246,79 @@ def test_config_is_frozen() -> None:
     cfg = parse_config(_data())
     with pytest.raises(Exception, match="frozen"):
         cfg.suites["demo-ops"].rounds = 7
+
+
+def _set(path: str, value: Any) -> Any:
+    def mutate(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return mutate
+
+
+#: (change to the example config, the whole line the error must be)
+PLAIN_ERRORS = [
+    (_set("pools.h200.devices", None),
+     "pools.h200.devices: expected a list of device numbers like [0, 1] or 'auto', got nothing (an empty value)"),
+    (_set("pools.h200.devices", "all"),
+     "pools.h200.devices: expected a list of device numbers like [0, 1] or 'auto', got 'all'"),
+    (_set("pools.h200.devices", [0, "x"]), "pools.h200.devices[1]: expected an integer, got 'x'"),
+    (_set("pools.h200.devices", [-1]), "pools.h200.devices: device indices must be >= 0, got [-1]"),
+    (_set("suites.demo-ops.rounds", None),
+     "suites.demo-ops.rounds: expected an integer >= 1 and <= 100000, got nothing (an empty value)"),
+    (_set("suites.demo-ops.command", "python bench.py"),
+     'suites.demo-ops.command: expected an argv list like ["python", "bench.py", "--out", "{results}"], '
+     "got 'python bench.py'"),
+    (_set("suites.demo-ops.install", ["pip install ."]),
+     "suites.demo-ops.install[0]: expected a list of strings like [\"a\", \"b\"], got 'pip install .'"),
+    (_set("suites.demo-ops.system_site_packages", "maybe"),
+     "suites.demo-ops.system_site_packages: expected true or false, got 'maybe'"),
+    (_set("judge", "fancy"), "judge: expected 'simple' or 'noise', got 'fancy'"),
+    (_set("slack", "x"), "slack: expected a mapping of slack settings (see docs/config.md), got 'x'"),
+    (_set("pools", None),
+     "pools: expected a mapping of names to pool settings (see docs/config.md), got nothing (an empty value)"),
+    (_set("thresholds", {"potential_pct": -1}), "thresholds.potential_pct: expected a number > 0 and <= 100, got -1"),
+    (_set("suites.demo-ops.env", {"CUDA_HOME": 1}), "suites.demo-ops.env.CUDA_HOME: expected a string, got 1"),
+    (_set("suites.demo-ops.branch", "bad branch"),
+     "suites.demo-ops.branch: expected a branch name like main or release/1.2 (letters, digits, '.', '_', '/', '-'), "
+     "got 'bad branch'"),
+    (_set("noise", {"alpha": 2}), "noise.alpha: expected a number > 0 and < 1, got 2"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "line"), PLAIN_ERRORS, ids=[line.split(":")[0] + str(i)
+                                                                for i, (_, line) in enumerate(PLAIN_ERRORS)])
+def test_type_errors_read_as_plain_sentences(tmp_path: Path, mutate: Any, line: str) -> None:
+    data = _data()
+    mutate(data)
+    msg, path = _error(tmp_path, data)
+    assert msg == f"{path}: {line}"
+
+
+def test_no_pydantic_internals_leak_from_any_wrong_value(tmp_path: Path) -> None:
+    leaks = ("list[int]", "literal[", "NoneType", "Input should", "valid dictionary", "function-after", "str_type")
+    for mutate, _ in PLAIN_ERRORS:
+        data = _data()
+        mutate(data)
+        msg = _error(tmp_path, data)[0]
+        assert not any(leak in msg for leak in leaks), msg
+
+
+def test_an_empty_file_says_so(tmp_path: Path) -> None:
+    msg, path = _error(tmp_path, "")
+    assert msg == f"{path}: the file is empty: expected a mapping with at least pools and suites (see docs/config.md)"
+
+
+def test_config_check_prints_the_sentences_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from zlops.cli import main
+
+    data = _data()
+    data["pools"]["h200"]["devices"] = None
+    data["judge"] = "fancy"
+    path = _write(tmp_path, data)
+    assert main(["--plain", "config", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: pools.h200.devices: expected a list of device numbers like [0, 1] or 'auto'" in err
+    assert f"{path}: judge: expected 'simple' or 'noise', got 'fancy'" in err

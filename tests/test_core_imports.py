@@ -9,7 +9,7 @@ CORE = ["zlops", "zlops.cli", "zlops.config", "zlops.pipeline", "zlops.nightly",
         "zlops.envs", "zlops.gitops", "zlops.store", "zlops.compare", "zlops.judge", "zlops.report", "zlops.notify",
         "zlops.formats.zlops_json", "zlops.formats.pytest_benchmark", "zlops.backends.cpu", "zlops.backends.cuda",
         "zlops.alerts", "zlops.announce", "zlops.slack", "zlops.slack_summary", "zlops.nightly_figures",
-        "zlops.report.figures", "zlops.report.html", "zlops.alerts_cli"]
+        "zlops.report.figures", "zlops.report.html", "zlops.alerts_cli", "zlops.triage", "zlops.triage_views"]
 
 
 def test_core_modules_import_without_airflow_or_vendor_sdks() -> None:

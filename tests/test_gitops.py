@@ -253,3 +253,27 @@ def test_first_parent_line_leaves_out_merged_side_commits(upstream: LocalRepo, m
     assert gitops.first_parent_line(mirror, "main", max_count=2) == [merge, mid]
     with pytest.raises(GitError, match="invalid branch name"):
         gitops.first_parent_line(mirror, "--all", max_count=5)
+
+
+def test_first_parent_range_is_the_branch_line_between_two_nights(upstream: LocalRepo, mirror: gitops.Mirror) -> None:
+    good = upstream.commit({"a": "1"}, "good")
+    upstream.checkout("-b", "side")
+    side = upstream.commit({"s": "1"}, "on a side branch")
+    upstream.checkout("main")
+    c1 = upstream.commit({"a": "2"}, "c1")
+    git(upstream.path, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = git(upstream.path, "rev-parse", "HEAD")
+    bad = upstream.commit({"a": "3"}, "bad")
+    gitops.fetch_branch(mirror, "main")
+    # the merged side branch's own commit is not on the first-parent line
+    assert gitops.first_parent_range(mirror, good, bad, max_commits=10) == [good, c1, merge, bad]
+    assert gitops.first_parent_range(mirror, bad, bad, max_commits=10) == [bad]
+    assert gitops.commit_author(mirror, bad) == "T <t@example.com>"
+    with pytest.raises(GitError, match="more than 2"):
+        gitops.first_parent_range(mirror, good, bad, max_commits=2)
+    with pytest.raises(GitError, match="not an ancestor"):
+        gitops.first_parent_range(mirror, bad, good, max_commits=10)
+    with pytest.raises(GitError, match="side branch"):
+        gitops.first_parent_range(mirror, side, bad, max_commits=10)
+    with pytest.raises(GitError, match="full SHA"):
+        gitops.first_parent_range(mirror, "--upload-pack=x", bad, max_commits=10)

@@ -276,6 +276,7 @@ def test_partitioned_nightly_measures_every_case_once_and_learns_the_weights(tmp
     durations = {"heavy": 0.6, "mid": 0.3, "l1": 0.05, "l2": 0.05, "l3": 0.05, "l4": 0.05}
     up.commit_cases(timings, durations)
     data = {"home": str(tmp_path / "home"), "judge": "simple", "device_wait_s": 5,
+            "contention": {"gate": False},  # scripted timings; the CI host's load is not what is judged
             "pools": {"local": {"backend": "cpu", "devices": [0, 1, 2]}},
             "suites": {"fake": sharded_suite(up.path, ["local"], rounds=2)}}  # list_command: bench.py --list
     (tmp_path / "zlops.yaml").write_text(yaml.safe_dump(data))

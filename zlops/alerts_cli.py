@@ -17,11 +17,11 @@ import os
 import sys
 from typing import Any
 
-from zlops.alerts import OPEN_STATES, Alert, AlertState
+from zlops.alerts import OPEN_STATES, Alert
+from zlops.triage import ACTIONS
 
-#: CLI verb -> state.
-VERBS = {"ack": AlertState.ACKED, "expected": AlertState.EXPECTED, "false-positive": AlertState.FALSE_POSITIVE,
-         "wontfix": AlertState.WONTFIX}
+#: CLI verb -> state (the inbox's actions: zlops.triage.ACTIONS).
+VERBS = ACTIONS
 
 
 def _line(a: Alert) -> str:
@@ -55,22 +55,30 @@ def cmd_alert_show(args: argparse.Namespace) -> int:
         by = e["run_key"] or e["actor"]
         note = f": {e['note']}" if e["note"] else ""
         print(f"  {e['at']:%Y-%m-%d %H:%M}  {what:<28} {by}{' (announced)' if e['announced'] else ''}{note}")
+    bisection = store.bisection_of_alert(args.id)
+    if bisection is not None:
+        from zlops.bisect_messages import show_lines
+
+        for line in show_lines(bisection, store.bisection_steps(bisection.id)):
+            print(f"  {line}")
     return EXIT_OK
 
 
 def cmd_alert_set(args: argparse.Namespace) -> int:
-    from zlops.announce import announce_human_change
     from zlops.cli import EXIT_OK, _config
     from zlops.pipeline import open_store
     from zlops.slack import client_for, flush_outbox
+    from zlops.triage import change_alert
 
     config = _config(args)
     store = open_store(config)
     actor = args.by or os.environ.get("ZLOPS_USER") or getpass.getuser()
-    before, after, event_id = store.set_alert_state(args.id, VERBS[args.verb], note=args.note or "", actor=actor)
+    # the same call as the Airflow inbox's buttons: the change and its thread reply in one transaction
+    done = change_alert(store, args.id, VERBS[args.verb], note=args.note or "", actor=actor)
+    before, after = done.before, done.after
     print(f"alert #{after.id} {after.pool} / {after.case} ({after.metric}): "
-          f"{before.state.value} -> {after.state.value}")
-    queued = announce_human_change(store, before, after, event_id, note=args.note or "", actor=actor)
+          f"{before.state.value} -> {after.state.value}" + (" (already recorded)" if done.repeated else ""))
+    queued = done.reply_id
     if queued is None:
         print("  (never announced, so nothing is posted)")
         return EXIT_OK

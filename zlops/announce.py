@@ -189,8 +189,18 @@ def figure_links(store: Store, run_key: str, trends: Mapping[SeriesKey, Path], r
 def announce_human_change(store: Store, before: Alert, after: Alert, event_id: int, *, note: str,
                           actor: str) -> int | None:
     """Queue the thread reply for a person's change; None when the alert has no thread (never announced)."""
+    return store.unit_of_work(queue_human_reply, before, after, event_id, note=note, actor=actor)
+
+
+def queue_human_reply(session: Any, before: Alert, after: Alert, event_id: int, *, note: str,
+                      actor: str) -> int | None:
+    """:func:`announce_human_change` in the caller's transaction (with the change itself: zlops.triage).
+
+    Keyed by the event (``event-<id>``), so queuing the reply of one change again returns the same message.
+    """
     if after.thread_notification_id is None:
         return None
-    (root,) = store.outbox_items(ids=[after.thread_notification_id])
+    (root,) = outbox.outbox_items(session, ids=[after.thread_notification_id])
     payload = alert_messages.human_update(before, after, note=note, actor=actor, channel=root.channel)
-    return store.queue_notification(root.run_key, f"event-{event_id}", root.channel, payload, parent_id=root.id)
+    return outbox.queue_notification(session, root.run_key, f"event-{event_id}", root.channel, payload,
+                                     parent_id=root.id)

@@ -53,11 +53,16 @@ def _config(args: argparse.Namespace):
     return load_config(path)
 
 
+def config_name(args: argparse.Namespace) -> str:
+    """The config file a command read, for messages."""
+    return str(args.config or os.environ.get("ZLOPS_CONFIG") or "the config")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from zlops.demo import render_summary, run_demo
 
     result = run_demo(Path(args.home), rounds=args.rounds, workers=args.workers, interactive=args.interactive,
-                      judge=args.judge)
+                      judge=args.judge, contention=None if args.contention_gate else {"gate": False})
     print(render_summary(result))
     return EXIT_OK if result.ok else EXIT_ERROR
 
@@ -161,10 +166,20 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from zlops.pipeline import open_store
 
-    for run in open_store(_config(args)).list_runs(suite=args.suite, limit=args.limit):
-        when = run.started_at.isoformat(timespec="seconds") if run.started_at else "-"
-        accepted = "accepted" if run.accepted else ""
-        print(f"{when}  {run.status.value:<7} {accepted:<8}  {run.sha[:12]}  {run.run_key}")
+    config = _config(args)
+    runs = open_store(config).list_runs(suite=args.suite, limit=args.limit)
+    if args.suite and not runs and args.suite not in config.suites:
+        raise ConfigError(f"suite {args.suite!r} does not exist: it is not in {config_name(args)} and no run of it "
+                          f"is stored; configured suites: {', '.join(sorted(config.suites))}")
+    rows = [("started", "status", "accepted", "commit", "run")]
+    rows += [(run.started_at.isoformat(timespec="seconds") if run.started_at else "-", run.status.value,
+              "accepted" if run.accepted else "", run.sha[:12], run.run_key) for run in runs]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    if not runs:
+        where = f" of suite {args.suite}" if args.suite else ""
+        print(f"zlops: no runs stored{where} yet in {config.database_url.split('@')[-1]}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -185,10 +200,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_parse(args: argparse.Namespace) -> int:
-    from zlops.formats import parse_results
+def _format_hint(fmt: str, path: Path) -> str:
+    """Which other formats read the file, for a file parsed with the wrong --format ('' when none)."""
+    from zlops.formats import detect_file_formats
 
-    results = parse_results(args.format, Path(args.file))
+    fits = detect_file_formats(path, exclude=fmt)
+    if not fits:
+        return ""
+    best = max(fits, key=lambda name: fits[name])
+    return (f"; it reads as {', '.join(f'{n} ({k} rows)' for n, k in sorted(fits.items()))}: "
+            f"try --format {best}")
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from zlops.errors import ParseError
+    from zlops.formats import format_descriptions, parse_results
+
+    path = Path(args.file)
+    try:
+        results = parse_results(args.format, path)
+    except ParseError as exc:
+        hint = _format_hint(args.format, path) if path.is_file() and args.format in format_descriptions() else ""
+        raise ParseError(f"{exc}{hint}") from None
+    if not results:  # a file of another format can parse to nothing (no marker lines): never a silent 0
+        expected = format_descriptions()[args.format]
+        raise ParseError(f"{path}: no results found in the {args.format} format, which is {expected}"
+                         f"{_format_hint(args.format, path) or '; no other format reads it either'}")
     if args.json:
         print(json.dumps([{"case": r.case, "metric": r.metric, "unit": r.unit, "lower_is_better": r.lower_is_better,
                            "samples": list(r.samples), "params": dict(r.params)} for r in results], indent=1,
@@ -407,8 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rounds", type=int, default=5, help="samples per benchmark worker process")
     d.add_argument("--workers", type=int, default=5, help="fresh benchmark processes per night")
     d.add_argument("--judge", choices=("simple", "noise"), default="simple",
-                   help="simple: the seed's 2%%/5%% rule (default, ~25 s); noise: the production judge with "
+                   help="simple: the seed's 2%%/5%% rule (default; under a minute on a quiet machine); noise: the "
+                        "production judge with "
                         "same-device A/B confirmation (a few minutes)")
+    d.add_argument("--no-contention-gate", dest="contention_gate", action="store_false",
+                   help="judge the nights even when other programs compete for the CPU (the gate is on by "
+                        "default: a night measured on a busy host is reported invalid, with the figure)")
     d.set_defaults(func=cmd_demo)
 
     n = sub.add_parser("nightly", help="run the nightly for one or every suite of a config")
@@ -495,8 +536,14 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--out", default="telemetry.csv", help="CSV to write (default ./telemetry.csv)")
     tm.set_defaults(func=cmd_telemetry)
 
-    pa = sub.add_parser("parse", help="parse a results file and print the normalized rows")
-    pa.add_argument("--format", required=True)
+    from zlops.formats import format_descriptions
+
+    formats = format_descriptions()
+    pa = sub.add_parser("parse", help="parse a results file and print the normalized rows",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="formats:\n" + "\n".join(f"  {name:<26}{desc}" for name, desc in formats.items()))
+    pa.add_argument("--format", required=True, choices=sorted(formats), metavar="FORMAT",
+                    help="the results format (listed below)")
     pa.add_argument("file")
     pa.add_argument("--json", action="store_true")
     pa.set_defaults(func=cmd_parse)
@@ -525,6 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
     from zlops.alerts_cli import add_alert_parser  # zlops alert list|show|ack|expected|false-positive|wontfix
 
     add_alert_parser(sub)
+    from zlops.bisect_cli import add_bisect_parser  # zlops bisect ALERT_ID
+
+    add_bisect_parser(sub)
     return p
 
 

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from zlops.contention import DEFAULT_CONTENTION_WAIT_S, DEFAULT_MAX_FOREIGN_CPU_PCT, DEFAULT_MAX_STEAL_PCT
 from zlops.errors import BackendUnavailable, ConfigError
 from zlops.model import Thresholds
 
@@ -39,9 +40,15 @@ COMMAND_PLACEHOLDERS = {
     "cases": "partitioned suites: the shard's cases, comma-joined ('' = every case); suites with select: the "
              "cases' selection tokens joined by select.join (select.every = every case)",
     "cases_file": "partitioned suites: a file with the shard's cases, one per line (empty = every case)",
+    "p": "campaign suites: the number of devices the shard's case runs on (len of {devices})",
+    "stack": "campaign suites: the stack (implementation) the shard measures; 'default' when the campaign names none",
+    "case": "campaign suites: the campaign case (problem) name, e.g. allreduce",
+    "size": "campaign suites: the message size in bytes ('' when the campaign has no sizes)",
 }
 #: the placeholders that carry a shard's share of a partitioned suite
 CASE_PLACEHOLDERS = frozenset({"cases", "cases_file"})
+#: the placeholders only a campaign suite fills (zlops.campaign)
+CAMPAIGN_PLACEHOLDERS = frozenset({"p", "stack", "case", "size"})
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?LW#]+$")
@@ -56,7 +63,8 @@ class PoolConfig(_Strict):
 
     backend: str = Field(description="device backend: cpu, cuda, musa, ascend, rocm (or an alias)")
     devices: list[int] | Literal["auto"] = Field(
-        default="auto", description="device indices, one benchmark process each; 'auto' picks the longest "
+        default="auto", json_schema_extra={"accepts": "a list of device numbers like [0, 1] or 'auto'"},
+        description="device indices, one benchmark process each; 'auto' picks the longest "
                                     "consecutive run of idle devices (at most 4) when a run starts")
     host: str | None = Field(default=None, pattern=NAME_PATTERN,
                              description="host the pool's devices are attached to: a name under hosts (or, "
@@ -74,6 +82,8 @@ class PoolConfig(_Strict):
                                                                                "which a shard is invalid")
     contention_wait_s: float | None = Field(default=None, ge=0, description="how long a shard waits for the "
                                                                           "host to quiet down before it runs")
+    contention_gate: bool | None = Field(default=None, description="false: contention is measured and reported, "
+                                         "never a reason a shard is invalid (default: contention.gate)")
 
     @property
     def explicit_devices(self) -> list[int] | None:
@@ -168,6 +178,73 @@ class SelectConfig(_Strict):
         return v
 
 
+class CampaignGridConfig(_Strict):
+    """The cartesian product a campaign runs: every case x P x variant x stack (x size)."""
+
+    cases: list[str] = Field(default_factory=lambda: ["default"], min_length=1,
+                             description="campaign case (problem) names, e.g. [allreduce, allgather]")
+    p: list[int] = Field(min_length=1, description="device counts, e.g. [1, 2] or [2, 4, 8]")
+    variants: list[str] = Field(default_factory=lambda: ["default"], min_length=1,
+                                description="variants (e.g. ring, tree, mesh), passed as {variant}")
+    stacks: list[str] = Field(default_factory=lambda: ["default"], min_length=1,
+                              description="stacks (implementations, e.g. nccl, simpler, pypto), passed as {stack}")
+    sizes: list[int] = Field(default_factory=list, description="message sizes in bytes, passed as {size}; "
+                             "empty: the cases carry no size")
+
+    @field_validator("cases", "variants", "stacks")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not re.match(NAME_PATTERN, name):
+                raise ValueError(f"{name!r} must match {NAME_PATTERN} (letters, digits, . _ -)")
+        if len(set(v)) != len(v):
+            raise ValueError(f"names must be unique, got {v}")
+        return v
+
+    @field_validator("p", "sizes")
+    @classmethod
+    def _positive_unique(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v):
+            raise ValueError(f"expected integers >= 1, got {v}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"values must be unique, got {v}")
+        return sorted(v)
+
+
+class CampaignConfig(_Strict):
+    """A collective-communication campaign (zlops.campaign): one shard = one case on P devices, held
+    together by a gang lease; series per (case, size, P, variant, stack, metric), plus derived
+    strong-scaling efficiency and paired stack ratios (zlops.scaling)."""
+
+    grid: CampaignGridConfig | None = Field(default=None, description="the grid of cases, P, variants, stacks, "
+                                            "sizes")
+    generator: list[str] | None = Field(
+        default=None, description="argv run in the worktree with the suite's venv; prints a JSON list of "
+        "{case, p, variant?, stack?, size?} objects (the seed's cases/generate.py)")
+    ratios: list[list[str]] = Field(default_factory=list, description="paired stack ratios [numerator, "
+                                    "denominator], e.g. [[pypto, simpler]]: execute time of one over the other")
+    scaling_metric: str = Field(default="execute_s", description="the time metric strong-scaling efficiency "
+                                "and stack ratios are derived from")
+    history_runs: int = Field(default=3, ge=1, le=50, description="accepted earlier nights whose shard "
+                              "durations weigh the campaign's shards (gang LPT)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CampaignConfig:
+        if (self.grid is None) == (self.generator is None):
+            raise ValueError("give exactly one of grid (cases, p, variants, stacks, sizes) or generator (an argv list)")
+        if self.generator is not None and (not self.generator or not self.generator[0].strip()):
+            raise ValueError("generator must be a non-empty argv list like [\"python\", \"cases/generate.py\", "
+                             "\"--json\"]")
+        for i, pair in enumerate(self.ratios):
+            if len(pair) != 2 or pair[0] == pair[1] or not all(re.match(NAME_PATTERN, s) for s in pair):
+                raise ValueError(f"ratios[{i}]: expected [numerator stack, denominator stack], two different "
+                                 f"stack names, got {pair}")
+            if self.grid is not None and not set(pair) <= set(self.grid.stacks):
+                raise ValueError(f"ratios[{i}]: stacks {sorted(set(pair) - set(self.grid.stacks))} are not in "
+                                 f"grid.stacks {self.grid.stacks}")
+        return self
+
+
 def check_case_names(cases: list[str], *, comma_joined: bool = False) -> None:
     """Names a partitioned suite can pass to its harness: non-blank, unique, one line each."""
     if not cases:
@@ -190,15 +267,20 @@ class SuiteConfig(_Strict):
     """One benchmark suite: where its code lives, how to install and run it, where it runs."""
 
     repo: str = Field(description="local path or git URL of the upstream repository")
-    branch: str = Field(default="main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+    branch: str = Field(default="main", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$",
+                        json_schema_extra={"accepts": "a branch name like main or release/1.2 (letters, digits, "
+                                                      "'.', '_', '/', '-')"})
     install: list[list[str]] = Field(default_factory=list,
+                                     json_schema_extra={"accepts": 'a list of argv lists like [["pip", "install", "."]]'},
                                      description="argv lists run inside the suite's venv, in the worktree")
-    command: list[str] = Field(min_length=1, description="argv of the benchmark; placeholders {results} ...")
+    command: list[str] = Field(min_length=1, json_schema_extra={
+        "accepts": 'an argv list like ["python", "bench.py", "--out", "{results}"]'}, description="argv of the benchmark; placeholders {results} ...")
     format: str = Field(description="results format: zlops-json, pytest-benchmark, ...")
     pools: list[str] = Field(min_length=1)
     rounds: int = Field(default=5, ge=1, le=100000)
     timeout_s: float = Field(default=1800, gt=0)
-    schedule: str | None = Field(default="0 2 * * *")
+    schedule: str | None = Field(default="0 2 * * *", json_schema_extra={
+        "accepts": "a 5-field cron expression like '0 2 * * *', or @daily, @hourly ... (null: triggered only)"})
     system_site_packages: bool = False
     python: str | None = Field(default=None, description="interpreter the suite's venv is made from "
                                "(default: the one running zlops)")
@@ -230,6 +312,15 @@ class SuiteConfig(_Strict):
                                           "file in MiB (default: the global results_max_mib)")
     headline_metric: str | None = Field(default=None, description="the metric a PR compare's overall line counts "
                                         "(e.g. effective); default: each case's first metric")
+    campaign: CampaignConfig | None = Field(
+        default=None, description="a collective campaign: shards of one case on P devices each (gang leases), "
+                                  "see docs/campaigns.md")
+
+    @property
+    def stored_format(self) -> str:
+        """The format of the results file a shard leaves for ingest: a campaign lane combines its
+        gang shards' results (each in ``format``) into one zlops-json file (zlops.campaign_run)."""
+        return "zlops-json" if self.campaign is not None else self.format
 
     @field_validator("variants")
     @classmethod
@@ -281,6 +372,19 @@ class SuiteConfig(_Strict):
                              "(nor a select section)")
         if self.partition is not None and self.partition.cases is not None and "cases" in used:
             check_case_names(self.partition.cases, comma_joined=True)
+        campaign_used = command_placeholders(self.command) & CAMPAIGN_PLACEHOLDERS
+        if self.campaign is None and campaign_used:
+            raise ValueError(f"command uses {{{sorted(campaign_used)[0]}}} but the suite has no campaign section")
+        if self.campaign is not None:
+            if self.partition is not None or self.select is not None:
+                raise ValueError("campaign: a campaign suite has its own shards; drop partition and select")
+            if self.results_glob is not None:
+                raise ValueError("campaign: results_glob is not supported; pass {results} to the harness")
+            if "devices" not in command_placeholders(self.command):
+                raise ValueError("campaign: the command must pass the shard's devices with {devices} (a comma list)")
+            if self.campaign.grid is not None and self.campaign.grid.sizes and \
+                    "size" not in command_placeholders(self.command):
+                raise ValueError("campaign: grid.sizes is set, so the command must pass {size}")
         return self
 
     @field_validator("results_glob")
@@ -334,12 +438,20 @@ class ThresholdsConfig(_Strict):
 
 
 class ContentionConfig(_Strict):
-    """Host contention limits for every pool (a pool's own keys win); unset: recorded, never a gate."""
+    """Host contention limits for every pool (a pool's own keys win); on by default (zlops.contention).
 
-    max_foreign_cpu_pct: float | None = Field(default=None, ge=0, description="see pools.<name>.max_foreign_cpu_pct")
+    ``null`` for a limit turns that figure's gate off (it is still measured); ``gate: false`` turns
+    the whole gate off, the foreign-device-process rule of accelerator pools included.
+    """
+
+    gate: bool = Field(default=True, description="false: contention is measured and reported, never a gate")
+    max_foreign_cpu_pct: float | None = Field(default=DEFAULT_MAX_FOREIGN_CPU_PCT, ge=0,
+                                              description="see pools.<name>.max_foreign_cpu_pct")
     max_host_load: float | None = Field(default=None, ge=0, description="see pools.<name>.max_host_load")
-    max_steal_pct: float | None = Field(default=None, ge=0, le=100, description="see pools.<name>.max_steal_pct")
-    contention_wait_s: float = Field(default=0.0, ge=0, description="see pools.<name>.contention_wait_s")
+    max_steal_pct: float | None = Field(default=DEFAULT_MAX_STEAL_PCT, ge=0, le=100,
+                                        description="see pools.<name>.max_steal_pct")
+    contention_wait_s: float = Field(default=DEFAULT_CONTENTION_WAIT_S, ge=0,
+                                     description="see pools.<name>.contention_wait_s")
 
 
 class NoiseConfig(_Strict):
@@ -383,6 +495,34 @@ class NoiseConfig(_Strict):
                       max_throttle_share=self.max_throttle_share, temp_limit_c=self.temp_limit_c)
 
 
+class BisectConfig(_Strict):
+    """Automatic bisection of confirmed regressions (docs/bisect.md)."""
+
+    auto: bool = Field(default=True, description="the nightly's report step requests a bisection (zlops_bisect DAG) "
+                       "for each newly confirmed regression whose range spans more than one commit")
+    builds_per_night: int = Field(default=16, ge=0, description="commits a pool's bisections may build per night "
+                                  "(rolling budget_window_h); past it a bisection pauses and the next request resumes it")
+    device_s_per_night: float = Field(default=3600, ge=0, description="device seconds a pool's bisections may "
+                                      "spend per night (rolling budget_window_h)")
+    budget_window_h: float = Field(default=24, gt=0, description="the window the per-night budget is counted over")
+    min_pairs: int = Field(default=4, ge=2, description="A/B pairs a step starts with")
+    max_pairs: int = Field(default=24, ge=2, description="most A/B pairs a step adds while its CI straddles the line; "
+                           "then the step is unclear and skipped")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="confidence of the bootstrap CI a step is judged by")
+    line_share: float = Field(default=0.5, gt=0, lt=1, description="a case's line between good and bad, as a share "
+                              "of the change the range's ends reproduced (never below thresholds.potential_pct)")
+    max_commits: int = Field(default=512, ge=2, description="longest range bisected (first-parent commits)")
+    nightly_grace_h: float = Field(default=12, gt=0, description="a nightly of a suite on the pool started within "
+                                   "this many hours and still running makes a bisection yield (pause) before its "
+                                   "next benchmark process")
+
+    @model_validator(mode="after")
+    def _pairs(self) -> BisectConfig:
+        if self.min_pairs > self.max_pairs:
+            raise ValueError(f"min_pairs {self.min_pairs} is above max_pairs {self.max_pairs}")
+        return self
+
+
 class Config(_Strict):
     """The whole configuration. Build it with :func:`load_config` or :func:`parse_config`."""
 
@@ -391,7 +531,8 @@ class Config(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
                               serialize_by_alias=True)
 
-    home: Path = Field(default=Path("~/.zlops"), validate_default=True)  # the default needs expanding too
+    home: Path = Field(default=Path("~/.zlops"), validate_default=True,
+                       json_schema_extra={"accepts": "a folder path like ~/.zlops"})  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     database_retry_s: float = Field(default=60, ge=0, description="how long transient database faults (a "
                                     "refused connect, a terminated connection) are retried before a step fails")
@@ -406,6 +547,7 @@ class Config(_Strict):
                                      "simple: the seed's fixed 2%/5% rule on the change of medians")
     noise: NoiseConfig = Field(default_factory=lambda: NoiseConfig())
     contention: ContentionConfig = Field(default_factory=lambda: ContentionConfig())
+    bisect: BisectConfig = Field(default_factory=lambda: BisectConfig())
     allow_caliber_mismatch: bool = Field(default=False, description="publish deltas across calibers (still "
                                          "printed as !!! [caliber])")
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
@@ -558,39 +700,26 @@ class Config(_Strict):
             value = getattr(own, name) if own is not None else None
             return getattr(glob, name) if value is None else value
 
+        enabled = own.contention_gate if own is not None and own.contention_gate is not None else glob.gate
         return HostLimits(max_foreign_cpu_pct=pick("max_foreign_cpu_pct"), max_host_load=pick("max_host_load"),
-                          max_steal_pct=pick("max_steal_pct"), contention_wait_s=float(pick("contention_wait_s")))
-
-
-def _loc(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
-
-
-def _format_errors(source: str, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = _loc(tuple(p for p in err["loc"] if p not in ("function-after", "function-before")))
-        msg = err["msg"]
-        msg = msg.removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see docs/config.md for the keys)"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        got = err.get("input")
-        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(got, (dict, list)) \
-            else f", got {got!r}"
-        lines.append(f"{source}: {loc}: {msg}{shown}")
-    return "\n".join(lines)
+                          max_steal_pct=pick("max_steal_pct"), contention_wait_s=float(pick("contention_wait_s")),
+                          enabled=enabled)
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> Config:
     """Validate an already-loaded mapping; errors name ``source`` and the key path."""
+    from zlops.config_errors import format_errors
+
+    if data is None:
+        raise ConfigError(f"{source}: the file is empty: expected a mapping with at least pools and suites "
+                          "(see docs/config.md)")
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+        kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(data), "value")
+        raise ConfigError(f"{source}: expected a mapping at the top level, got a {kind}")
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc)) from None
+        raise ConfigError(format_errors(source, exc, Config)) from None
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:

@@ -25,13 +25,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zlops import pipeline
-from zlops.errors import ZlopsError
+from zlops.errors import DeviceBusy, ZlopsError
 from zlops.ingest import read_shard
 from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
 from zlops.selection import selects_cases
+from zlops.telemetry import summarize_dir
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +89,25 @@ def pool_budget(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison])
     return PoolBudget(seconds, night_s, per_case * len(cases), cases), chosen
 
 
-def _run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: pipeline.Prepared, pool: str,
+def run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: pipeline.Prepared, pool: str,
               device: int, out: Path, cases: tuple[str, ...] | None) -> dict[tuple[str, str], float]:
-    """One run of the suite (or of ``cases`` only) on one device; per (case, metric) the median of its samples."""
+    """One run of the suite (or of ``cases`` only) on one device; per (case, metric) the median of its samples.
+
+    Used by the nightly's A/B and by bisection (zlops.bisect_run). A run that never started because the
+    device stayed leased raises DeviceBusy; any other failure ZlopsError."""
     spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
                      pool=pool, backend=ctx.config.pools[pool].backend, device=device,
                      worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out, cases=cases)
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
+    if outcome.status is ShardStatus.SKIPPED:
+        raise DeviceBusy(f"A/B run in {out} skipped: {outcome.error}")
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
-    read = read_shard(ctx.config, ctx.suite_name, outcome)  # parsed as the nightly parses its shards
+    # parsed as the nightly parses its shards; an A/B measured beside a busy host confirms nothing: its
+    # suspects stay suspects
+    read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=summarize_dir(out))
+    if read.outcome.status is ShardStatus.INVALID:
+        raise ZlopsError(f"A/B run in {out} invalid: {read.outcome.error}")
     if not read.usable:
         raise ZlopsError(f"A/B run in {out}: {read.outcome.error}")
     return {(r.case, r.metric): r.median for r in read.results}
@@ -148,7 +158,7 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
                     side = order[i]
                     side_ctx, prepared = sides[side]
                     t0 = time.monotonic()
-                    medians = _run_side(ctx, side_ctx, prepared, pool, device,
+                    medians = run_side(ctx, side_ctx, prepared, pool, device,
                                         ctx.run_dir / "ab" / pool / f"{i:02d}{side}", budget.cases)
                     took = time.monotonic() - t0
                     spent += took
@@ -172,6 +182,11 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
     progress = progress or LogProgress()
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
+        return summary
+    if ctx.suite.campaign is not None:
+        # a campaign's shards hold P devices each (zlops.campaign_run); the A/B re-runs one-device shards
+        # only, so a campaign's suspects are confirmed by consecutive nights (docs/campaigns.md)
+        progress.note("campaign suite: no same-device A/B; suspects wait for the next night")
         return summary
     suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
                 and (pools is None or c.pool in pools)]
@@ -198,6 +213,11 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
                            "stopped": f"skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
                                       f"{budget.seconds:.0f} s (noise.ab_budget_share / ab_budget_s); suspects "
                                       "wait for a second night"}
+            skipped = (f"[A/B on {pool} skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
+                       f"{budget.seconds:.0f} s]")
+            for c in members:   # the reason a suspect stays one is said beside it, in every rendering
+                updated[(c.pool, c.case, c.metric)] = replace(
+                    c.judgement, note=f"{c.judgement.note} {skipped}" if c.judgement.note else skipped)
             continue
 
         def judged(samples: dict[tuple[str, str], tuple[list[float], list[float]]],

@@ -148,6 +148,48 @@ def first_parent_line(mirror: Mirror, branch: str, *, max_count: int) -> list[st
     return [line for line in out.split() if line]
 
 
+def is_ancestor(mirror: Mirror, a: str, b: str) -> bool:
+    """Whether commit ``a`` is an ancestor of (or the same as) commit ``b``."""
+    try:
+        mirror.git("merge-base", "--is-ancestor", "--end-of-options", a, b, what="git merge-base --is-ancestor")
+    except GitError:
+        return False
+    return True
+
+
+def first_parent_range(mirror: Mirror, good: str, bad: str, *, max_commits: int) -> list[str]:
+    """``[good, c1, ..., bad]``: ``good`` and the first-parent commits after it up to ``bad``, oldest first.
+
+    Both must be full SHAs; ``good`` must be on ``bad``'s first-parent line (the commits the branch
+    moved through), and the range at most ``max_commits`` long, else GitError says which.
+    """
+    for name, sha in (("good", good), ("bad", bad)):
+        if not SHA_RE.match(sha):
+            raise GitError(f"{name} commit: expected a full SHA, got {sha!r}")
+    if not is_ancestor(mirror, good, bad):
+        raise GitError(f"{good[:12]} is not an ancestor of {bad[:12]}: no range to bisect")
+    out = mirror.git("rev-list", "--first-parent", f"--max-count={int(max_commits) + 1}", "--end-of-options",
+                     bad, f"^{good}", what="git rev-list --first-parent")
+    newest_first = [line for line in out.split() if line]
+    if len(newest_first) > max_commits:
+        raise GitError(f"the range {good[:12]}..{bad[:12]} holds more than {max_commits} first-parent commits "
+                       "(bisect.max_commits)")
+    if not newest_first:
+        return [good]
+    oldest = newest_first[-1]
+    parent = mirror.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{oldest}^1",
+                        what="git rev-parse").strip()
+    if parent != good:
+        raise GitError(f"{good[:12]} is not on the first-parent line of {bad[:12]} (it was merged from a side "
+                       "branch): bisect between nights of the branch itself")
+    return [good, *reversed(newest_first)]
+
+
+def commit_author(mirror: Mirror, sha: str) -> str:
+    """``Name <email>`` of a commit's author."""
+    return mirror.git("log", "-1", "--format=%an <%ae>", "--end-of-options", sha, what="git log").strip()
+
+
 def merge_base(mirror: Mirror, a: str, b: str) -> str:
     return mirror.git("merge-base", "--end-of-options", a, b, what="git merge-base").strip()
 

@@ -59,7 +59,7 @@ def read_shard(config: Config, suite_name: str, outcome: ShardOutcome, *, result
     if outcome.status is ShardStatus.OK and path is not None:
         suite = config.suite(suite_name)
         try:
-            results = tuple(parse_results(suite.format, path, root=outcome.artifact_dir,
+            results = tuple(parse_results(suite.stored_format, path, root=outcome.artifact_dir,
                                           max_bytes=config.results_max_bytes(suite_name),
                                           timeout_s=config.results_parse_timeout_s))
         except ParseError as exc:

@@ -168,3 +168,80 @@ def host_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@dataclass
+class GangLease:
+    """The leases of every device of a gang shard, held together. ``fds`` go to the benchmark
+    (``pass_fds``), so the whole gang stays leased for as long as the benchmark lives."""
+
+    leases: tuple[Lease, ...]
+    waited: float
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return tuple(lease.fd for lease in self.leases)
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(lease.path for lease in self.leases)
+
+    def update(self, **fields: Any) -> None:
+        for lease in self.leases:
+            lease.update(**fields)
+
+
+@contextlib.contextmanager
+def gang_lease(locks_dir: Path, backend: str, devices: list[int] | tuple[int, ...], *, wait_s: float,
+               owner: str) -> Iterator[GangLease]:
+    """Lease ALL of ``devices`` at once, or none: the locks are tried in ascending device order
+    without blocking; when one is held elsewhere, those already taken are released at once and the
+    whole gang is tried again (every ``POLL_S``) until ``wait_s`` has passed, then DeviceBusy names
+    the holder. So a waiting gang never holds part of its devices (no deadlock between two gangs,
+    nor between a gang and single-device shards), and everyone takes locks in one order.
+
+    The locks are the same files as :func:`device_lease`'s: a one-device nightly and a gang exclude
+    each other device by device.
+    """
+    order = sorted({int(d) for d in devices})
+    if len(order) != len(devices) or not order:
+        raise ValueError(f"gang_lease: expected distinct devices, got {list(devices)}")
+    fds = {d: _open_lock(lock_path(locks_dir, backend, d)) for d in order}
+    start = time.monotonic()
+    held: list[int] = []
+    try:
+        while True:
+            blocked = None
+            for d in order:
+                try:
+                    fcntl.flock(fds[d], fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held.append(d)
+                except BlockingIOError:
+                    blocked = d
+                    break
+            if blocked is None:
+                break
+            for d in reversed(held):  # never keep part of a gang while waiting for the rest
+                fcntl.flock(fds[d], fcntl.LOCK_UN)
+            held.clear()
+            if time.monotonic() - start >= wait_s:
+                who = holder(locks_dir, backend, blocked) or {}
+                bench = f", benchmark pid {who['benchmark_pid']}" if who.get("benchmark_pid") else ""
+                raise DeviceBusy(
+                    f"device {backend}:{blocked} of the gang {order} is held by another benchmark "
+                    f"(owner {who.get('owner', '?')}, pid {who.get('pid', '?')}{bench}, since {who.get('since', '?')}); "
+                    f"waited {wait_s:g} s, holding none of the gang meanwhile") from None
+            time.sleep(min(POLL_S, max(0.01, wait_s / 10)))
+        waited = time.monotonic() - start
+        leases = tuple(Lease(lock_path(locks_dir, backend, d), fds[d], waited, {}) for d in order)
+        gang = GangLease(leases, waited)
+        gang.update(owner=owner, pid=os.getpid(), host=socket.gethostname(), gang=order,
+                    since=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        try:
+            yield gang
+        finally:
+            for d in reversed(held):
+                fcntl.flock(fds[d], fcntl.LOCK_UN)
+    finally:
+        for fd in fds.values():
+            os.close(fd)

@@ -84,6 +84,8 @@ UNITS: tuple[Unit, ...] = (
     Unit("x", "speedup factor (baseline / measured)", "ratio", "x", 1.0, False,
          ("\u00d7",)),  # the multiplication sign, as harnesses print it
     Unit("%", "percent", "ratio", "%", 1.0, None),
+    Unit("eff", "parallel efficiency (1 = perfect strong scaling)", "ratio", "eff", 1.0, False),
+    Unit("t/t", "time ratio (numerator / denominator)", "ratio", "t/t", 1.0, True),
     Unit("count", "count (dimensionless)", "count", "count", 1.0, None),
     Unit("B", "bytes", "memory", "B", 1.0, True),
     Unit("KB", "kilobytes (10^3)", "memory", "B", _KB, True),

@@ -70,11 +70,14 @@ class RunFigures:
     phases: Path | None = None
     scaling: Path | None = None
     telemetry: Mapping[tuple[str, int], Path] = field(default_factory=dict)
+    efficiency: Path | None = None      # campaigns (zlops.scaling): efficiency vs P
+    stack_ratio: Path | None = None     # campaigns: paired stack ratio per case
 
     def overview(self) -> list[tuple[str, Path]]:
         """(title, path) of the run-level figures, in the order the report shows them."""
         out = [(t, p) for t, p in (("Paired ratio per case", self.ratio), ("Phase breakdown", self.phases),
-                                   ("Strong scaling", self.scaling)) if p is not None]
+                                   ("Strong scaling", self.scaling), ("Strong-scaling efficiency", self.efficiency),
+                                   ("Paired stack ratio", self.stack_ratio)) if p is not None]
         out += [(f"Telemetry {pool} / device {device}", p) for (pool, device), p in sorted(self.telemetry.items())]
         return out
 
@@ -103,7 +106,7 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
 
     def night(key: str, pool: str) -> tuple[float | None, float | None]:
         if key not in nights:
-            nights[key] = _telemetry_by_pool(store.shard_extras(key))
+            nights[key] = telemetry_by_pool(store.shard_extras(key))
         return nights[key].get(pool, (None, None))
 
     trends: dict[SeriesKey, Path] = {}
@@ -132,10 +135,20 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
         summary.comparisons, out_dir / "run__ratio.png", band_pct=band_pct))
     phases = _guard("phase breakdown", lambda: figures.phase_breakdown(
         figures.phase_rows(summary.comparisons), out_dir / "run__phases.png"))
-    # collectives results only (execute_s with a device count): the results are read when the run has such rows
-    scaled = [] if not any(c.metric == SCALING_METRIC for c in summary.comparisons) else store.results(run_key)
+    if phases is None:  # a campaign's phases: setup / execute (/ wall) seconds per series
+        phases = _guard("phase breakdown", lambda: figures.phase_breakdown(
+            figures.campaign_phase_rows(summary.comparisons), out_dir / "run__phases.png",
+            order=tuple(figures.CAMPAIGN_PHASES.values()), unit="s"))
+    # collectives results only (execute_s with a device count, derived efficiency_p<P>): the results,
+    # 10^4-10^5 rows of a big suite, are read only when the run has such series
+    scaled = store.results(run_key) if any(c.metric == SCALING_METRIC or c.metric.startswith("efficiency_p")
+                                           for c in summary.comparisons) else []
     scaling = _guard("strong scaling", lambda: figures.strong_scaling(
         figures.scaling_points(scaled, summary.comparisons, SCALING_METRIC), out_dir / "run__scaling.png"))
+    efficiency = _guard("strong-scaling efficiency", lambda: figures.efficiency_chart(
+        figures.efficiency_points(scaled, summary.comparisons), out_dir / "run__efficiency.png"))
+    stack_ratio = _guard("paired stack ratio", lambda: figures.stack_ratio_chart(
+        summary.comparisons, out_dir / "run__stack_ratio.png"))
     timelines: dict[tuple[str, int], Path] = {}
     for s in shards:
         rows = read_csv(Path(s.artifact_dir) / CSV_NAME)
@@ -147,12 +160,13 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
             clock_label=f"{clock_label(s.backend)} (MHz)"))
         if drawn is not None:
             timelines[(s.pool, s.device)] = drawn
-    return RunFigures(trends, ratio, phases, scaling, timelines)
+    return RunFigures(trends, ratio, phases, scaling, timelines, efficiency, stack_ratio)
 
 
-def _telemetry_by_pool(extras: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, tuple[float | None,
+def telemetry_by_pool(extras: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, tuple[float | None,
                                                                                                 float | None]]:
-    """Per pool: the median of its shards' median clocks, and the max of their max temperatures."""
+    """Per pool: the median of its shards' median clocks, and the max of their max temperatures (the
+    trend figures' telemetry strip and the series page's overlay)."""
     clocks: dict[str, list[float]] = {}
     temps: dict[str, list[float]] = {}
     for (pool, _device), extra in extras.items():

@@ -258,7 +258,6 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
     open_store(ctx.config).record_shard(ctx.run_key, read.outcome, read.results, telemetry=summary,
                                         identity=manifest.get("identity"))
     return read.outcome
-    return outcome
 
 
 def measured_shard(ctx: RunContext, pool: str, device: int) -> ShardOutcome | None:
@@ -300,6 +299,16 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
         progress.note(f"shard {pool}/{device}: measured by an earlier attempt of this run; ingesting its artifacts")
         return ingest_shard(ctx, done)
     prepared = prepare(ctx, progress=progress)
+    if ctx.suite.campaign is not None:  # this device's lane of gang shards (zlops.campaign_run)
+        from zlops.campaign_run import run_lane
+
+        plan = plan_campaign(ctx, prepared).get(pool)
+        if plan is None:
+            raise ZlopsError(f"campaign of {ctx.run_key} has no plan for pool {pool}")
+        outcome = ingest_shard(ctx, run_lane(ctx, pool, device, prepared, plan, progress=progress))
+        if outcome.status is not ShardStatus.OK:
+            progress.note(f"campaign lane {pool}/{device} {outcome.status.value}: {outcome.error}")
+        return outcome
     cases = None
     if ctx.suite.partition is not None:  # this device's share of the cases (zlops.sharding)
         plan = plan_partition(ctx, prepared).get(pool)
@@ -315,7 +324,9 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
     if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
         from zlops.contention import wait_for_quiet
 
-        waited = wait_for_quiet(limits)
+        waited = wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
+        if waited.quiet and waited.waited_s > 2:
+            progress.note(f"shard {pool}/{device}: waited {waited.waited_s:.0f} s for the host to quiet down")
         if not waited.quiet:
             progress.note(f"shard {pool}/{device}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); "
                           "running anyway, the run's own figures decide whether it is valid")
@@ -343,6 +354,18 @@ def plan_partition(ctx: RunContext, prepared: Prepared | None = None) -> dict[st
                         venv=prepared.venv if prepared else None)
 
 
+def plan_campaign(ctx: RunContext, prepared: Prepared | None = None) -> dict[str, Any]:
+    """Tonight's campaign plan per pool (``{}`` unless the suite has a ``campaign`` section): the
+    stored one, else made now and stored (zlops.campaign_run); one process per host at a time."""
+    if ctx.suite.campaign is None:
+        return {}
+    from zlops.campaign_run import plan_campaign as make
+
+    with host_lock(ctx.config.run_locks_dir / f"plan-{slug(ctx.run_key)}.lock"):
+        return make(open_store(ctx.config), ctx, worktree=prepared.worktree if prepared else None,
+                    venv=prepared.venv if prepared else None)
+
+
 def ingest(ctx: RunContext) -> dict[str, int]:
     """Make the run complete before comparing: every planned shard has a stored record.
 
@@ -363,6 +386,10 @@ def ingest(ctx: RunContext) -> dict[str, int]:
                 pool=pool, device=device, backend=backend, status=ShardStatus.FAILED, artifact_dir=art,
                 exit_code=None, started_at=None, ended_at=None,
                 error="the device task never reported (crashed or killed before writing its manifest)"))
+    if ctx.suite.campaign is not None:  # efficiency and stack ratios need every lane's results
+        from zlops.campaign_run import store_derived
+
+        store_derived(ctx, store)
     counts: dict[str, int] = {}
     for o in store.shards(ctx.run_key):
         counts[o.status.value] = counts.get(o.status.value, 0) + 1

@@ -41,6 +41,7 @@ from zlops.judge import get_judge
 from zlops.model import BaselinePoint, CaseResult, Comparison, RunRecord, RunStatus, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
+from zlops.telemetry import summarize_dir
 
 log = logging.getLogger(__name__)
 
@@ -222,10 +223,14 @@ def _one_run(ctx: pipeline.RunContext, prepared: pipeline.Prepared, plan: PrPlan
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         out.errors.append(f"{side} {variant} on device {device}: {outcome.status.value}: {outcome.error}")
         return
-    read = read_shard(config, ctx.suite_name, outcome)  # parsed as the nightly parses its shards
+    # parsed as the nightly parses its shards; measured beside a busy host (or a foreign device process): not a
+    # sample of either side
+    read = read_shard(config, ctx.suite_name, outcome, telemetry=summarize_dir(art))
     if not read.usable:
         error = read.outcome.error or ""
-        if error.endswith("holds no cases"):
+        if read.outcome.status is ShardStatus.INVALID:
+            error = f"invalid: {error}"
+        elif error.endswith("holds no cases"):
             error = "the run measured nothing"
         out.errors.append(f"{side} {variant} on device {device}: {error}")
         return

@@ -116,6 +116,10 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         store.record_shard(run_key, replace(read.outcome, results_file=path), read.results,
                            telemetry=extra.get("telemetry"), identity=extra.get("identity"))
         reparsed += 1
+    if ctx.suite.campaign is not None:  # the derived series, from the re-parsed lanes
+        from zlops.campaign_run import store_derived
+
+        store_derived(ctx, store)
     baseline_runs = run.meta.get("baseline_runs")
     if isinstance(baseline_runs, dict):
         note = "the night's own: " + (", ".join(sorted({k for keys in baseline_runs.values() for k in keys}))

@@ -8,11 +8,14 @@ other devices' shards still count.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
 import os
 import socket
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +27,7 @@ from zlops.backends.base import DeviceBackend
 from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
-from zlops.locks import device_lease
+from zlops.locks import GangLease, device_lease, gang_lease
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.selection import selection_argv
 
@@ -59,6 +62,15 @@ class ShardSpec:
     #: the cases this shard runs (a partitioned suite's share, or an A/B's suspects for a suite that
     #: selects, zlops.selection); None: every case
     cases: tuple[str, ...] | None = None
+    #: a gang shard's devices (a campaign case on P devices, zlops.campaign), ``device`` first; empty: (device,)
+    gang: tuple[int, ...] = ()
+    #: more placeholder values ({p}, {stack}, {case}, {size}, {variant} of a campaign shard)
+    placeholders: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        """Every device the shard holds: its gang, or its one device."""
+        return self.gang or (self.device,)
 
     @property
     def results_file(self) -> Path:
@@ -80,12 +92,13 @@ def render_command(spec: ShardSpec) -> list[str]:
     values = {
         "results": str(spec.results_file),
         "device": str(spec.device),
-        "devices": str(spec.device),
+        "devices": ",".join(str(d) for d in spec.devices),
         "rounds": str(spec.suite.rounds),
         "worktree": str(spec.worktree),
         "artifacts": str(spec.artifact_dir),
         "variant": spec.variant,
         "cases_file": str(spec.cases_file),
+        **dict(spec.placeholders),
     }
     return [arg.format_map(values) for arg in selection_argv(spec.suite, spec.cases)]
 
@@ -178,7 +191,7 @@ def _shard_identity(spec: ShardSpec, backend: Any, *, results_written: bool) -> 
         from zlops.formats import results_timer
 
         format_timer = results_timer(spec.suite.format, spec.results_file, backend=backend.name)
-    return build_identity(backend_identity=backend.identity([spec.device]), rounds=spec.suite.rounds, pins=pins,
+    return build_identity(backend_identity=backend.identity(list(spec.devices)), rounds=spec.suite.rounds, pins=pins,
                           harness=harness, direct_repeat=_direct_repeat(spec.suite.env),
                           configured_timer=spec.suite.timer, format_timer=format_timer)
 
@@ -234,6 +247,17 @@ def write_error(exc: OSError, where: Path) -> str:
     return f"cannot write under {where}: {exc}"
 
 
+@contextlib.contextmanager
+def _lease(spec: ShardSpec, backend: str, locks_dir: Path, wait_s: float) -> Iterator[GangLease]:
+    """The shard's device lease, or a gang shard's leases of all its devices at once (zlops.locks)."""
+    if spec.gang:
+        with gang_lease(locks_dir, backend, list(spec.gang), wait_s=wait_s, owner=spec.run_key) as gang:
+            yield gang
+    else:
+        with device_lease(locks_dir, backend, spec.device, wait_s=wait_s, owner=spec.run_key) as one:
+            yield GangLease((one,), one.waited)
+
+
 def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
               telemetry_interval_s: float = 1.0, require_idle: bool = False,
               idle_poll_s: float = 5.0) -> ShardOutcome:
@@ -262,7 +286,7 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
     backend = get_backend(spec.backend)
     argv = render_command(spec)
     # ZL_BACKEND tells a harness (and the zlops pytest plugin) which device runtime it is on
-    added_env = {**spec.suite.env, "ZL_BACKEND": backend.name, **backend.pin_env([spec.device])}
+    added_env = {**spec.suite.env, "ZL_BACKEND": backend.name, **backend.pin_env(list(spec.devices))}
     env = proc.build_env(added_env, venv=spec.venv)
     # a re-run of the same shard must not read last attempt's results, log or identity
     for stale in (spec.results_file, spec.artifact_dir / RUN_LOG, spec.artifact_dir / "telemetry.csv",
@@ -275,30 +299,38 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
         "manifest_version": MANIFEST_VERSION, "bundle_version": BUNDLE_VERSION, "zlops_version": __version__,
         "run_key": spec.run_key,
         "suite": spec.suite_name, "commit": spec.sha, "pool": spec.pool, "backend": spec.backend,
-        "device": spec.device, "host": socket.gethostname(), "argv": argv, "cwd": str(spec.cwd),
+        "device": spec.device, "devices": list(spec.devices), "host": socket.gethostname(), "argv": argv,
+        "cwd": str(spec.cwd),
         "venv": str(spec.venv), "env_added": added_env, "timeout_s": spec.suite.timeout_s,
         "results_file": str(spec.results_file), "format": spec.suite.format,
         "cases": None if spec.cases is None else list(spec.cases),
-        "identity": backend.identity([spec.device]), "status": "waiting", "started_at": None,
+        "identity": backend.identity(list(spec.devices)), "status": "waiting", "started_at": None,
         "ended_at": None, "exit_code": None, "error": None,
     }
     _write_manifest(spec, manifest)
     started = ended = None
     exit_code: int | None = None
     error: str | None = None
+    t_leased = time.monotonic()
     try:
-        with device_lease(locks_dir, backend.name, spec.device, wait_s=device_wait_s, owner=spec.run_key) as lease:
+        with _lease(spec, backend.name, locks_dir, device_wait_s) as lease:
             waited = lease.waited
-            if require_idle:
-                _require_idle(backend, spec.device, max(0.0, device_wait_s - waited), idle_poll_s)
+            if require_idle:  # every device of a gang must be idle (zlops.devices' rule), each in turn
+                for device in spec.devices:
+                    left = max(0.0, device_wait_s - (time.monotonic() - t_leased))
+                    _require_idle(backend, device, left, idle_poll_s)
             manifest.update(status="running", lock_wait_s=round(waited, 3), started_at=_now().isoformat(),
-                            lease=str(lease.path), owner_pid=os.getpid())
+                            lease=str(lease.paths[0]), owner_pid=os.getpid(),
+                            **({"leases": [str(p) for p in lease.paths]} if spec.gang else {}))
             _write_manifest(spec, manifest)
-            sampler = backend.telemetry_sampler([spec.device], spec.artifact_dir, interval_s=telemetry_interval_s)
+            sampler = backend.telemetry_sampler(list(spec.devices), spec.artifact_dir,
+                                                interval_s=telemetry_interval_s)
+            sampler.attach(locks_dir=locks_dir)  # the other zlops benchmarks here are not foreign load
 
             def started_benchmark(pid: int) -> None:
                 # who holds the device now; an orphan check (zlops.recovery) reads it from here
                 lease.update(benchmark_pid=pid, benchmark_start=process_start(pid))
+                sampler.attach(benchmark_pid=pid)
                 manifest.update(benchmark_pid=pid, benchmark_start=process_start(pid))
                 try:
                     _write_manifest(spec, manifest)
@@ -314,7 +346,7 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
                 # benchmark lives, even if this process is killed
                 done = proc.run(argv, cwd=spec.cwd, env=env, timeout=spec.suite.timeout_s,
                                 log_path=spec.artifact_dir / RUN_LOG, check=False, what="benchmark",
-                                pass_fds=(lease.fd,), on_start=started_benchmark)
+                                pass_fds=lease.fds, on_start=started_benchmark)
             finally:
                 sampler.stop()
                 ended = _now()

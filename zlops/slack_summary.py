@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from zlops import scaling
 from zlops.alerts import commit_range, op_family
 from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict
 from zlops.report import cells
@@ -265,6 +266,9 @@ def _series_line(c: Comparison, figures: Mapping[tuple[str, str, str], str],
     if link:
         fig = f" · <{link}|figure>" if link.startswith(("https://", "http://")) else f" · figure `{_esc(link)}`"
     text = f"    ◦ `{_esc(c.case)}` ({_esc(c.metric)}): *{change}*  {base} → {head}{mark}"
+    words = scaling.describe(c)  # a campaign's derived series says what moved: "efficiency at P=2 fell 12%"
+    if words is not None:
+        text = f"    ◦ `{_esc(c.case)}`: *{_esc(words)}*{mark}"
     # the link must survive: shorten the text before it, never the link itself
     return _truncate(text, max(60, MAX_LINE_CHARS - len(fig))) + fig
 

@@ -56,6 +56,12 @@ class TelemetrySampler:
         self.out_dir = out_dir
         self.reason = reason
 
+    def attach(self, *, locks_dir: Path | None = None, benchmark_pid: int | None = None) -> None:
+        """What the runner knows that tells zlops' own processes from foreign ones: the device
+        leases' folder (the other zlops benchmarks on this host) and, once it runs, the benchmark's
+        pid. Only a sampler that watches other processes (:mod:`zlops.contention`) uses it."""
+        return None
+
     def start(self) -> None:
         if self.reason:
             write_err(self.out_dir, self.reason)

@@ -1,7 +1,7 @@
 """Compare rows keep each side's median and count, not its raw samples.
 
 Revision ID: 0009
-Revises: 0005
+Revises: 0006
 Create Date: 2026-11-30
 
 A night of a 20,000-series suite wrote 40,000 JSON arrays of raw samples into ``comparisons``, which
@@ -27,7 +27,7 @@ from alembic import op
 from zlops.model import median_of
 
 revision: str = "0009"
-down_revision: str | None = "0005"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -55,6 +55,8 @@ def _config(root: Path, host: str, upstream: Path, store_url: str) -> Path:
     data = {
         "home": str(root / host), "database": store_url, "judge": "simple", "device_wait_s": 60,
         "locks_dir": str(root / host / "device-locks"),  # leases are host-wide: one folder per stand-in host
+        # two stand-in hosts share this machine's CPUs: each would see the other's benchmarks as foreign load
+        "contention": {"gate": False},
         "hosts": {"hostA": {"labels": ["stand-in for an 8-GPU host"]}, "hostB": {}},
         "pools": {p: {"backend": "cpu", "devices": devs, "host": h} for p, (h, devs) in POOLS.items()},
         "suites": suites,

@@ -60,7 +60,9 @@ def test_nightly_dag_shape(zlops_config: tuple[Path, Upstream]) -> None:
     dag = dagbag().get_dag("zlops_nightly_fake")
     ids = set(dag.task_ids)
     assert {"fetch", "env", "run_local_0", "run_local_1", "ingest", "compare", "confirm_local", "report",
-            "promote_baseline", "cleanup", "watcher"} == ids
+            "request_bisect", "promote_baseline", "cleanup", "watcher"} == ids
+    assert dag.get_task("request_bisect").upstream_task_ids == {"report"}
+    assert [o.uri for o in dag.get_task("request_bisect").outlets] == ["zlops://bisect/requests"]
     assert dag.get_task("confirm_local").pool == "zlops-local-0"
     assert dag.get_task("report").upstream_task_ids == {"confirm_local"}
     assert dag.get_task("run_local_0").pool == "zlops-local-0"
@@ -118,6 +120,7 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
     assert second.state == "failed"
     states = {ti.task_id: ti.state for ti in second.get_task_instances()}
     assert states["run_local_1"] == "failed"
+    assert states["request_bisect"] == "skipped"  # one commit in the range: it is the culprit, nothing to bisect
     assert all(states[t] == "success" for t in ("run_local_0", "ingest", "compare", "confirm_local", "report",
                                                 "promote_baseline", "cleanup"))
     store = pipeline.open_store(config)

@@ -36,6 +36,7 @@ def hosts_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tu
     up.commit_cases(CASES, {c: 0.05 for c in CASES})
     data = {
         "home": str(tmp_path / "home"), "judge": "simple", "device_wait_s": 5,
+        "contention": {"gate": False},  # scripted timings; the CI host's load is not what is judged
         "hosts": {"gpu-a": {"queue": "gpu_a"}, "gpu-b": {}},
         "pools": {"h200": {"backend": "cpu", "devices": [0, 1], "host": "gpu-a"},
                   "s5000": {"backend": "cpu", "devices": [0, 1, 2], "host": "gpu-b"}},

@@ -54,3 +54,5 @@ def test_plugin_registers_with_airflow(tmp_path: Path, monkeypatch: pytest.Monke
     plugin = module.ZlopsPlugin
     assert plugin.fastapi_apps[0]["url_prefix"] == "/zlops"
     assert plugin.external_views[0]["href"] == "zlops/"
+    assert [v["destination"] for v in plugin.external_views] == ["nav", "nav", "dag_run"]
+    assert [link.name for link in plugin.global_operator_extra_links] == ["zlops report"]

@@ -95,12 +95,12 @@ def test_logged_in_the_links_of_an_airflow_run_id_work(airflow_client: Any, stor
     auth = {"Authorization": f"Bearer {token}"}
     index = airflow_client.get("/zlops/", headers=auth)
     assert index.status_code == 200 and "zlops runs" in index.text
-    (href,) = re.findall(r"href='([^']+)'", index.text)
+    (href,) = re.findall(r'href="(run\?[^"]+)"', index.text)
     href = html.unescape(href)
     assert href == "run?key=nightly%3Ademo%3Ascheduled__2026-11-30T02%3A00%3A00%2B00%3A00"
     page = airflow_client.get("/zlops/" + href, headers=auth)
     assert page.status_code == 200 and "!! REGRESSION" in page.text and RUN_KEY in page.text
-    (src,) = re.findall(r"src='([^']+)'", page.text)
+    (src,) = re.findall(r'src="([^"]+)"', page.text)
     src = html.unescape(src)
     assert "%2B00%3A00" in src and "alpha%2Bfused" in src
     plot = airflow_client.get("/zlops/" + src, headers=auth)

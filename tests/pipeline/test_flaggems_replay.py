@@ -8,6 +8,8 @@ shapes hold to about 0.05%, and commit C doubles abs.
 
 from __future__ import annotations
 
+import re
+
 import json
 import subprocess
 import sys
@@ -196,6 +198,9 @@ def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_i
     for shape in BIG:
         first, second = c4[(f"abs/float16/{shape}", "latency")], c5[(f"abs/float16/{shape}", "latency")]
         assert first.verdict is Verdict.SUSPECT and 95 < (first.judgement.change_pct or 0) < 105
+        # why it waits is said beside it: the A/B the budget could not buy, with both figures
+        assert re.search(r"\[A/B on h200 skipped: 5 pairs need ~\d+ s, the budget is \d+ s\]",
+                         first.judgement.note or ""), first.judgement.note
         assert second.verdict is Verdict.SEVERE, second.judgement.note
         assert "two consecutive nights beyond every one of the 4 earlier nights" in second.judgement.note
         assert second.figures is not None and 95 < second.figures.change_pct < 105

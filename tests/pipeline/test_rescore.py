@@ -170,6 +170,7 @@ def test_rescore_applies_today_s_contention_limits_to_what_was_sampled(
                        identity=extra["identity"])
     data = config.model_dump()
     data["pools"]["local"]["max_foreign_cpu_pct"] = 25
+    data["contention"]["gate"] = True
     result = rescore(parse_config(data), n2.run_key)
     assert store.shards(n2.run_key)[0].status is ShardStatus.INVALID
     assert {c.verdict for c in result.summary.comparisons} == {Verdict.INVALID}

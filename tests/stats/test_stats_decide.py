@@ -276,7 +276,11 @@ def test_a_clear_step_on_a_stable_series_is_confirmed_by_two_nights_before_calib
     # the same doubling on a launch-bound series whose processes wander (>2% apart) is not confirmed so
     wandering = [0.044, 0.047, 0.043, 0.046]
     night, previous = judge_tonight([*wandering, 0.09], [0.091])
-    assert decide(night, previous=previous).state is State.SUSPECT
+    pending = decide(night, previous=previous)
+    assert pending.state is State.SUSPECT
+    # and its reason says why two nights did not confirm it (not "awaiting a second night" again)
+    assert pending.reason.startswith("a second suspect night, not confirmed: the noise model is provisional")
+    assert "held within 2%" in pending.reason
     # nor with fewer than 3 earlier nights, nor when only one night moved
     night, previous = judge_tonight([10.0, 10.001, 20.0], [20.0])
     assert decide(night, previous=previous).state is State.SUSPECT

@@ -17,7 +17,9 @@ from zlops.judge import noise_judge
 from zlops.model import Thresholds, Verdict
 from zlops.stats import Policy
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "flaggems_h200" / "nights_2026-11-30"
+ROOT = Path(__file__).resolve().parents[1] / "data" / "flaggems_h200"
+#: two recordings of the same six nights on fresh H200 machines (PROVENANCE.md in each)
+RECORDINGS = ("nights_2026-11-30", "nights_2026-11-30b")
 LABELS = ["A", "A", "A", "B", "C", "C"]
 LOUD = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
 _ROW = re.compile(r"^(?P<case>\S.*?)?\s*\((?P<metric>[a-z_]+)\)\s+(?P<rest>.*)$")
@@ -41,9 +43,9 @@ def _values(path: Path) -> dict[tuple[str, str], tuple[float, bool]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def nights() -> list[dict[tuple[str, str], tuple[float, bool]]]:
-    return [_values(DATA / f"night{i}-{label}.report.txt") for i, label in enumerate(LABELS)]
+@pytest.fixture(scope="module", params=RECORDINGS)
+def nights(request: pytest.FixtureRequest) -> list[dict[tuple[str, str], tuple[float, bool]]]:
+    return [_values(ROOT / request.param / f"night{i}-{label}.report.txt") for i, label in enumerate(LABELS)]
 
 
 def test_the_reports_hold_every_series_every_night(nights: list[dict[tuple[str, str], tuple[float, bool]]]) -> None:

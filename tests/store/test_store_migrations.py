@@ -19,7 +19,7 @@ from zlops.store.migrate import alembic_config, head_revision, sql_dir
 from zlops.store.models import Base
 
 TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events", "series",
-          "series_points"}
+          "series_points", "bisections", "bisection_alerts", "bisection_steps"}
 
 
 HEAD = "0009"  # the latest migration; bump with every new sql/versions file

@@ -54,7 +54,13 @@ def fetch(suite: str) -> dict[str, str]:
         promote = False
     if not isinstance(promote, bool):
         raise ValueError(f"the promote param must be true or false, got {promote!r}")
-    ctx = do_fetch(_config(), suite, run_key=_run_key(suite), sha=sha, promote=promote)
+    config = _config()
+    ctx = do_fetch(config, suite, run_key=_run_key(suite), sha=sha, promote=promote)
+    from zlops.airflow.links import airflow_meta
+    from zlops.pipeline import open_store
+
+    dag_run = get_current_context()["dag_run"]  # the zlops pages link back to it
+    open_store(config).update_run_meta(ctx.run_key, airflow_meta(dag_run.dag_id, dag_run.run_id))
     return {"run_key": ctx.run_key, "sha": ctx.sha, "promote": promote}
 
 
@@ -203,7 +209,8 @@ def watcher() -> None:
 
 
 def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -> Sequence[Any]:
-    """Wire fetch -> env -> run per device -> ingest -> compare -> report -> promote -> cleanup.
+    """Wire fetch -> env -> run per device -> ingest -> compare -> report -> promote -> cleanup
+    (and report -> request_bisect, which asks the zlops_bisect DAG to bisect confirmed regressions).
 
     Each device task gets its device's Airflow pool (one slot) and, when the pool names a host,
     that host's Celery queue (``Config.queue_of``); the other steps run on the default queue. Every
@@ -237,6 +244,9 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
             extra["queue"] = queue
         confirms.append(confirm.override(**extra)(suite, pool_name))
     r = report.override(task_id="report")(suite)
+    from zlops.airflow.bisect_tasks import request_bisect
+
+    rb = request_bisect.override(task_id="request_bisect")(suite)
     p = promote.override(task_id="promote_baseline")(suite)
     host_queues = sorted({q for q in (config.queue_of(n) for n in config.suite(suite).pools) if q})
     cleanups = [cleanup.override(task_id="cleanup")(suite),
@@ -248,6 +258,7 @@ def nightly_pipeline(config: Config, suite: str, *, device_pools: bool = True) -
         chain_from >> step
         chain_from = step
     chain_from >> r >> p >> cleanups
-    tasks = [f, env, *devices, i, c, *confirms, r, p, *cleanups]
+    r >> rb  # the report's confirmed regressions -> the zlops_bisect DAG (an asset event)
+    tasks = [f, env, *devices, i, c, *confirms, r, rb, p, *cleanups]
     tasks >> w  # type: ignore[operator]
     return [*tasks, w]

@@ -1,43 +1,69 @@
-"""A small FastAPI app for the Airflow UI: recent zlops runs, and one run's report and plots.
+"""The zlops pages inside the Airflow UI: runs and reports, the alerts inbox, series and cross-backend charts.
 
-Mounted by ``plugins/zlops_plugin.py`` at ``/zlops/`` (a "zlops" entry under Browse). Read-only;
-it reads the store and the artifacts of the config named by ``ZLOPS_CONFIG``.
+Mounted by ``plugins/zlops_plugin.py`` at ``/zlops/`` (entries under Browse, and a "zlops report" tab on
+every DAG run); it reads the store and the artifacts of the config named by ``ZLOPS_CONFIG``. Pages are
+jinja2 templates (``templates/``), charts are plotly (:mod:`zlops.airflow.charts`, plotly.js served
+from here: no CDN). The triage routes are in :mod:`zlops.airflow.triage_routes`.
 
 Every route, the API docs and the OpenAPI schema included, sits behind Airflow's authentication:
 the same FastAPI dependency Airflow's own API routes use (``get_user``: the ``Authorization: Bearer``
 JWT, else the UI's ``_token`` cookie, checked by the configured auth manager), so the pages need the
-UI's login and answer 401 without it. Run keys (Airflow run ids hold ``+`` and ``:``) are
-URL-encoded in every link the pages make.
+UI's login and answer 401 without it. Changing an alert also needs Airflow's permission to edit the
+suite's nightly DAG (403 otherwise) and, for a browser (the cookie), the page's CSRF token. Run keys
+(Airflow run ids hold ``+`` and ``:``) are URL-encoded in every link the pages make.
 """
 
 from __future__ import annotations
 
-import html
+import hashlib
+import hmac
+import re
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 
 from zlops.config import Config, config_from_env
+from zlops.model import RunRecord
 
-_STYLE = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-          "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}pre{background:#f6f6f6;padding:1em}"
-          ".regression{color:#b00;font-weight:bold}.potential{color:#c60}.improved{color:#080}")
-
-
-def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
+#: The Airflow cookie that holds the UI's JWT (airflow.api_fastapi.auth.tokens COOKIE_NAME_JWT_TOKEN).
+COOKIE = "_token"
+#: DAG id of a suite's nightly (dags/zlops_nightly.py).
+NIGHTLY_DAG_PREFIX = "zlops_nightly_"
+_AIRFLOW_RUN_ID = re.compile(r"(scheduled|manual|backfill|asset_triggered|dataset_triggered)__.+")
 
 
-def link(route: str, **query: str) -> str:
-    """A relative link with its query URL-encoded (``+`` and ``:`` of run keys included) and
-    escaped for an HTML attribute."""
-    return html.escape(f"{route}?{urlencode(query, quote_via=quote, safe='')}", quote=True)
+def link(route: str, **query: str | int) -> str:
+    """A relative link with its query URL-encoded (``+`` and ``:`` of run keys included); the templates
+    escape it for the attribute."""
+    return f"{route}?{urlencode(query, quote_via=quote, safe='')}" if query else route
+
+
+def airflow_run_of(run: RunRecord) -> tuple[str, str] | None:
+    """(dag id, DAG run id) of a zlops run made by Airflow: kept in the run's meta by the fetch task, else
+    read from a nightly run key whose label is an Airflow run id (runs stored before the meta was kept)."""
+    meta = run.meta.get("airflow") if isinstance(run.meta, dict) else None
+    if isinstance(meta, dict) and meta.get("dag_id") and meta.get("run_id"):
+        return str(meta["dag_id"]), str(meta["run_id"])
+    kind, _, rest = run.run_key.partition(":")
+    suite, _, label = rest.partition(":")
+    if kind == "nightly" and suite == run.suite and _AIRFLOW_RUN_ID.fullmatch(label):
+        return NIGHTLY_DAG_PREFIX + run.suite, label
+    return None
+
+
+def airflow_run_url(run: RunRecord) -> str | None:
+    """The Airflow UI page of a zlops run's DAG run, relative to the pages (``/zlops/`` -> ``/dags/...``)."""
+    found = airflow_run_of(run)
+    if found is None:
+        return None
+    dag_id, run_id = found
+    return f"../dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
 
 
 async def airflow_user(request: Request) -> Any:
@@ -52,14 +78,90 @@ async def airflow_user(request: Request) -> Any:
     return await get_user(request=request, _oauth_token=None, bearer_credentials=await bearer_scheme(request))
 
 
-def create_app(config: Config | None = None, *, authenticate: Callable[..., Any] | None = None) -> FastAPI:
+def airflow_may_triage(user: Any, suite: str) -> bool:
+    """Whether Airflow's auth manager lets ``user`` edit the suite's nightly DAG (what triaging its
+    alerts requires: Viewer cannot, User, Op and Admin can with the default roles)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    return bool(get_auth_manager().is_authorized_dag(method="PUT", details=DagDetails(id=NIGHTLY_DAG_PREFIX + suite),
+                                                     user=user))
+
+
+def user_name(user: Any) -> str:
+    """The name Airflow knows the user by (``BaseUser.get_name``)."""
+    get_name = getattr(user, "get_name", None)
+    name = get_name() if callable(get_name) else None
+    if not name:
+        raise HTTPException(403, "the signed-in user has no name to record a change under")
+    return str(name)
+
+
+def csrf_token(request: Request) -> str:
+    """The form token of this browser session: an HMAC keyed by its login cookie (another site can neither
+    read the cookie nor this page, so it cannot forge the token); empty without the cookie."""
+    cookie = request.cookies.get(COOKIE) or ""
+    return hmac.new(cookie.encode(), b"zlops-triage-csrf", hashlib.sha256).hexdigest() if cookie else ""
+
+
+def check_csrf(request: Request, token: str) -> None:
+    """403 unless a state-changing request carries an explicit credential (``Authorization: Bearer``, which
+    a browser never adds on its own) or the session's :func:`csrf_token`, and is not a cross-site fetch."""
+    if request.headers.get("authorization", "").lower().startswith("bearer "):
+        return
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        raise HTTPException(403, "cross-site request refused")
+    expected = csrf_token(request)
+    if not expected or not hmac.compare_digest(expected, token or ""):
+        raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
+
+
+class Pages:
+    """What every route needs: the config (read per request, so edits apply), the store, the templates."""
+
+    def __init__(self, config: Config | None) -> None:
+        self._config = config
+
+    @property
+    def config(self) -> Config:
+        return self._config if self._config is not None else config_from_env()
+
+    def store(self) -> Any:
+        from zlops.pipeline import open_store
+
+        return open_store(self.config)
+
+    @cached_property
+    def env(self) -> Any:
+        import jinja2
+
+        from zlops.report import cells
+
+        env = jinja2.Environment(loader=jinja2.PackageLoader("zlops.airflow", "templates"),
+                                 autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
+        env.globals.update(link=link, fmt_value=cells.fmt_value, fmt_change=cells.fmt_change,
+                           reference_text=cells.reference_text)
+        return env
+
+    def render(self, request: Request, template: str, *, status_code: int = 200, **values: Any) -> HTMLResponse:
+        root = request.scope.get("root_path", "").rstrip("/") + "/"
+        return HTMLResponse(self.env.get_template(template).render(root=root, **values), status_code=status_code)
+
+
+def create_app(config: Config | None = None, *, authenticate: Callable[..., Any] | None = None,
+               authorize: Callable[[Any, str], bool] | None = None) -> FastAPI:
     """The app; ``config`` defaults to $ZLOPS_CONFIG, read on each request so edits apply.
 
     ``authenticate`` is the FastAPI dependency every route needs (default: Airflow's, see the module
-    docstring); FastAPI's own docs and schema routes are replaced by ones that need it too.
+    docstring); it returns the user. ``authorize(user, suite)`` says whether the user may triage the
+    suite's alerts (default: Airflow's auth manager, :func:`airflow_may_triage`). FastAPI's own docs
+    and schema routes are replaced by ones that need the login too.
     """
-    auth = Depends(authenticate or airflow_user)
-    app = FastAPI(title="zlops", dependencies=[auth], docs_url=None, redoc_url=None, openapi_url=None)
+    from zlops.airflow.triage_routes import add_triage_routes
+
+    user_dep = authenticate or airflow_user
+    app = FastAPI(title="zlops", dependencies=[Depends(user_dep)], docs_url=None, redoc_url=None, openapi_url=None)
+    pages = Pages(config)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi() -> JSONResponse:
@@ -70,59 +172,68 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         root = request.scope.get("root_path", "").rstrip("/")
         return get_swagger_ui_html(openapi_url=f"{root}/openapi.json", title="zlops API")
 
-    def cfg() -> Config:
-        return config if config is not None else config_from_env()
-
     @app.get("/", response_class=HTMLResponse)
-    def index(suite: str | None = None, limit: int = 50) -> str:
-        from zlops.pipeline import open_store
-
-        store = open_store(cfg())
+    def index(request: Request, suite: str | None = Query(None, max_length=200),
+              limit: int = Query(50, ge=1, le=500)) -> HTMLResponse:
+        store = pages.store()
         rows = []
-        for run in store.list_runs(suite=suite, limit=min(max(limit, 1), 500)):
+        for run in store.list_runs(suite=suite, limit=limit):
             counts: dict[str, int] = {}
             for c in store.comparisons(run.run_key):
                 counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
-            verdicts = ", ".join(f"<span class='{k}'>{v} {k}</span>" for k, v in sorted(counts.items()))
-            when = run.started_at.isoformat(timespec="minutes") if run.started_at else "-"
-            rows.append(f"<tr><td>{when}</td><td>{html.escape(run.suite)}</td><td>{html.escape(run.kind)}</td>"
-                        f"<td><code>{run.sha[:12]}</code></td><td>{run.status.value}</td>"
-                        f"<td>{'yes' if run.accepted else ''}</td><td>{verdicts}</td>"
-                        f"<td><a href='{link('run', key=run.run_key)}'>report</a></td></tr>")
-        table = ("<table><tr><th>started</th><th>suite</th><th>kind</th><th>commit</th><th>status</th>"
-                 "<th>baseline</th><th>verdicts</th><th></th></tr>" + "".join(rows) + "</table>")
-        return _page("zlops runs", table if rows else "<p>No runs yet.</p>")
+            rows.append({"run": run, "counts": sorted(counts.items()), "airflow": airflow_run_url(run),
+                         "when": run.started_at.isoformat(timespec="minutes") if run.started_at else "-"})
+        return pages.render(request, "runs.html", title="zlops runs", rows=rows)
+
+    def run_page(request: Request, run: RunRecord) -> HTMLResponse:
+        from zlops.pipeline import context_for
+
+        run_dir = context_for(pages.config, run.suite, run.run_key).run_dir
+        text = run_dir / "report.txt"
+        return pages.render(request, "run.html", title=f"zlops run {run.run_key}", run=run,
+                            airflow=airflow_run_url(run), report=text.read_text() if text.exists() else None,
+                            plots=sorted((run_dir / "plots").glob("*.png")))
 
     @app.get("/run", response_class=HTMLResponse)
-    def run_page(key: str) -> str:
-        from zlops.pipeline import context_for, open_store
-
-        config = cfg()
-        run = open_store(config).get_run(key)
+    def run_route(request: Request, key: str = Query(..., max_length=250)) -> HTMLResponse:
+        run = pages.store().get_run(key)
         if run is None:
             raise HTTPException(404, f"unknown run {key!r}")
-        ctx = context_for(config, run.suite, run.run_key)
-        text = ctx.run_dir / "report.txt"
-        body = [(f"<p>suite <b>{html.escape(run.suite)}</b>, commit <code>{run.sha}</code>, "
-                 f"status {run.status.value}</p>")]
-        body.append(f"<pre>{html.escape(text.read_text())}</pre>" if text.exists() else "<p>No report yet.</p>")
-        for png in sorted((ctx.run_dir / "plots").glob("*.png")):
-            body.append(f"<p><img src='{link('plot', key=run.run_key, name=png.name)}' "
-                        f"alt='{html.escape(png.stem, quote=True)}' width='880'></p>")
-        return _page(f"zlops run {run.run_key}", "".join(body))
+        return run_page(request, run)
+
+    @app.get("/airflow-run", response_class=HTMLResponse)
+    def from_airflow(request: Request, dag_id: str = Query(..., max_length=250),
+                     run_id: str = Query(..., max_length=250)) -> HTMLResponse:
+        """The zlops report of an Airflow DAG run (the "zlops report" tab and extra link)."""
+        from zlops.errors import ZlopsError
+        from zlops.pipeline import make_run_key
+
+        if not dag_id.startswith(NIGHTLY_DAG_PREFIX):
+            return pages.render(request, "message.html", title="zlops report", css="muted", back=None,
+                                message=f"{dag_id} is not a zlops nightly DAG: it has no zlops report.")
+        suite = dag_id[len(NIGHTLY_DAG_PREFIX):]
+        try:
+            key = make_run_key("nightly", suite, run_id)
+        except ZlopsError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        run = pages.store().get_run(key)
+        if run is None:
+            return pages.render(request, "message.html", title="zlops report", css="muted", back=None, status_code=404,
+                                message=f"No zlops run {key} is stored yet (its fetch task has not run).")
+        return run_page(request, run)
 
     @app.get("/plot")
-    def plot(key: str, name: str) -> Any:
-        from zlops.pipeline import context_for, open_store
+    def plot(key: str = Query(..., max_length=250), name: str = Query(..., max_length=255)) -> Any:
+        from zlops.pipeline import context_for
 
-        config = cfg()
-        run = open_store(config).get_run(key)
+        run = pages.store().get_run(key)
         if run is None:
             raise HTTPException(404, "unknown run")
-        plots = (context_for(config, run.suite, run.run_key).run_dir / "plots").resolve()
+        plots = (context_for(pages.config, run.suite, run.run_key).run_dir / "plots").resolve()
         path = (plots / name).resolve()
         if path.parent != plots or path.suffix != ".png" or not path.is_file():
             raise HTTPException(404, "no such plot")
         return FileResponse(Path(path), media_type="image/png")
 
+    add_triage_routes(app, pages, user_dep=user_dep, authorize=authorize or airflow_may_triage)
     return app

@@ -22,21 +22,52 @@ DEFAULT_PARSE_TIMEOUT_S = 300.0
 
 Parser = Callable[..., list[CaseResult]]
 
-#: format name -> module implementing ``parse(text, *, source)``; imported on first use.
-_MODULES: dict[str, str] = {
-    "zlops-json": "zlops.formats.zlops_json",
-    "pytest-benchmark": "zlops.formats.pytest_benchmark",
-    "simpler-strace": "zlops.formats.simpler_strace",
-    "simpler-rounds-table": "zlops.formats.simpler_rounds_table",
-    "simpler-benchmark-rounds": "zlops.formats.simpler_benchmark_rounds",
-    "flaggems-record": "zlops.formats.flaggems_record",
-    "collectives": "zlops.formats.collectives",
-    "google-benchmark": "zlops.formats.google_benchmark",
+#: format name -> (module implementing ``parse(text, *, source)``, what the format is, in one line); the
+#: module is imported on first use. ``zlops parse --help`` and its errors print the descriptions.
+_FORMATS: dict[str, tuple[str, str]] = {
+    "zlops-json": ("zlops.formats.zlops_json",
+                   "zlops' own JSON (schema_version 1): cases, metric, unit, direction and raw samples"),
+    "pytest-benchmark": ("zlops.formats.pytest_benchmark",
+                         "pytest-benchmark's --benchmark-json file (a 'benchmarks' list with raw data)"),
+    "simpler-strace": ("zlops.formats.simpler_strace",
+                       "simpler run logs with [STRACE] marker lines (per-round Host/Device/Effective times)"),
+    "simpler-rounds-table": ("zlops.formats.simpler_rounds_table",
+                             "simpler's per-round table (strace_timing <log> --rounds-table)"),
+    "simpler-benchmark-rounds": ("zlops.formats.simpler_benchmark_rounds",
+                                 "simpler tools/benchmark_rounds.sh output (a rounds table per case)"),
+    "flaggems-record": ("zlops.formats.flaggems_record",
+                        "FlagGems --record log files (one [INFO] {JSON BenchmarkResult} line per op)"),
+    "collectives": ("zlops.formats.collectives",
+                    "pypto-tooling collectives results.json or a per-round timing list"),
+    "google-benchmark": ("zlops.formats.google_benchmark",
+                         "Google Benchmark JSON (--benchmark_format=json / --benchmark_out)"),
 }
+_MODULES: dict[str, str] = {name: module for name, (module, _) in _FORMATS.items()}
 
 
 def format_names() -> list[str]:
-    return sorted(_MODULES)
+    return sorted(_FORMATS)
+
+
+def format_descriptions() -> dict[str, str]:
+    """Format name -> one line saying what the format is (sorted by name)."""
+    return {name: _FORMATS[name][1] for name in format_names()}
+
+
+def detect_formats(text: str, *, exclude: str | None = None) -> dict[str, int]:
+    """The formats that read ``text`` into at least one result, with their row counts: a hint for a
+    file parsed with the wrong ``--format``. Pure; a format that raises does not fit."""
+    fits: dict[str, int] = {}
+    for name in format_names():
+        if name == exclude:
+            continue
+        try:
+            rows = parse_text(name, text, source="<detect>")
+        except Exception:  # noqa: BLE001 - any refusal means "not this format"
+            continue
+        if rows:
+            fits[name] = len(rows)
+    return fits
 
 
 def get_parser(fmt: str) -> Parser:
@@ -102,6 +133,16 @@ def parse_results(fmt: str, path: Path, *, root: Path | None = None, max_bytes: 
     """
     text = _read(path, root=root, max_bytes=max_bytes)
     return _bounded(lambda: parse_text(fmt, text, source=str(path)), timeout_s, str(path))
+
+
+def detect_file_formats(path: Path, *, exclude: str | None = None) -> dict[str, int]:
+    """:func:`detect_formats` of a results file (read as :func:`parse_results` reads it); {} when it
+    cannot be read."""
+    try:
+        text = _read(path)
+    except ParseError:
+        return {}
+    return detect_formats(text, exclude=exclude)
 
 
 def parse_results_with_report(fmt: str, path: Path) -> ParseReport:

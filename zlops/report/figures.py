@@ -166,7 +166,8 @@ def phase_rows(comparisons: Sequence[Comparison]) -> list[PhaseRow]:
     return out
 
 
-def phase_breakdown(rows: Sequence[PhaseRow], out_path: Path, *, title: str | None = None) -> Path | None:
+def phase_breakdown(rows: Sequence[PhaseRow], out_path: Path, *, title: str | None = None,
+                    order: Sequence[str] = PHASES, unit: str = "us") -> Path | None:
     """Per case, each phase's baseline and HEAD median side by side, with the change in percent.
 
     Side by side, not stacked: simpler's phases overlap in time (Orch and Sched run inside the Device
@@ -188,7 +189,7 @@ def phase_breakdown(rows: Sequence[PhaseRow], out_path: Path, *, title: str | No
         fig = _figure((8.0, 1.6 + 1.7 * len(chosen)))
         axes = fig.subplots(len(chosen), 1, squeeze=False)[:, 0]
         for ax, r in zip(axes, chosen, strict=True):
-            phases = [m for m in PHASES if m in r.head]
+            phases = [m for m in order if m in r.head]
             ys = list(range(len(phases)))
             if r.base:
                 ax.barh([y + 0.2 for y in ys], [r.base.get(m, 0.0) for m in phases], height=0.4,
@@ -208,7 +209,7 @@ def phase_breakdown(rows: Sequence[PhaseRow], out_path: Path, *, title: str | No
             values = [*r.head.values(), *(r.base or {}).values()]
             ax.set_xlim(min(values) / 2, max(values) * 3)  # bars on a log axis start at its left edge
             ax.grid(True, axis="x", alpha=0.3)
-        axes[-1].set_xlabel("median per phase (us, log scale)")
+        axes[-1].set_xlabel(f"median per phase ({unit}, log scale)")
         axes[0].legend(loc="lower right", frameon=False, ncols=2)
         more = len(rows) - len(chosen)
         fig.suptitle(title or ("Phase breakdown" + (f" ({more} more cases in the report)" if more else "")))
@@ -268,6 +269,108 @@ def strong_scaling(points: Sequence[ScalingPoint], out_path: Path, *, title: str
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(title or "Strong scaling (solid: HEAD, dashed: baseline)")
         ax.legend(loc="best", frameon=False)
+        return _save(fig, out_path)
+
+
+#: campaign phases (the seed's phase breakdown): metric of the collectives format -> phase name
+CAMPAIGN_PHASES = {"setup_s": "setup", "execute_s": "execute", "wall_s": "wall"}
+
+
+def campaign_phase_rows(comparisons: Sequence[Comparison]) -> list[PhaseRow]:
+    """Per campaign series (``.../p<P>/<variant>/<stack>``), its setup / execute / wall seconds."""
+    by_case: dict[tuple[str, str], dict[str, Comparison]] = {}
+    for c in comparisons:
+        if c.metric in CAMPAIGN_PHASES and c.head_value is not None and c.unit == "s":
+            by_case.setdefault((c.pool, c.case), {})[CAMPAIGN_PHASES[c.metric]] = c
+    out = []
+    for (pool, case), phases in sorted(by_case.items()):
+        if "setup" not in phases or "execute" not in phases:
+            continue
+        base = {m: c.base_value for m, c in phases.items() if c.base_value is not None}
+        head = {m: c.head_value for m, c in phases.items() if c.head_value is not None}
+        out.append(PhaseRow(pool, case, base or None, head))
+    return out
+
+
+def efficiency_points(results: Sequence[tuple[str, int, CaseResult]], comparisons: Sequence[Comparison]
+                      ) -> list[ScalingPoint]:
+    """Strong-scaling efficiency per (stem, variant, stack) line: E(P_min) = 1, then each derived
+    ``efficiency_p<P>`` series tonight (``base``: the value its verdict compared with)."""
+    base = {(c.pool, c.case, c.metric): c.base_value for c in comparisons}
+    out: dict[tuple[str, int], ScalingPoint] = {}
+    for pool, _device, r in results:
+        if r.params.get("derived") != "efficiency":
+            continue
+        line = f"{pool}: {r.case}"
+        p, p_min = int(r.params["p"]), int(r.params["p_min"])
+        out[(line, p_min)] = ScalingPoint(line, p_min, 1.0, 1.0, r.unit)
+        out[(line, p)] = ScalingPoint(line, p, r.median, base.get((pool, r.case, r.metric)), r.unit)
+    return sorted(out.values(), key=lambda s: (s.line, s.p))
+
+
+def efficiency_chart(points: Sequence[ScalingPoint], out_path: Path, *, title: str | None = None) -> Path | None:
+    """Strong-scaling efficiency against P, one line per (problem, variant, stack): solid tonight,
+    dashed the baseline; the 1.0 line is perfect scaling. None without a line of two P values."""
+    lines: dict[str, list[ScalingPoint]] = {}
+    for pt in points:
+        lines.setdefault(pt.line, []).append(pt)
+    lines = {k: sorted(v, key=lambda s: s.p) for k, v in lines.items() if len({s.p for s in v}) >= 2}
+    if not lines:
+        return None
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab10"]
+    with _rc():
+        fig = _figure()
+        ax = fig.add_subplot()
+        for i, (name, pts) in enumerate(sorted(lines.items())):
+            colour = palette(i % 10)
+            ax.plot([s.p for s in pts], [s.value for s in pts], "o-", color=colour, linewidth=2, markersize=7,
+                    label=_short(name, 40))
+            based = [(s.p, s.base) for s in pts if s.base is not None]
+            if len(based) >= 2:
+                ax.plot([p for p, _ in based], [b for _, b in based], "--", color=colour, alpha=0.6, linewidth=1.5)
+        ps = sorted({s.p for pts in lines.values() for s in pts})
+        ax.axhline(1.0, color="black", linewidth=1.0)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ps, [str(p) for p in ps])
+        top = max([1.0, *(s.value for pts in lines.values() for s in pts)])
+        ax.set_ylim(0, top * 1.1)
+        ax.set_xlabel("devices (p)")
+        ax.set_ylabel("efficiency t(Pmin)·Pmin / (t(P)·P)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(title or "Strong-scaling efficiency (solid: HEAD, dashed: baseline)")
+        ax.legend(loc="best", frameon=False, fontsize=FONT_SIZE - 4)
+        return _save(fig, out_path)
+
+
+def stack_ratio_chart(comparisons: Sequence[Comparison], out_path: Path, *, title: str | None = None
+                      ) -> Path | None:
+    """Paired stack ratio per case (``ratio_<a>_over_<b>``: t(a) / t(b)): HEAD and baseline bars,
+    the 1.0 line (both stacks equal); coloured by verdict. None without a ratio series."""
+    rows = sorted((c for c in comparisons if c.metric.startswith("ratio_") and c.unit == "t/t"
+                   and c.head_value is not None), key=lambda c: (c.pool, c.case, c.metric))[:NAMED_CASES]
+    if not rows:
+        return None
+    with _rc():
+        fig = _figure((8.0, max(3.0, 1.4 + 0.45 * len(rows))))
+        ax = fig.add_subplot()
+        ys = list(range(len(rows)))
+        bases = [c.base_value for c in rows]
+        ax.barh([y + 0.2 for y in ys], [b if b is not None else 0.0 for b in bases], height=0.4,
+                color=BASE_COLOUR, label="base")
+        ax.barh([y - 0.2 for y in ys], [c.head_value or 0.0 for c in rows], height=0.4,
+                color=[VERDICT_COLOURS.get(c.verdict, HEAD_COLOUR) for c in rows], label="HEAD")
+        for y, c in zip(ys, rows, strict=True):
+            ax.text((c.head_value or 0.0) * 1.01, y - 0.2, f" {c.head_value:.3g}", va="center", fontsize=FONT_SIZE - 4)
+        ax.axvline(1.0, color="black", linewidth=1.2)
+        ax.set_yticks(ys, [_short(f"{c.case} {c.metric.removeprefix('ratio_').replace('_over_', '/')}", 40)
+                           for c in rows], fontsize=FONT_SIZE - 4)
+        ax.invert_yaxis()
+        ax.set_xlabel("time ratio t(numerator) / t(denominator)  (< 1: numerator faster)")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.set_title(title or "Paired stack ratio per case")
+        ax.legend(loc="lower right", frameon=False)
         return _save(fig, out_path)
 
 

@@ -68,6 +68,7 @@ def markdown_report(
     out += _shard_section(shards, artifacts_root)
     # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.partition)
     out += schedule_section(run.meta.get("partition"), shards)
+    out += campaign_section(run.meta.get("campaign"), summary)
     out += _telemetry_section(telemetry or {})
     caliber = caliber_lines(summary.comparisons)
     if caliber:   # a caliber break is a wall: said before any delta
@@ -93,6 +94,34 @@ def markdown_report(
         "",
     ]
     return "\n".join(out)
+
+
+def campaign_section(plans: Mapping[str, Any] | None, summary: CompareSummary) -> list[str]:
+    """A campaign's plan (gang LPT per pool) and tonight's scaling verdicts in words (zlops.scaling);
+    every number is the plan's or a verdict's own figures."""
+    from zlops.campaign import CampaignPlan
+    from zlops.scaling import derived_kind, scaling_lines
+
+    derived = [c for c in summary.comparisons if derived_kind(c.metric)]
+    if not plans and not derived:
+        return []
+    out = ["## Campaign", ""]
+    for raw in (plans or {}).values():
+        plan = CampaignPlan.from_dict(raw)
+        out.append(f"- {plan.summary()}.")
+        for p in plan.unplaced:
+            out.append(f"- `{p.series_case}` not run: it needs {p.p} devices, the pool has {len(plan.devices)}.")
+    lines = scaling_lines(summary.comparisons)
+    out += ["", "### Scaling", ""]
+    out += lines or ["- No strong-scaling efficiency or stack ratio moved beyond its threshold tonight."]
+    if derived:
+        out += ["", "| Pool | Series | Metric | Base | HEAD | Change (%) | Verdict |", "|---|---|---|---:|---:|---:|---|"]
+        for c in sorted(derived, key=lambda c: (c.pool, c.case, c.metric)):
+            out.append(f"| {c.pool} | `{_cell(c.case)}` | {c.metric} | {cells.fmt_value(c.base_value, c.unit)} | "
+                       f"{cells.fmt_value(c.head_value, c.unit)} | {cells.fmt_change(cells.change_pct(c))} | "
+                       f"{c.verdict.label} |")
+    out.append("")
+    return out
 
 
 def promotion_line(p: Mapping[str, Any]) -> str:

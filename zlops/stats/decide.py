@@ -573,5 +573,20 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
                             reason=f"two consecutive nights beyond the threshold "
                                    f"({previous.worse_pct:+.2f}%, {night.worse_pct:+.2f}% worse): {night.reason}",
                             **figures)
+    second = previous is not None and previous.state is night.state
+    calibrated = previous is not None and _calibrated(previous) and _calibrated(night)
     return Decision(night.state, confirmed_by=None,
-                    reason=f"awaiting confirmation (A/B or a second night): {night.reason}", **figures)
+                    reason=f"{pending_text(second=second, calibrated=calibrated, policy=pol)}: {night.reason}",
+                    **figures)
+
+
+def pending_text(*, second: bool, calibrated: bool, policy: Policy) -> str:
+    """Why a suspect is still a suspect (the start of its reason; :func:`decide` and the frame judge)."""
+    if not second:
+        return "awaiting confirmation (A/B or a second night)"
+    if calibrated:
+        return "a second suspect night, not confirmed (not beyond the threshold on both nights); awaiting an A/B"
+    return (f"a second suspect night, not confirmed: the noise model is provisional (< {policy.min_nights} nights) "
+            f"and it is not a clear step (both nights at one level, beyond every earlier night by more than "
+            f"{CLEAR_STEP_FACTOR * policy.regression_pct:g}%, over earlier nights that held within "
+            f"{policy.potential_pct:g}%); awaiting an A/B or more nights")

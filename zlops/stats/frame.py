@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from zlops.stats.decide import CLEAR_STEP_FACTOR, Policy, State, telemetry_problem
+from zlops.stats.decide import CLEAR_STEP_FACTOR, Policy, State, pending_text, telemetry_problem
 from zlops.stats.noise import MEDIAN_SE_FACTOR
 
 
@@ -254,6 +254,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                 reason = (f"two consecutive nights beyond the threshold ({pw:+.2f}%, {nw:+.2f}% worse): "
                           f"{reason}")
             else:
-                reason = f"awaiting confirmation (A/B or a second night): {reason}"
+                second = State(prev["state"][i]) is state
+                pending = pending_text(second=second, calibrated=bool(prev["enough"][i] and s["enough"][i]), policy=pol)
+                reason = f"{pending}: {reason}"
         out.append(FrameVerdict(state, reason=reason, **figures))
     return out

@@ -150,7 +150,12 @@ def set_alert_state(session: Session, alert_id: int, to: AlertState, *, note: st
         values["note"] = note
     if not to.is_open:
         values["closed_at"] = now
-    session.execute(update(AlertRow).where(AlertRow.id == alert_id).values(**values))
+    # compare-and-set: of two people (or two retries of one request) changing it at once, one wins
+    changed = session.execute(update(AlertRow).where(AlertRow.id == alert_id, AlertRow.state == before.state.value)
+                              .values(**values).returning(AlertRow.id)).scalar_one_or_none()
+    if changed is None:
+        now_state = get_alert(session, alert_id).state.value
+        raise AlertError(f"alert #{alert_id} was changed meanwhile (now {now_state}); look again before changing it")
     event_id = _event(session, alert_id, run_id=None, kind=EventKind.STATE, from_state=before.state, to_state=to,
                       change_pct=before.last_change_pct, note=note, actor=actor,
                       announced=before.thread_notification_id is not None)

@@ -118,34 +118,42 @@ _DTYPES = {"median": "float64", "spread_pct": "float64", "n": "int64", "lower_is
            "finished_at": "datetime64[us, UTC]", "run_id": "int64"}
 
 
-def _series_meta(session: Session, suite: str, pools: Sequence[str]) -> dict[int, tuple[str, str, str, str, bool]]:
+def _series_meta(session: Session, suite: str, pools: Sequence[str], only: Collection[tuple[str, str]] | None = None,
+                 ) -> dict[int, tuple[str, str, str, str, bool]]:
     c = SeriesRow.__table__.c
     query = select(c.id, c.pool, c.case, c.metric, c.unit, c.lower_is_better).where(c.suite == suite)
     if len(pools) <= CHUNK:
         query = query.where(c.pool.in_(pools))
-    return {row[0]: (row[1], row[2], row[3], row[4], bool(row[5])) for row in _raw_rows(session, query)}
+    if only is not None and len(only) <= CHUNK:
+        query = query.where(c.case.in_(sorted({case for case, _ in only})))
+    wanted = None if only is None else set(only)
+    return {row[0]: (row[1], row[2], row[3], row[4], bool(row[5])) for row in _raw_rows(session, query)
+            if wanted is None or (row[2], row[3]) in wanted}
 
 
 def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
-                 keys: Collection[SeriesKey] | None = None) -> pd.DataFrame:
+                 keys: Collection[SeriesKey] | None = None,
+                 only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Columns :data:`_POINT_COLUMNS` of the (run, pool) pairs of ``runs``; a pair without stored points
-    is summarized from its raw results (see the module docstring). ``keys``: only those series (their
-    ids in the query when they are few; a pair none of them has points in is looked up in the results)."""
+    is summarized from its raw results (see the module docstring). ``keys``: only those series;
+    ``only``: only these (case, metric) in any pool (a page about one operator). Filtered, the series'
+    ids go in the query when they are few."""
     run_ids = sorted({r.run_id for r in runs})
     pools = sorted({r.pool for r in runs})
-    meta = _series_meta(session, suite, pools)
-    ids_wanted: list[int] | None = None
-    if keys is not None:
-        wanted = set(keys)
-        meta = {i: m for i, m in meta.items() if m[:3] in wanted}
-        ids_wanted = sorted(meta)
+    series = None if keys is None else set(keys)
+    pairs = set(only) if only is not None else (None if series is None else {k[1:] for k in series})
+    if only is not None and series is not None:
+        pairs &= {k[1:] for k in series}
+    meta = _series_meta(session, suite, pools, pairs)
+    if series is not None:
+        meta = {i: m for i, m in meta.items() if m[:3] in series}
+    filtered = pairs is not None
     rows: list[tuple[Any, ...]] = []
     c = SeriesPointRow.__table__.c
-    for chunk in chunks(run_ids) if ids_wanted != [] else ():
+    narrow = filtered and len(meta) <= CHUNK  # a few series (the flagged ones, a page): their ids in the query
+    for chunk in chunks(run_ids) if not (filtered and not meta) else ():
         query = select(c.run_id, c.series_id, c.median, c.n, c.spread_pct).where(c.run_id.in_(chunk))
-        if ids_wanted is not None and len(ids_wanted) <= CHUNK:
-            query = query.where(c.series_id.in_(ids_wanted))
-        rows.extend(_raw_rows(session, query))
+        rows.extend(_raw_rows(session, query.where(c.series_id.in_(sorted(meta))) if narrow else query))
     if rows:
         # one C-level conversion (None -> NaN); run and series ids and n are exact in float64
         arr = np.array(rows, dtype=float)
@@ -180,18 +188,23 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
         present = set()
     # a pool without points gets them from the raw results (usually none: the compare step writes them)
     missing = sorted({(r.run_id, r.pool) for r in runs} - present)
+    if missing and filtered:  # a series the run has no point of: only runs without any point
+        has_points = select(c.run_id).where(c.run_id == Run.id).exists()  # an index seek per run, not a scan
+        with_points = {rid for (rid,) in _raw_rows(session, select(Run.id).where(
+            Run.id.in_(sorted({rid for rid, _ in missing})), has_points))}
+        missing = [(rid, pool) for rid, pool in missing if rid not in with_points]
     if missing:
-        fallback = _points_from_results(session, missing, keys)
+        fallback = _points_from_results(session, missing, series, pairs)
         if len(fallback):
             points = pd.concat([points, fallback], ignore_index=True) if len(points) else fallback
     return points
 
 
 def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]],
-                         keys: Collection[SeriesKey] | None = None) -> pd.DataFrame:
+                         series: Collection[SeriesKey] | None = None,
+                         only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     wanted = set(pairs)
-    series = None if keys is None else set(keys)
-    cases = None if series is None else sorted({k[1] for k in series})
+    cases = None if only is None else sorted({case for case, _ in only})
     records: list[dict[str, Any]] = []
     for chunk in chunks(sorted({rid for rid, _ in pairs})):
         query = (select(Shard.run_id, Shard.pool, Shard.device, Result.case, Result.metric, Result.unit,
@@ -204,7 +217,8 @@ def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]],
         rows = session.connection().execute(query)
         by_run: dict[int, list[tuple[str, int, str, str, str, bool, Sequence[float]]]] = {}
         for rid, *row in rows:
-            if (rid, row[0]) in wanted and (series is None or (row[0], row[2], row[3]) in series):
+            if ((rid, row[0]) in wanted and (series is None or (row[0], row[2], row[3]) in series)
+                    and (only is None or (row[2], row[3]) in only)):
                 by_run.setdefault(rid, []).append(tuple(row))  # type: ignore[arg-type]
         for rid, items in by_run.items():
             pooled = pool_samples(items)
@@ -221,8 +235,11 @@ def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]],
 
 def history_frame(session: Session, suite: str, *, ancestors: Collection[str], window: int,
                   exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                  kind: str = "nightly", before: datetime | None = None) -> pd.DataFrame:
+                  kind: str = "nightly", before: datetime | None = None,
+                  only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     """The suite's history, one row per series and run, oldest first per series.
+
+    ``only``: just these (case, metric) series (a page about one operator), read by their series ids.
 
     Columns :data:`HISTORY_COLUMNS`: ``pool, case, metric, run_key, sha, finished_at`` (UTC),
     ``unit, lower_is_better, median, n, spread_pct`` (NaN where the spread is unknown); the rows of a
@@ -230,17 +247,18 @@ def history_frame(session: Session, suite: str, *, ancestors: Collection[str], w
     """
     runs = window_runs(session, suite, ancestors=ancestors, window=window, exclude_run_key=exclude_run_key,
                        pools=pools, kind=kind, before=before)
-    return runs_frame(session, suite, runs)
+    return runs_frame(session, suite, runs, only=only)
 
 
 def runs_frame(session: Session, suite: str, runs: Sequence[WindowRun],
-               keys: Collection[SeriesKey] | None = None) -> pd.DataFrame:
+               keys: Collection[SeriesKey] | None = None, *,
+               only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     """:func:`history_frame`'s rows of exactly ``runs`` (each in its own pool, from :func:`window_runs`),
-    only the series of ``keys`` when given. Queries: one for the series, one per :data:`CHUNK` runs,
-    one more per chunk when some (run, pool) has no stored points."""
+    only the series of ``keys`` (or the (case, metric) of ``only``) when given. Queries: one for the
+    series, one per :data:`CHUNK` runs, one or two more when some (run, pool) has no stored points."""
     if not runs:
         return _empty(HISTORY_COLUMNS)
-    points = _point_frame(session, suite, runs, keys)
+    points = _point_frame(session, suite, runs, keys, only)
     if not len(points):
         return _empty(HISTORY_COLUMNS)
     by_run = {r.run_id: r for r in runs}  # run_key, sha and date are the run's, whatever the pool

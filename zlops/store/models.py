@@ -333,3 +333,80 @@ class AlertEvent(Base):
     note: Mapped[str] = mapped_column(Text)
     actor: Mapped[str] = mapped_column(String(100))
     announced: Mapped[bool] = mapped_column(Boolean)
+
+
+#: Values of ``bisections.state`` (see :class:`zlops.bisect.State`).
+BISECTION_STATES = ("running", "found", "unverified", "ambiguous", "not_reproduced", "paused", "failed")
+
+
+class BisectionRow(Base):
+    """One bisection of a commit range on one pool (zlops.bisect_run): its targets, budget use and culprit.
+
+    Keyed by (suite, pool, good_sha, bad_sha): alerts of the same range and pool share it (one
+    search, one message), and a rerun finds it instead of starting another. ``targets`` holds the
+    regressed series (case, metric, unit, lower_is_better); ``commits`` the range, oldest first
+    (``commits[0]`` the good end); ``culprit_*`` are set when the search named a commit.
+    """
+
+    __tablename__ = "bisections"
+    __table_args__ = (
+        UniqueConstraint("suite", "pool", "good_sha", "bad_sha"),
+        CheckConstraint("state IN ('running', 'found', 'unverified', 'ambiguous', 'not_reproduced', 'paused', "
+                        "'failed')", name="state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(200))
+    pool: Mapped[str] = mapped_column(String(100))
+    device: Mapped[int] = mapped_column(Integer)
+    good_sha: Mapped[str] = mapped_column(String(64))
+    bad_sha: Mapped[str] = mapped_column(String(64))
+    commits: Mapped[list[str]] = mapped_column(JSON)
+    targets: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)
+    culprit_sha: Mapped[str | None] = mapped_column(String(64))
+    culprit_subject: Mapped[str | None] = mapped_column(Text)
+    culprit_author: Mapped[str | None] = mapped_column(String(250))
+    candidates: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class BisectionAlert(Base):
+    """Which bisection an alert's culprit comes from (an alert belongs to at most one)."""
+
+    __tablename__ = "bisection_alerts"
+
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), primary_key=True)
+    bisection_id: Mapped[int] = mapped_column(ForeignKey("bisections.id", ondelete="CASCADE"), index=True)
+
+
+class BisectionStep(Base):
+    """One decided step of a bisection (reproduce, step or verify): an A/B of ``base_sha`` vs ``sha``.
+
+    Unique per (bisection, kind, sha): a rerun resumes from these rows and never writes a step twice.
+    ``evidence`` holds per case the A/B's figures (zlops.model.Figures.to_dict) and the line it was
+    judged against; ``builds`` the commits first built for it; ``seconds`` its device time.
+    """
+
+    __tablename__ = "bisection_steps"
+    __table_args__ = (
+        UniqueConstraint("bisection_id", "kind", "sha"),
+        Index(None, "at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisection_id: Mapped[int] = mapped_column(ForeignKey("bisections.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    sha: Mapped[str] = mapped_column(String(64))
+    base_sha: Mapped[str] = mapped_column(String(64))
+    position: Mapped[int] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(16))
+    pairs: Mapped[int] = mapped_column(Integer)
+    seconds: Mapped[float] = mapped_column(Float)
+    builds: Mapped[int] = mapped_column(Integer)
+    evidence: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    note: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)

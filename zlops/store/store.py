@@ -32,6 +32,7 @@ from zlops.model import (
     Verdict,
 )
 from zlops.store import alerts as _alerts
+from zlops.store import bisections as _bisections
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
 from zlops.store.engine import SQLITE_BEGIN_OPTION, create_store_engine, parse_url
@@ -133,6 +134,11 @@ class Store:
 
     def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return self.unit_of_work(fn, *args, **kwargs)
+
+    def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(session, *args, **kwargs)`` in one read transaction, run again on a transient fault: for
+        the session-level reads of :mod:`zlops.store.pages` and friends."""
+        return self._query(fn, *args, **kwargs)
 
     def _query(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         def once() -> T:
@@ -274,12 +280,14 @@ class Store:
 
     def history_frame(self, suite: str, *, ancestors: Collection[str], window: int,
                       exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                      kind: str = "nightly", before: datetime | None = None) -> pd.DataFrame:
+                      kind: str = "nightly", before: datetime | None = None,
+                      only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
         """The suite's history from the newest ``window`` accepted ancestor runs per pool, one row per
         series and run, oldest first per series; columns ``pool, case, metric, run_key, sha,
-        finished_at, unit, lower_is_better, median, n, spread_pct`` (see :mod:`.frames`)."""
+        finished_at, unit, lower_is_better, median, n, spread_pct`` (see :mod:`.frames`); ``only``
+        keeps just those (case, metric) series."""
         return self._query(_frames().history_frame, suite, ancestors=ancestors, window=window,
-                           exclude_run_key=exclude_run_key, pools=pools, kind=kind, before=before)
+                           exclude_run_key=exclude_run_key, pools=pools, kind=kind, before=before, only=only)
 
     def runs_frame(self, suite: str, runs: Sequence[Any], keys: Collection[SeriesKey] | None = None,
                    ) -> pd.DataFrame:
@@ -401,3 +409,43 @@ class Store:
     def run_alert_events(self, run_key: str) -> list[tuple[Alert, dict[str, Any]]]:
         """What the nightly did to alerts at ``run_key`` (opened, changed, worsened), in order."""
         return self._query(_alerts.run_events, run_key)
+
+    # -- bisections ----------------------------------------------------------------------------
+
+    def open_bisection(self, *, suite: str, pool: str, device: int, commits: Sequence[str],
+                       targets: Sequence[Any], alert_ids: Sequence[int]) -> Any:
+        """The bisection of this range and pool (made when new) with ``alert_ids`` linked (idempotent)."""
+        return self._write(_bisections.open_bisection, suite=suite, pool=pool, device=device, commits=commits,
+                           targets=targets, alert_ids=alert_ids)
+
+    def bisection(self, bisection_id: int) -> Any:
+        """One bisection (:class:`zlops.bisect.Bisection`), or None."""
+        return self._query(_bisections.get_bisection, bisection_id)
+
+    def bisection_of_alert(self, alert_id: int) -> Any:
+        """The bisection an alert belongs to, or None."""
+        return self._query(_bisections.bisection_of_alert, alert_id)
+
+    def bisection_steps(self, bisection_id: int) -> list[Any]:
+        """The stored steps of a bisection (:class:`zlops.bisect.StepRecord`), in order."""
+        return self._query(_bisections.steps, bisection_id)
+
+    def save_bisection_step(self, bisection_id: int, step: Any) -> None:
+        """Store a decided step (a step already stored is left as it is)."""
+        self._write(_bisections.save_step, bisection_id, step)
+
+    def set_bisection_state(self, bisection_id: int, state: Any, *, reason: str,
+                            culprit: tuple[str, str, str] | None = None, candidates: Sequence[str] = ()) -> None:
+        self._write(_bisections.set_state, bisection_id, state, reason=reason, culprit=culprit, candidates=candidates)
+
+    def bisect_spent(self, pool: str, since: datetime) -> tuple[int, float]:
+        """Builds and device seconds the bisections of ``pool`` spent since ``since``."""
+        return self._query(_bisections.spent, pool, since)
+
+    def culprits(self, suite: str) -> list[Any]:
+        """The suite's bisections that named a culprit, newest first."""
+        return self._query(_bisections.culprits, suite)
+
+    def bisections_with_culprit(self, suite: str, sha: str) -> list[Any]:
+        """The suite's bisections whose verified culprit is ``sha``, oldest first."""
+        return self._query(_bisections.with_culprit, suite, sha)

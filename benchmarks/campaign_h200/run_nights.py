@@ -1,0 +1,129 @@
+"""The campaign proof on a 2-GPU host: a real collectives upstream, three nightlies, one slowdown.
+
+Builds a git repository holding ``suites/collectives/bench.py`` (torch.distributed over NCCL) with
+three commits: ``first``, ``docs`` (nothing that runs changes) and ``tree: re-reduce on the
+multi-rank path`` (the nccl stack under the tree variant does a second all_reduce when P > 1).
+Then runs ``zlops nightly`` (the library call) once per commit on a ``devices: auto`` cuda pool
+(the idle rule picks the devices), prints each night's verdicts and leaves everything (the store,
+reports, figures, lanes, shard bundles, telemetry) under ``--home``; ``--out`` gets a tarball.
+
+    python3 -m pip install --no-index --no-deps --target /tmp/zdeps WHEELS/*.whl   # zlops' deps, offline
+    PYTHONPATH=$PWD:/tmp/zdeps python3 benchmarks/campaign_h200/run_nights.py --home /tmp/zh/home --out $OUT
+    python benchmarks/campaign_h200/run_nights.py --backend cpu --sizes 1048576 ...   # gloo on 2 CPU "devices"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GIT = {"GIT_AUTHOR_NAME": "zlops", "GIT_AUTHOR_EMAIL": "zlops@example.com", "GIT_COMMITTER_NAME": "zlops",
+       "GIT_COMMITTER_EMAIL": "zlops@example.com", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+SLOW_FROM = '''        if a.stack == "nccl":
+            dist.all_reduce(out)
+'''
+SLOW_TO = '''        if a.stack == "nccl":
+            dist.all_reduce(out)
+            if a.variant == "tree" and a.p > 1:  # a "safety" reduction of a scratch copy on the multi-rank path
+                dist.all_reduce(src.clone())
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=GIT).stdout.strip()
+
+
+def make_upstream(path: Path) -> list[str]:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(path)], check=True, env=GIT)
+    bench = (ROOT / "suites" / "collectives" / "bench.py").read_text()
+    (path / "bench.py").write_text(bench)
+    (path / "README.md").write_text("collective benchmark\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "first: nccl and ring all-reduce, P ranks")
+    (path / "README.md").write_text("collective benchmark\n\nRun: python bench.py --help\n")
+    git(path, "commit", "-qam", "docs: how to run")
+    assert SLOW_FROM in bench
+    (path / "bench.py").write_text(bench.replace(SLOW_FROM, SLOW_TO))
+    git(path, "commit", "-qam", "tree: an extra scratch all_reduce on the multi-rank path")
+    return git(path, "rev-list", "--reverse", "HEAD").split()
+
+
+def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda") -> dict[str, object]:
+    gloo = ["--backend", "gloo", "--warmup", "1", "--timed", "5", "--iters", "3"] if backend == "cpu" else \
+        ["--warmup", "3", "--timed", "10", "--iters", "20"]
+    return {
+        "home": str(home), "locks_dir": str(home / "locks"),
+        "pools": {"h200": {"backend": backend, "devices": "auto" if backend != "cpu" else [0, 1]}},
+        "suites": {"collectives": {
+            "repo": str(upstream), "branch": "main", "install": [], "system_site_packages": True,
+            # the interpreter that has torch, by absolute path: the suite's venv (on PATH) is made from a
+            # base Python that may not see the packages of the environment torch lives in
+            "command": [sys.executable, "bench.py", "--case", "{case}", "--size", "{size}", "--p", "{p}",
+                        "--devices", "{devices}", "--variant", "{variant}", "--stack", "{stack}", *gloo,
+                        "--out", "{results}"],
+            "format": "collectives", "pools": ["h200"], "timeout_s": 120, "env": dict(SAFE_ENV),
+            "campaign": {"grid": {"cases": ["allreduce"], "sizes": sizes, "p": [1, 2],
+                                  "variants": ["ring", "tree"], "stacks": ["nccl", "ring"]},
+                         "ratios": [["nccl", "ring"]]},
+        }},
+        "thresholds": {"potential_pct": 3, "regression_pct": 8},
+        "judge": "simple", "device_wait_s": 120,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--home", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--sizes", default=str(4 << 20) + "," + str(64 << 20))
+    ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"), help="cpu: the gloo backend on 2 CPU "
+                    "'devices' (the CI variant)")
+    ap.add_argument("--nights", default="1,2,3", help="which commits to run a night of, in order (1 first, "
+                    "2 docs, 3 the slowdown); e.g. 1,3 on a short device budget")
+    a = ap.parse_args()
+    os.environ.update(SAFE_ENV)
+    from zlops.config import parse_config
+    from zlops.nightly import run_nightly
+
+    shutil.rmtree(a.home, ignore_errors=True)
+    shas = make_upstream(a.home.parent / "collectives-upstream")
+    cfg_data = config(a.home, a.home.parent / "collectives-upstream", [int(s) for s in a.sizes.split(",")],
+                      a.backend)
+    a.home.mkdir(parents=True)
+    (a.home / "zlops.json").write_text(json.dumps(cfg_data, indent=2))
+    cfg = parse_config(cfg_data, source="h200x2")
+    summary = []
+    wanted = [int(x) for x in a.nights.split(",")]
+    for i, sha in ((i, shas[i - 1]) for i in wanted):
+        t0 = time.time()
+        res = run_nightly(cfg, "collectives", sha=sha, run_label=f"n{i}")
+        rows = [{"case": c.case, "metric": c.metric, "verdict": c.verdict.value, "base": c.base_value,
+                 "head": c.head_value, "change_pct": c.figures.change_pct if c.figures else None}
+                for c in res.summary.comparisons]
+        summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows})
+        print(f"night {i} {sha[:10]} in {time.time() - t0:.0f} s: {res.summary.overall_line()}", flush=True)
+        for r in rows:
+            if r["verdict"] not in ("unchanged", "new"):
+                change = "" if r["change_pct"] is None else f"{r['change_pct']:+.2f}%"
+                print("   ", r["verdict"], r["case"], r["metric"], change, flush=True)
+        (a.home / "nights.json").write_text(json.dumps(summary, indent=2))
+        with tarfile.open(a.out / "campaign_h200x2.tar.gz", "w:gz") as tar:
+            tar.add(a.home, arcname="home", filter=lambda ti: None if "/worktrees" in ti.name or "/envs" in ti.name
+                    or "/mirrors" in ti.name else ti)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

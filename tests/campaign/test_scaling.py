@@ -1,0 +1,54 @@
+"""Derived series maths and the wording of scaling verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from zlops import scaling
+from zlops.model import CaseResult, Comparison, Figures, Judgement, Verdict
+
+
+def _r(case: str, p: int, variant: str, stack: str, t: float, metric: str = "execute_s") -> CaseResult:
+    shard = {"case": case, "size": 1 << 20, "size_label": "1MiB", "p": p, "variant": variant, "stack": stack}
+    return CaseResult(f"{case}/1MiB/p{p}/{variant}/{stack}", metric, "s", True, (t,), {"campaign": shard})
+
+
+def test_efficiency_is_t_pmin_times_pmin_over_t_p_times_p() -> None:
+    rows = [_r("ar", 2, "ring", "nccl", 4.0), _r("ar", 4, "ring", "nccl", 2.5), _r("ar", 8, "ring", "nccl", 1.6),
+            _r("ar", 2, "ring", "nccl", 9.9, metric="bw_execute")]
+    out = {r.metric: r for r in scaling.derive(rows, [])}
+    assert set(out) == {"efficiency_p4", "efficiency_p8"}  # P_min = 2 is the reference, E(2) = 1 is not a series
+    assert out["efficiency_p4"].samples == pytest.approx((4.0 * 2 / (2.5 * 4),))  # 0.8
+    assert out["efficiency_p8"].samples == pytest.approx((4.0 * 2 / (1.6 * 8),))  # 0.625
+    e = out["efficiency_p4"]
+    assert e.case == "ar/1MiB/ring/nccl" and e.unit == "eff" and e.lower_is_better is False
+    assert e.params["t_p_min"] == 4.0 and e.params["t_p"] == 2.5 and e.params["p_min"] == 2
+
+
+def test_single_p_gives_no_efficiency_and_ratios_need_both_stacks() -> None:
+    rows = [_r("ar", 2, "ring", "pypto", 3.0), _r("ar", 2, "ring", "simpler", 2.0), _r("ar", 2, "tree", "pypto", 1.0)]
+    out = scaling.derive(rows, [["pypto", "simpler"]])
+    assert [(r.case, r.metric, r.samples) for r in out] == [("ar/1MiB/p2/ring", "ratio_pypto_over_simpler", (1.5,))]
+    assert out[0].unit == "t/t" and out[0].lower_is_better is True
+
+
+def test_derived_rows_are_never_inputs() -> None:
+    rows = [_r("ar", 1, "v", "s", 2.0), _r("ar", 2, "v", "s", 1.25)]
+    first = scaling.derive(rows, [])
+    assert scaling.derive([*rows, *first], []) == first
+
+
+def _cmp(metric: str, case: str, ref: float, value: float, verdict: Verdict, lower: bool) -> Comparison:
+    fig = Figures(ref, "baseline abc1234", value, "tonight", lower_is_better=lower, unit="eff")
+    return Comparison("s", "h200", case, metric, "eff", lower, None, (value,),
+                      Judgement(verdict, None, None, 2.0, figures=fig))
+
+
+def test_scaling_verdicts_are_worded_from_the_verdict_figures() -> None:
+    c = _cmp("efficiency_p2", "ar/64MiB/tree/nccl", 0.82, 0.7216, Verdict.REGRESSION, False)
+    assert scaling.describe(c) == ("efficiency at P=2 fell 12.0% (0.82 -> 0.722; baseline abc1234 vs tonight)")
+    r = _cmp("ratio_nccl_over_ring", "ar/64MiB/p2/tree", 0.5, 0.9, Verdict.REGRESSION, True)
+    assert scaling.describe(r).startswith("nccl/ring time ratio at P=2 rose 80.0% (0.5 -> 0.9")
+    assert scaling.describe(_cmp("execute_s", "x", 1, 2, Verdict.REGRESSION, True)) is None
+    lines = scaling.scaling_lines([c, r, _cmp("efficiency_p4", "y", 0.8, 0.8, Verdict.UNCHANGED, False)])
+    assert len(lines) == 2 and "scaling regression" in lines[0] and "ratio" in lines[0]  # worst first
