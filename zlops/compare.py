@@ -100,8 +100,12 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
 
     out: dict[SeriesKey, Judgement] = {}
     batch: list[tuple[SeriesKey, CaseResult, BaselinePoint, str]] = []
+    checked: dict[tuple[str, str], tuple[Judgement | None, str]] = {}  # one caliber note per (pool, baseline run)
     for key, res, base in pending:
-        refused, note = _caliber(base, key, extra)
+        at = (key[0], base.run_key)
+        if at not in checked:
+            checked[at] = _caliber(base, key, extra)
+        refused, note = checked[at]
         if refused is not None:
             out[key] = refused
         elif judge is JUDGES.get("noise"):
