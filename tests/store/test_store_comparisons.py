@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from zlops.errors import StoreError
-from zlops.model import BaselinePoint, Comparison, Judgement, Summary, Verdict
+from zlops.model import BaselinePoint, Comparison, Figures, Judgement, Summary, Verdict
 from zlops.store import Store
 
 
@@ -30,6 +32,10 @@ def test_comparisons_round_trip(store: Store, make) -> None:
         _cmp(make, "m-missing", Verdict.MISSING, head=None),
         _cmp(make, "z-regressed", Verdict.UNCHANGED, pool="cpu", head=(0.1 + 0.2,)),
     ]
+    figured = _cmp(make, "f-figures", Verdict.SUSPECT)  # JSON through PostgreSQL's COPY and back
+    table.append(dataclasses.replace(figured, judgement=dataclasses.replace(figured.judgement, figures=Figures(
+        10.0, "median of 7 nights", 10.6, "tonight, 2 samples", unit="us", ci_pct=(1.0, 9.5), threshold_pct=2.0,
+        modes=(9.9, 10.4), runs_base=(10.0, 10.1), runs_head=(10.5, 10.7)), note='a "quoted" \\ note\twith tab')))
     store.save_comparisons("n1", table)
     got = store.comparisons("n1")
     assert got == table                       # same values, same order as saved

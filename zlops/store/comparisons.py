@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from zlops.errors import StoreError
 from zlops.model import BaselinePoint, Comparison, Figures, Judgement, Summary, Verdict
+from zlops.store.engine import bulk_insert
 from zlops.store.models import ComparisonArchive, ComparisonRow
 from zlops.store.runs import require_run
 
@@ -53,8 +54,8 @@ def save_comparisons(session: Session, run_key: str, comparisons: Sequence[Compa
     conn.execute(delete(ComparisonRow.__table__).where(ComparisonRow.__table__.c.run_id == run.id))
     if not comparisons:
         return
-    try:  # Core executemany: the ORM's bulk path costs more than the rows themselves at 20,000 series
-        conn.execute(ComparisonRow.__table__.insert(), [_row(run.id, c) for c in comparisons])
+    try:  # COPY / one executemany: the ORM's bulk path costs more than the rows themselves at 20,000 series
+        bulk_insert(conn, ComparisonRow.__table__, [_row(run.id, c) for c in comparisons])
     except IntegrityError as exc:
         raise StoreError(f"comparisons of run {run_key!r} were refused "
                          f"(a (pool, case, metric) repeated?): {exc.orig}") from exc

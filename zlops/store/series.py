@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, insert, or_, select
+from sqlalchemy import ColumnElement, and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from zlops.errors import StoreError
 from zlops.model import BaselinePoint, CaseResult, HistoryPoint, ShardStatus
+from zlops.store.engine import bulk_insert
 from zlops.store.models import Result, Run, SeriesPointRow, SeriesRow, Shard
 from zlops.store.points import SeriesKey, SeriesPoint, point_rows, point_values
 from zlops.store.runs import require_run
@@ -189,5 +190,5 @@ def save_series_points(session: Session, run_key: str,
     session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id))
     if rows:
         values = point_values(run.id, run.suite, session.connection(), SeriesRow.__table__, rows)
-        session.execute(insert(SeriesPointRow), values)
+        bulk_insert(session.connection(), SeriesPointRow.__table__, values)
     return len(rows)
