@@ -172,11 +172,15 @@ def verdict_evidence(session: Session, run_keys: Sequence[str], *, only_evidence
     out: dict[tuple[str, str, str, str], tuple[Verdict, Figures | None]] = {}
     keys = list(dict.fromkeys(run_keys))
     for i in range(0, len(keys), 500):
-        query = (select(Run.run_key, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
+        # the runs' ids first: a literal id list keeps the read on the comparisons' run_id index however
+        # long the history (a join lets a planner scan the whole table of a year of nights)
+        key_of = dict(session.execute(select(Run.id, Run.run_key).where(Run.run_key.in_(keys[i:i + 500]))).all())
+        if not key_of:
+            continue
+        query = (select(ComparisonRow.run_id, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
                         ComparisonRow.verdict, ComparisonRow.figures)
-                 .join(ComparisonRow, ComparisonRow.run_id == Run.id)
-                 .where(Run.run_key.in_(keys[i:i + 500])))
+                 .where(ComparisonRow.run_id.in_(sorted(key_of))))
         rows = session.execute(query.where(wanted) if only_evidence else query)
-        for rk, pool, case, metric, verdict, figures in rows:
-            out[(rk, pool, case, metric)] = (Verdict(verdict), Figures.from_dict(figures))
+        for rid, pool, case, metric, verdict, figures in rows:
+            out[(key_of[rid], pool, case, metric)] = (Verdict(verdict), Figures.from_dict(figures))
     return out
