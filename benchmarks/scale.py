@@ -1,7 +1,7 @@
 """Store scale: S series x H nights on SQLite and PostgreSQL; ingest, history reads (old vs new), RSS, bytes.
 
     python benchmarks/scale.py --db sqlite,postgres --series 1000,20000 --nights 30,365
-    python benchmarks/scale.py --series 1000 --nights 30 --compare 1000   # + the full compare step
+    python benchmarks/scale.py --series 1000 --nights 30 --compare 1000   # + the compare and report steps
 
 For each database and S a fresh store is filled with synthetic accepted nightly runs (two pools, one
 device each, S/2 cases per pool, ``--samples`` raw samples per result, a compare table per night with a
@@ -11,15 +11,19 @@ fresh subprocess, so its peak RSS (getrusage ru_maxrss) is its own:
 
 - ingest: one night through the real API, ``record_shard`` per shard + ``save_series_points`` of
   ``compare.pool_results`` (the CaseResult values are built before the clock starts: that is parsing);
-- new: ``history_frame`` (window nights) + ``verdict_frame`` (level changes) + ``baseline_frame`` +
-  ``run_samples`` of each pool's baseline run: everything the judge reads from the store;
+- new: ``compare_window`` (the history frame of window + 1 nights and every series' baseline, median and
+  count, from the same series points) + ``verdict_evidence`` (level changes and A/B rows of those
+  runs): everything the judge reads of the past;
 - old: the per-series path the nightly used before (``series_history`` + ``series_verdicts`` per series,
   the pre-0004 ``baseline_candidates`` that loads every accepted run's raw samples). The per-series part
   is timed on ``--old-subset`` series and scaled by S/subset; the old baseline_candidates on the newest
   ``--old-runs`` runs and scaled by H/old-runs (both linear in what they scale); both are marked
   "extrapolated" in the table.
-- ``--compare``: ``zlops.pipeline.compare`` on tonight's run (the lead's entry point once the
-  vectorized judge lands); git is replaced by the synthetic ancestry (``gitops`` patched in-process).
+- ``--compare``: ``zlops.pipeline.compare`` then ``zlops.nightly.report`` on tonight's run (every
+  1000th series 10% slower, so the report draws trends); git is replaced by the synthetic ancestry
+  (``gitops`` patched in-process). Wall and CPU seconds of this process (PostgreSQL's own CPU is
+  not in the latter), peak RSS of both steps; the 1-minute load average is printed beside each row
+  (the machine is shared).
 
 Bytes per sample: the database's size (SQLite file + WAL; ``pg_database_size``) over the raw samples stored.
 """
@@ -47,6 +51,14 @@ POOLS = ("npu", "cpu")
 T0 = datetime(2025, 1, 1, 2, 0, tzinfo=timezone.utc)
 LEVEL_CHANGES = ("regression", "severe", "improved")
 PG = dict(host="127.0.0.1", port=5432, user="postgres")
+
+
+def identity() -> dict[str, Any]:
+    """The caliber every synthetic shard was measured on (one machine, one driver, one timer)."""
+    from zlops.identity import build_identity
+
+    return build_identity(backend_identity={"backend": "cpu", "device_model": "bench-cpu", "driver": "1",
+                                            "timer": "perf_counter"}, rounds=10, pins={})
 
 
 def sha(night: int) -> str:
@@ -85,6 +97,7 @@ class Filler:
         self.per_pool = series // len(POOLS)
         self.nights = 0
         self.pg = url.startswith("postgresql")
+        self.identity = json.dumps(identity())
 
     def fill(self, upto: int) -> None:
         raw = self.store.engine.raw_connection()
@@ -124,7 +137,8 @@ class Filler:
         shards, results, points, comps = [], [], [], []
         for p, pool in enumerate(POOLS):
             shard_id = night * len(POOLS) + p
-            shards.append((shard_id, night, pool, 0, "cpu", "ok", 0, ts, ts, "/tmp/art", None, None, None, None))
+            shards.append((shard_id, night, pool, 0, "cpu", "ok", 0, ts, ts, "/tmp/art", None, None, None,
+                           self.identity))
             for i in range(p * self.per_pool, (p + 1) * self.per_pool):
                 rid = night * self.series + i
                 c = case(i)
@@ -132,7 +146,7 @@ class Filler:
                                 spread[i], texts[i], "{}"))
                 points.append((night, i + 1, float(medians[i]), self.samples, spread[i]))
                 verdict = "regression" if (i + night) % 997 == 0 else "unchanged"
-                comps.append((rid, night, pool, c, "latency", "us", t(True), None, None, None, None,
+                comps.append((rid, night, pool, c, "latency", "us", t(True), None, None, None, None, None, None,
                               None, None, None, verdict, ""))
         self._write(cur, "runs", "id, run_key, kind, suite, sha, branch, status, accepted, started_at, "
                     "finished_at, meta", runs)
@@ -142,7 +156,7 @@ class Filler:
                     "samples, params", results)
         self._write(cur, "series_points", "run_id, series_id, median, n, spread_pct", points)
         self._write(cur, "comparisons", 'id, run_id, pool, "case", metric, unit, lower_is_better, base_run_key, '
-                    "base_sha, base_samples, head_samples, change_pct, worse_pct, threshold_pct, verdict, note",
+                    "base_sha, base_median, base_n, head_median, head_n, change_pct, worse_pct, threshold_pct, verdict, note",
                     comps)
 
     def _write(self, cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
@@ -214,17 +228,13 @@ def measure_new(url: str, nights: int, window: int) -> dict[str, Any]:
     ancestors = [sha(n) for n in range(nights + 2)]
     rss0 = _rss_mib()
     t0 = time.perf_counter()
-    history = store.history_frame(SUITE, ancestors=ancestors, window=window, exclude_run_key="tonight")
+    # what the compare step reads of the past: the judge's window + 1 nights and every series' baseline
+    cw = store.compare_window(SUITE, ancestors=ancestors, history_window=window + 1, exclude_run_key="tonight")
     t1 = time.perf_counter()
-    verdicts = store.verdict_frame(sorted(set(history["run_key"])), verdicts=LEVEL_CHANGES)
+    evidence = store.verdict_evidence(sorted(set(cw.history["run_key"])), only_evidence=True)
     t2 = time.perf_counter()
-    base = store.baseline_frame(SUITE, ancestors=ancestors, window=window, exclude_run_key="tonight")
-    samples = {}
-    for pool, key in zip(base["pool"], base["run_key"], strict=True):
-        samples.update(store.run_samples(key, [pool]))
-    t3 = time.perf_counter()
-    return {"history_s": t1 - t0, "verdicts_s": t2 - t1, "baseline_s": t3 - t2, "read_s": t3 - t0,
-            "rows": len(history), "level_changes": len(verdicts), "baseline_series": len(samples),
+    return {"history_s": t1 - t0, "verdicts_s": t2 - t1, "baseline_s": 0.0, "read_s": t2 - t0,
+            "rows": len(cw.history), "level_changes": len(evidence), "baseline_series": len(cw.baselines),
             "rss_before_mib": rss0, "peak_rss_mib": _rss_mib()}
 
 
@@ -252,7 +262,7 @@ def legacy_baseline_candidates(session: Any, suite: str, *, shas: set[str], excl
     out = []
     for (rid, pool, c, metric), (unit, samples) in pooled.items():
         rk, s, when = chosen[rid]
-        out.append((when, rid, (pool, c, metric, BaselinePoint(rk, s, unit, tuple(samples)), when)))
+        out.append((when, rid, (pool, c, metric, BaselinePoint.of_samples(rk, s, unit, samples), when)))
     out.sort(key=lambda item: (-item[0].timestamp(), -item[1], item[2][:3]))
     return [cand for _, _, cand in out]
 
@@ -282,10 +292,12 @@ def measure_old(url: str, series: int, nights: int, window: int, subset: int, ol
             "rss_before_mib": rss0, "peak_rss_mib": _rss_mib()}
 
 
-def measure_compare(url: str, nights: int, window: int) -> dict[str, Any]:
-    """``zlops.pipeline.compare`` of a fresh night stored through ingest (git replaced by the ancestry)."""
+def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str, Any]:
+    """``zlops.pipeline.compare`` then the report step (``zlops.nightly.report``: figures, markdown, HTML,
+    alerts, the Slack payload written to the artifacts) of a fresh night stored through ingest, where
+    every 1000th series is 10% slower (git replaced by the ancestry)."""
     import zlops.gitops as gitops
-    from zlops import pipeline
+    from zlops import nightly, pipeline
     from zlops.config import parse_config
     from zlops.model import RunRecord, RunStatus, ShardOutcome, ShardStatus
     from zlops.store import Store
@@ -293,16 +305,16 @@ def measure_compare(url: str, nights: int, window: int) -> dict[str, Any]:
     home = Path(os.environ.get("TMPDIR", "/tmp")) / "zlops-scale-home"
     config = parse_config({
         "home": str(home), "database": url, "judge": "noise", "noise": {"window": window},
-        "allow_caliber_mismatch": True,  # synthetic shards carry no device identity
         "pools": {"npu": {"backend": "cpu", "devices": [0]}, "cpu": {"backend": "cpu", "devices": [1]}},
         "suites": {SUITE: {"repo": str(home / "none.git"), "branch": "main", "install": [], "command": ["true"],
                            "format": "zlops-json", "pools": list(POOLS)}}}, source="benchmarks/scale.py")
     store = Store.open(url)
     key = f"nightly:{SUITE}:compare"
-    series = len(store.run_samples(run_key(nights)))
     rng = np.random.default_rng(9)
     base = np.random.default_rng(13).lognormal(0.0, 1.0, series) * 10.0
-    values = night_values(rng, series, 10, base).tolist()
+    values = night_values(rng, series, 10, base)
+    values[::1000] *= 1.10
+    values = values.tolist()
     from zlops.model import CaseResult
 
     per_pool = series // len(POOLS)
@@ -313,17 +325,32 @@ def measure_compare(url: str, nights: int, window: int) -> dict[str, Any]:
                                              artifact_dir=Path("/tmp/art"), exit_code=0, started_at=None,
                                              ended_at=None),
                            [CaseResult(case(i), "latency", "us", True, tuple(values[i]))
-                            for i in range(p * per_pool, (p + 1) * per_pool)])
+                            for i in range(p * per_pool, (p + 1) * per_pool)], identity=identity())
     gitops.ensure_mirror = lambda repo, path: gitops.Mirror(path, repo)  # type: ignore[assignment]
     gitops.ancestors = lambda mirror, commit, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]
+    gitops.first_parent_line = lambda mirror, branch, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]
     ctx = pipeline.RunContext(config, SUITE, key, sha(nights + 1))
     rss0 = _rss_mib()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     summary = pipeline.compare(ctx)
-    t1 = time.perf_counter()
-    with store.session() as session:
-        session.execute(__import__("sqlalchemy").text("DELETE FROM runs WHERE run_key = :k"), {"k": key})
-    return {"compare_s": t1 - t0, "judged": summary.judged, "rss_before_mib": rss0, "peak_rss_mib": _rss_mib()}
+    t1, c1 = time.perf_counter(), time.process_time()
+    out = nightly.report(ctx)
+    t2, c2 = time.perf_counter(), time.process_time()
+    from sqlalchemy import text
+
+    with store.session() as session:  # leave the store as it was (alerts and messages do not cascade)
+        rid = session.execute(text("SELECT id FROM runs WHERE run_key = :k"), {"k": key}).scalar()
+        session.execute(text("DELETE FROM alert_events WHERE alert_id IN "
+                             "(SELECT id FROM alerts WHERE opened_run_id = :r OR last_run_id = :r)"), {"r": rid})
+        session.execute(text("DELETE FROM alerts WHERE opened_run_id = :r OR last_run_id = :r"), {"r": rid})
+        session.execute(text("UPDATE notifications SET parent_id = NULL WHERE run_id = :r"), {"r": rid})
+        session.execute(text("DELETE FROM notifications WHERE run_id = :r"), {"r": rid})
+        session.execute(text("DELETE FROM runs WHERE id = :r"), {"r": rid})
+    return {"compare_s": t1 - t0, "report_s": t2 - t1, "compare_cpu_s": c1 - c0, "report_cpu_s": c2 - c1,
+            "judged": summary.judged,
+            "flagged": sum(1 for c in summary.comparisons if c.verdict.flagged or c.verdict.awaiting_confirmation),
+            "trends": len(out.plots), "rss_before_mib": rss0, "peak_rss_mib": _rss_mib(),
+            "load": os.getloadavg()[0]}
 
 
 def _child(args: list[str]) -> dict[str, Any]:
@@ -373,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     rows = []
     print("| db | S | H | fill s | ingest s | new read s | old read s | new peak RSS MiB | old peak RSS MiB "
-          "| bytes/sample | compare s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| bytes/sample | compare s (cpu) | report s (cpu) | compare+report peak RSS MiB | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for db in ns.db.split(","):
         for series in (int(s) for s in ns.series.split(",")):
             url, drop = _database(db, f"s{series}")
@@ -399,10 +426,13 @@ def main(argv: list[str] | None = None) -> int:
                             fh.write(json.dumps(row) + "\n")
                     old_s = "-" if old is None else f"{old['read_s']:.2f}{'*' if old['extrapolated'] else ''}"
                     old_rss = "-" if old is None else f"{old['peak_rss_mib']:.0f}"
-                    comp_s = "-" if comp is None else f"{comp['compare_s']:.2f}"
+                    comp_s = "-" if comp is None else f"{comp['compare_s']:.2f} ({comp['compare_cpu_s']:.2f})"
+                    report_s = "-" if comp is None else f"{comp['report_s']:.2f} ({comp['report_cpu_s']:.2f})"
+                    comp_rss = "-" if comp is None else f"{comp['peak_rss_mib']:.0f}"
                     print(f"| {db} | {series} | {nights} | {fill_s:.0f} | {ingest['ingest_s']:.2f} "
                           f"| {new['read_s']:.2f} | {old_s} | {new['peak_rss_mib']:.0f} | {old_rss} "
-                          f"| {row['bytes_per_sample']:.0f} | {comp_s} |", flush=True)
+                          f"| {row['bytes_per_sample']:.0f} | {comp_s} | {report_s} | {comp_rss} "
+                          f"| {os.getloadavg()[0]:.1f} |", flush=True)
                 filler.store.dispose()
             finally:
                 drop()
@@ -418,7 +448,7 @@ def _measure(argv: list[str]) -> None:
     elif what == "old":
         out = measure_old(url, int(series), int(nights), int(window), int(rest[0]), int(rest[1]))
     else:
-        out = measure_compare(url, int(nights), int(window))
+        out = measure_compare(url, int(series), int(nights), int(window))
     print(json.dumps(out))
 
 

@@ -19,7 +19,7 @@ from zlops.alerts import (
     plan_night,
     worse_pct,
 )
-from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, Judgement, Summary, Verdict
 
 BASE_SHA, HEAD_SHA = "1" * 40, "2" * 40
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -30,8 +30,8 @@ def cmp(case: str, verdict: Verdict, base: float | None, head: float | None, *, 
     change = None if base is None or head is None else (head - base) / base * 100
     worse = None if change is None else (change if lower_is_better else -change)
     return Comparison("kernels", pool, case, metric, unit, lower_is_better,
-                      None if base is None else BaselinePoint("n1", BASE_SHA, unit, (base,)),
-                      None if head is None else (head,), Judgement(verdict, change, worse, 2.0))
+                      None if base is None else BaselinePoint("n1", BASE_SHA, unit, base, 1),
+                      None if head is None else Summary(head, 1), Judgement(verdict, change, worse, 2.0))
 
 
 def alert(case: str = "softmax_8192", state: AlertState = AlertState.CONFIRMED, *, base: float = 4.0,
@@ -138,7 +138,7 @@ def test_throughput_alerts_use_the_direction_of_the_metric() -> None:
     better = cmp("copy", Verdict.IMPROVED, 800.0, 895.0, metric="time", unit="ms", lower_is_better=False)
     (step,) = plan_night([better], {("npu", "copy", "time"): bw}, band_pct=2.0)
     assert step.to_state is AlertState.FIXED and step.worse_pct == pytest.approx(-(895 - 800) / 8)
-    (step,) = plan_night([dataclasses.replace(better, head_samples=(850.0,),
+    (step,) = plan_night([dataclasses.replace(better, head=Summary(850.0, 1),
                                               judgement=dataclasses.replace(better.judgement))],
                          {("npu", "copy", "time"): bw}, band_pct=2.0)
     assert step.to_state is AlertState.CONFIRMED   # 850 is still 5.6% below its 900 reference

@@ -8,12 +8,12 @@ import pytest
 
 from zlops import confirm as confirm_mod
 from zlops.config import parse_config
-from zlops.model import BaselinePoint, CompareSummary, Comparison, Judgement, Verdict
+from zlops.model import BaselinePoint, CompareSummary, Comparison, Judgement, Summary, Verdict
 
 
 def _summary(threshold: float) -> CompareSummary:
-    base = BaselinePoint("nightly:s:1", "a" * 40, "ms", (1.0, 1.0, 1.0))
-    c = Comparison("s", "p", "nonzero_1M", "time", "ms", True, base, (1.2, 1.2, 1.2),
+    base = BaselinePoint("nightly:s:1", "a" * 40, "ms", 1.0, 3)
+    c = Comparison("s", "p", "nonzero_1M", "time", "ms", True, base, Summary(1.2, 3),
                    Judgement(Verdict.SUSPECT, 20.0, 20.0, threshold, "noisy"))
     return CompareSummary("nightly:s:2", "s", "b" * 40, (c,))
 
@@ -92,8 +92,8 @@ def _fake_store(monkeypatch: pytest.MonkeyPatch, *, duration_s: float, cases: li
 
 
 def _suspect(case: str, worse: float) -> Comparison:
-    base = BaselinePoint("nightly:s:1", "a" * 40, "ms", (1.0,))
-    return Comparison("s", "p", case, "time", "ms", True, base, (1.0 + worse / 100,),
+    base = BaselinePoint("nightly:s:1", "a" * 40, "ms", 1.0, 1)
+    return Comparison("s", "p", case, "time", "ms", True, base, Summary(1.0 + worse / 100, 1),
                       Judgement(Verdict.SUSPECT, worse, worse, 2.0, ""))
 
 

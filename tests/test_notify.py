@@ -23,6 +23,7 @@ from zlops.model import (
     RunStatus,
     ShardOutcome,
     ShardStatus,
+    Summary,
     Verdict,
 )
 from zlops.notify import (
@@ -48,8 +49,8 @@ def _cmp(pool: str, case: str, verdict: Verdict, base: float | None, head: float
     change = None if base is None or head is None else (head - base) / base * 100
     return Comparison(
         suite="kernels", pool=pool, case=case, metric="latency", unit=unit, lower_is_better=True,
-        base=None if base is None else BaselinePoint("n1", "1" * 40, unit, (base,)),
-        head_samples=None if head is None else (head,),
+        base=None if base is None else BaselinePoint("n1", "1" * 40, unit, base, 1),
+        head=None if head is None else Summary(head, 1),
         judgement=Judgement(verdict, change, change, None),
     )
 

@@ -23,6 +23,7 @@ from zlops.model import (
     RunRecord,
     ShardOutcome,
     ShardStatus,
+    Summary,
     Verdict,
 )
 from zlops.nightly_figures import RunFigures
@@ -56,7 +57,7 @@ def _client(fake: FakeSlack, **kw: Any) -> Any:
 
 def _cmp(case: str, verdict: Verdict, base: float, head: float, base_sha: str) -> Comparison:
     change = (head - base) / base * 100
-    return Comparison("ops", "npu", case, "time", "ms", True, BaselinePoint("x", base_sha, "ms", (base,)), (head,),
+    return Comparison("ops", "npu", case, "time", "ms", True, BaselinePoint("x", base_sha, "ms", base, 1), Summary(head, 1),
                       Judgement(verdict, change, change, 2.0))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from zlops.model import BaselinePoint, Comparison, HistoryPoint, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, HistoryPoint, Judgement, Summary, Verdict
 from zlops.nightly_figures import draw_run_figures
 from zlops.report.figures import telemetry_timeline
 from zlops.report.markdown import telemetry_line
@@ -49,8 +49,8 @@ def ylabels(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 def _comparison() -> Comparison:
-    return Comparison("s", "cpu", "softmax", "time", "ms", True, BaselinePoint("r0", "a" * 40, "ms", (1.0, 1.0)),
-                      (1.1, 1.1), Judgement(Verdict.REGRESSION, 10.0, 10.0, 2.0))
+    return Comparison("s", "cpu", "softmax", "time", "ms", True, BaselinePoint("r0", "a" * 40, "ms", 1.0, 2),
+                      Summary(1.1, 2), Judgement(Verdict.REGRESSION, 10.0, 10.0, 2.0))
 
 
 def test_figures_name_the_clock_they_are_given(tmp_path: Path, ylabels: list[list[str]]) -> None:
@@ -90,6 +90,9 @@ def test_run_figures_take_the_clock_name_from_the_shard_backend(tmp_path: Path, 
 
         def results(self, run_key: str) -> list[object]:
             return []
+
+        def run_samples(self, run_key: str, *a: object, **k: object) -> dict[object, tuple[float, ...]]:
+            return {}
 
     draw_run_figures(NoHistory(), run_key="r1", suite="s",  # type: ignore[arg-type]
                      summary=CompareSummary("r1", "s", "b" * 40, (_comparison(),)), shards=[shard],

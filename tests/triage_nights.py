@@ -30,6 +30,7 @@ from zlops.model import (
     RunStatus,
     ShardOutcome,
     ShardStatus,
+    Summary,
     Verdict,
 )
 from zlops.pipeline import open_store
@@ -98,8 +99,9 @@ def _comparison(pool: str, case: str, night: int, head: tuple[float, ...], base:
     verdict = Verdict.REGRESSION if worse > 5 else Verdict.UNCHANGED
     note = (f"A/B confirmed; change point: the series first settled beyond 2% at {sha(BAD_NIGHT)[:7]} "
             "(1 night(s) before tonight); start bisecting there") if verdict is Verdict.REGRESSION else ""
-    return Comparison(SUITE, pool, case, "time", "ms", True, BaselinePoint(run_key(night - 1), sha(night - 1), "ms", base),
-                      head, Judgement(verdict, None, None, 2.0, note, figures))
+    return Comparison(SUITE, pool, case, "time", "ms", True,
+                      BaselinePoint.of_samples(run_key(night - 1), sha(night - 1), "ms", base), Summary.of(head),
+                      Judgement(verdict, None, None, 2.0, note, figures))
 
 
 def build(tmp: Path, *, database: str | None = None) -> Nights:

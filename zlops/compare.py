@@ -23,6 +23,7 @@ from zlops.model import (
     CompareSummary,
     Comparison,
     Judgement,
+    Summary,
     Thresholds,
     Verdict,
 )
@@ -37,6 +38,9 @@ def pool_results(rows: Iterable[tuple[str, int, CaseResult]]) -> dict[SeriesKey,
         grouped[(pool, res.case, res.metric)].append((device, res))
     out: dict[SeriesKey, CaseResult] = {}
     for key, items in grouped.items():
+        if len(items) == 1:  # one device: its result is the series' (frozen, nothing to pool)
+            out[key] = items[0][1]
+            continue
         items.sort(key=lambda t: t[0])
         first = items[0][1]
         samples: list[float] = []
@@ -96,18 +100,22 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
 
     out: dict[SeriesKey, Judgement] = {}
     batch: list[tuple[SeriesKey, CaseResult, BaselinePoint, str]] = []
+    checked: dict[tuple[str, str], tuple[Judgement | None, str]] = {}  # one caliber note per (pool, baseline run)
     for key, res, base in pending:
-        refused, note = _caliber(base, key, extra)
+        at = (key[0], base.run_key)
+        if at not in checked:
+            checked[at] = _caliber(base, key, extra)
+        refused, note = checked[at]
         if refused is not None:
             out[key] = refused
         elif judge is JUDGES.get("noise"):
             batch.append((key, res, base, note))
         else:
-            out[key] = _with_note(judge(base.samples, res.samples, res.lower_is_better, thresholds), note)
+            out[key] = _with_note(judge(base.summary, res.samples, res.lower_is_better, thresholds), note)
     if batch:
         judged = noise_judge_many(
-            [(b.samples, r.samples, r.lower_is_better, list(extra.history.get(k, ())), extra.telemetry.get(k[0]),
-              list(extra.processes.get(k, ()))) for k, r, b, _ in batch], thresholds, policy=extra.policy)
+            [(b, r.samples, r.lower_is_better, extra.history.get(k, ()), extra.telemetry.get(k[0]),
+              extra.processes.get(k, ())) for k, r, b, _ in batch], thresholds, policy=extra.policy)
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
             out[key] = _with_note(judgement, note)
     return out
@@ -115,8 +123,11 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
 
 def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey, CaseResult],
                       baselines: dict[SeriesKey, BaselinePoint], newest_baseline_run: dict[str, str],
-                      judge: Judge, thresholds: Thresholds, inputs: JudgeInputs | None = None) -> list[Comparison]:
+                      judge: Judge, thresholds: Thresholds, inputs: JudgeInputs | None = None,
+                      head_summaries: Mapping[SeriesKey, Summary] | None = None) -> list[Comparison]:
     """Judge every series of tonight, plus the expected series tonight did not produce.
+
+    ``head_summaries``: tonight's side of each row when already computed (``Summary.of`` of its samples).
 
     A series whose baseline was measured on another caliber (``inputs.caliber``) is INCOMPARABLE,
     its ``!!! [caliber]`` lines in the note, unless mismatches are explicitly allowed.
@@ -129,8 +140,8 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         res = head[key]
         base = baselines.get(key)
         if base is not None and base.unit != res.unit:
-            base = BaselinePoint(base.run_key, base.sha, res.unit,
-                                 tuple(metrics.convert(v, base.unit, res.unit) for v in base.samples))
+            base = BaselinePoint(base.run_key, base.sha, res.unit, metrics.convert(base.median, base.unit, res.unit),
+                                 base.n)
         bases[key] = base
         if base is not None:
             pending.append((key, res, base))
@@ -140,8 +151,8 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         res = head[key]
         judgement = judged.get(key) or Judgement(Verdict.NEW, None, None, None,
                                                  "no accepted baseline on an ancestor commit")
-        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key], res.samples,
-                               judgement))
+        side = (head_summaries or {}).get(key) or Summary.of(res.samples)
+        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key], side, judgement))
     for key in sorted(baselines):
         pool, case, metric = key
         base = baselines[key]

@@ -26,9 +26,8 @@ from pathlib import Path
 
 from zlops import campaign_ab, pipeline
 from zlops.campaign import CampaignCase
-from zlops.contention import shard_invalid_reason
-from zlops.errors import DeviceBusy, ParseError, ZlopsError
-from zlops.formats import parse_results
+from zlops.errors import DeviceBusy, ZlopsError
+from zlops.ingest import read_shard
 from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
@@ -108,17 +107,14 @@ def run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: 
         raise DeviceBusy(f"A/B run in {out} skipped: {outcome.error}")
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         raise ZlopsError(f"A/B run in {out} {outcome.status.value}: {outcome.error}")
-    # an A/B measured beside a busy host confirms nothing: its suspects stay suspects
-    reason = shard_invalid_reason(summarize_dir(out), ctx.config.host_limits(pool))
-    if reason:
-        raise ZlopsError(f"A/B run in {out} invalid: {reason}")
-    try:
-        results = parse_results(ctx.suite.stored_format, outcome.results_file, root=outcome.artifact_dir,
-                                max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
-                                timeout_s=ctx.config.results_parse_timeout_s)
-    except ParseError as exc:
-        raise ZlopsError(f"A/B run in {out}: {exc}") from exc
-    return {(r.case, r.metric): r.median for r in results}
+    # parsed as the nightly parses its shards; an A/B measured beside a busy host confirms nothing: its
+    # suspects stay suspects
+    read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=summarize_dir(out))
+    if read.outcome.status is ShardStatus.INVALID:
+        raise ZlopsError(f"A/B run in {out} invalid: {read.outcome.error}")
+    if not read.usable:
+        raise ZlopsError(f"A/B run in {out}: {read.outcome.error}")
+    return {(r.case, r.metric): r.median for r in read.results}
 
 
 @dataclass

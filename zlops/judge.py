@@ -14,12 +14,15 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from zlops.model import Figures, Judgement, Thresholds, Verdict, median_of
+from zlops.model import Figures, Judgement, Summary, Thresholds, Verdict, as_summary, median_of
 
 if TYPE_CHECKING:  # zlops.stats imports scipy (~0.5 s): only noise_judge pays for it, when it runs
     from zlops.stats import Policy
 
-Judge = Callable[[Sequence[float], Sequence[float], bool, Thresholds], Judgement]
+#: What a judge reads of the baseline: its median and count (:class:`zlops.model.Summary`), or raw samples
+#: (summarized the same way); the compare table and the history keep summaries, not samples.
+BaseSide = Summary | Sequence[float]
+Judge = Callable[[BaseSide, Sequence[float], bool, Thresholds], Judgement]
 
 
 def change_pct(base: float, head: float) -> float:
@@ -29,10 +32,11 @@ def change_pct(base: float, head: float) -> float:
     return (head - base) / abs(base) * 100.0
 
 
-def simple_judge(base: Sequence[float], head: Sequence[float], lower_is_better: bool,
+def simple_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool,
                  thresholds: Thresholds) -> Judgement:
     """Delta of medians against fixed thresholds (see module docstring)."""
-    figures = Figures(reference=median_of(base), reference_label=f"baseline median ({len(base)} samples)",
+    ref = as_summary(base)
+    figures = Figures(reference=ref.median, reference_label=f"baseline median ({ref.n} samples)",
                       value=median_of(head), value_label=f"tonight, {len(head)} sample{'s' if len(head) != 1 else ''}",
                       lower_is_better=lower_is_better)
     change, worse = figures.change_pct, figures.worse_pct
@@ -54,7 +58,7 @@ STATE_VERDICTS: dict[str, Verdict] = {v.value: v for v in (
     Verdict.SEVERE, Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.MISSING, Verdict.FAILED)}
 
 
-def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,
+def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,
                 history: Sequence[float] | None = None, telemetry: Mapping[str, Any] | None = None,
                 policy: Policy | None = None, processes: Sequence[float] | None = None) -> Judgement:
     """Noise-aware judge (issue 5): :func:`zlops.stats.judge_night` then :func:`zlops.stats.decide`.
@@ -75,21 +79,22 @@ def noise_judge(base: Sequence[float], head: Sequence[float], lower_is_better: b
 
     pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
                               regression_pct=thresholds.regression_pct)
-    night, previous = stats.judge_tonight(history if history is not None else [], head, base,
-                                          lower_is_better=lower_is_better, policy=pol, telemetry=telemetry,
-                                          processes=processes)
+    ref = as_summary(base)
+    night, previous = stats.judge_tonight(history if history is not None else [], head,
+                                          baseline_summary=(ref.median, ref.n), lower_is_better=lower_is_better,
+                                          policy=pol, telemetry=telemetry, processes=processes)
     decision = stats.decide(night, previous=previous, policy=pol)
     return Judgement(verdict=STATE_VERDICTS[decision.state.value], change_pct=decision.change_pct,
                      worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason,
                      figures=night_figures(night, n_samples=len(head), lower_is_better=lower_is_better))
 
 
-def noise_judge_many(items: Sequence[tuple[Sequence[float], Sequence[float], bool, Sequence[float],
+def noise_judge_many(items: Sequence[tuple[BaseSide, Sequence[float], bool, Sequence[float],
                                           Mapping[str, Any] | None, Sequence[float]]],
                      thresholds: Thresholds, *, policy: Policy | None = None) -> list[Judgement]:
     """:func:`noise_judge` for many series at once (``zlops.stats.frame``: vectorized, same verdicts).
 
-    ``items``: per series (baseline samples, tonight's samples, lower_is_better, history, telemetry,
+    ``items``: per series (baseline summary or samples, tonight's samples, lower_is_better, history, telemetry,
     processes). Series the vectorized path does not cover are judged one by one.
     """
     from zlops import stats
@@ -97,13 +102,13 @@ def noise_judge_many(items: Sequence[tuple[Sequence[float], Sequence[float], boo
 
     pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
                               regression_pct=thresholds.regression_pct)
-    fast = judge_many([list(i[3]) for i in items], [list(i[1]) for i in items], [i[2] for i in items], policy=pol,
-                      telemetry=[i[4] for i in items], processes=[list(i[5]) for i in items])
+    fast = judge_many([i[3] for i in items], [i[1] for i in items], [i[2] for i in items], policy=pol,
+                      telemetry=[i[4] for i in items], processes=[i[5] for i in items])
     out: list[Judgement] = []
     for (base, head, lower, history, telemetry, processes), fv in zip(items, fast, strict=True):
         if fv is None:
-            out.append(noise_judge(base, head, lower, thresholds, history=history, telemetry=telemetry,
-                                   policy=policy, processes=processes))
+            out.append(noise_judge(base, head, lower, thresholds, history=list(history), telemetry=telemetry,
+                                   policy=policy, processes=list(processes)))
             continue
         n = len(head)
         figures = Figures(reference=fv.reference, reference_label=fv.reference_text, value=fv.value,

@@ -10,7 +10,9 @@ import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -45,10 +47,14 @@ class CaseResult:
                  "a non-empty string", self.metric)
         _require(isinstance(self.unit, str), "CaseResult", "unit", "a string", self.unit)
         _require(len(self.samples) > 0, "CaseResult", "samples", "at least one sample", self.samples)
-        for v in self.samples:
-            _require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-                     "CaseResult", "samples", "finite numbers", v)
-        object.__setattr__(self, "samples", tuple(float(v) for v in self.samples))
+        # no call per sample: a suite's night is 10^5-10^6 samples, nearly always plain floats
+        if not all(type(v) is float for v in self.samples):
+            bad = [v for v in self.samples if isinstance(v, bool) or not isinstance(v, (int, float))]
+            _require(not bad, "CaseResult", "samples", "finite numbers", bad[0] if bad else None)
+        values = tuple(map(float, self.samples))
+        if not all(map(math.isfinite, values)):
+            _require(False, "CaseResult", "samples", "finite numbers", next(v for v in values if not math.isfinite(v)))
+        object.__setattr__(self, "samples", values)
 
     @property
     def median(self) -> float:
@@ -261,17 +267,61 @@ class Judgement:
 
 
 @dataclass(frozen=True)
+class Summary:
+    """One side of a comparison as the compare table keeps it: the median of its samples and their count.
+
+    The raw samples stay in the results table (by run, :meth:`zlops.store.Store.run_samples`); a
+    compare row of a 20,000-series night carries two numbers a side instead of two JSON arrays.
+    """
+
+    median: float
+    n: int
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.median, (int, float)) and not isinstance(self.median, bool)
+                 and math.isfinite(self.median), "Summary", "median", "a finite number", self.median)
+        _require(isinstance(self.n, int) and not isinstance(self.n, bool) and self.n >= 1, "Summary", "n",
+                 "an int >= 1", self.n)
+        object.__setattr__(self, "median", float(self.median))
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Summary:
+        """The summary of raw samples (the median as :func:`median_of` takes it)."""
+        return cls(median_of(samples), len(samples))
+
+
+def as_summary(values: Summary | BaselinePoint | Sequence[float]) -> Summary:
+    """A judge's view of one side: a :class:`Summary` as it is, a baseline's summary, or raw samples summarized."""
+    if isinstance(values, Summary):
+        return values
+    if isinstance(values, BaselinePoint):
+        return values.summary
+    return Summary.of(values)
+
+
+@dataclass(frozen=True)
 class BaselinePoint:
-    """The baseline of one series: where it came from and its samples."""
+    """The baseline of one series: the run it came from and its figures there (median of the run's
+    samples of the series, pooled over the pool's devices, and their count)."""
 
     run_key: str
     sha: str
     unit: str
-    samples: tuple[float, ...]
+    median: float
+    n: int
+
+    def __post_init__(self) -> None:
+        Summary(self.median, self.n)   # same checks
+        object.__setattr__(self, "median", float(self.median))
+
+    @classmethod
+    def of_samples(cls, run_key: str, sha: str, unit: str, samples: Sequence[float]) -> BaselinePoint:
+        s = Summary.of(samples)
+        return cls(run_key, sha, unit, s.median, s.n)
 
     @property
-    def median(self) -> float:
-        return float(statistics.median(self.samples))
+    def summary(self) -> Summary:
+        return Summary(self.median, self.n)
 
 
 @dataclass(frozen=True)
@@ -285,7 +335,8 @@ class Comparison:
     unit: str
     lower_is_better: bool
     base: BaselinePoint | None
-    head_samples: tuple[float, ...] | None
+    #: tonight's side (median and count of the pooled samples); None where tonight produced nothing
+    head: Summary | None
     judgement: Judgement
 
     @property
@@ -304,7 +355,7 @@ class Comparison:
         """The value shown as "HEAD": the verdict's figures when it has them, else tonight's median."""
         if self.judgement.figures is not None:
             return self.judgement.figures.value
-        return None if not self.head_samples else float(statistics.median(self.head_samples))
+        return None if self.head is None else self.head.median
 
     @property
     def reference_label(self) -> str | None:
@@ -336,13 +387,18 @@ class CompareSummary:
     sha: str
     comparisons: tuple[Comparison, ...]
 
+    @cached_property
+    def verdict_counts(self) -> Mapping[Verdict, int]:
+        """How many rows have each verdict (counted once: a report asks for them dozens of times)."""
+        return Counter(c.judgement.verdict for c in self.comparisons)
+
     def count(self, *verdicts: Verdict) -> int:
-        return sum(1 for c in self.comparisons if c.verdict in verdicts)
+        return sum(self.verdict_counts.get(v, 0) for v in set(verdicts))
 
     @property
     def judged(self) -> int:
         """Cases compared with a baseline on the same caliber and judged (not gaps, not missing)."""
-        return sum(1 for c in self.comparisons if c.verdict not in NOT_JUDGED)
+        return sum(n for v, n in self.verdict_counts.items() if v not in NOT_JUDGED)
 
     @property
     def regressed(self) -> int:

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from zlops.model import CompareSummary, ShardOutcome, Verdict
+from zlops.model import CompareSummary, ShardOutcome, ShardStatus, Verdict
 from zlops.store import Store
 from zlops.telemetry import CSV_NAME, clock_axis_label, clock_label, read_csv
 
@@ -35,6 +35,8 @@ SeriesKey = tuple[str, str, str]
 #: Verdicts whose series get a trend figure.
 PLOTTED = frozenset({Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.SUSPECT, Verdict.IMPROVED,
                      Verdict.SUSPECT_IMPROVED})
+#: the metric of the strong-scaling figure (zlops.report.figures.scaling_points)
+SCALING_METRIC = "execute_s"
 #: most trend figures a report draws (each is ~0.1-0.3 s of matplotlib): a night where a compiler change
 #: moved thousands of series must still report in seconds; the rest are listed, not drawn
 MAX_TRENDS = 60
@@ -110,16 +112,22 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
     trends: dict[SeriesKey, Path] = {}
     references = references or {}
     backends = {s.pool: s.backend for s in shards}  # the clock's name follows the pool's backend
-    for c in trend_candidates(summary, references, max_trends):
+    candidates = trend_candidates(summary, references, max_trends)
+    # tonight's raw samples of the drawn series only (the compare rows keep medians): one query
+    ok_pools = sorted({s.pool for s in shards if s.status is ShardStatus.OK})
+    samples = store.run_samples(run_key, ok_pools, keys={(c.pool, c.case, c.metric) for c in candidates
+                                                         if c.head is not None}) if candidates else {}
+    for c in candidates:
         key = (c.pool, c.case, c.metric)
         history = [h for h in store.series_history(suite, c.pool, c.case, c.metric, before=as_of)
                    if h.run_key != run_key and (ancestors is None or h.sha in ancestors)]
         telemetry = [night(h.run_key, c.pool) for h in history]
-        if c.head_samples:
+        if c.head is not None:
             telemetry.append(night(run_key, c.pool))
         drawn = _guard(f"trend of {key}", lambda c=c, history=history, telemetry=telemetry, key=key: trend_plot(
             history, c, out_dir / figure_name(*key), band_pct=band_pct, telemetry=telemetry,
-            reference=references.get(key), clock_label=clock_axis_label(backends.get(c.pool))))
+            reference=references.get(key), clock_label=clock_axis_label(backends.get(c.pool)),
+            tonight=samples.get(key)))
         if drawn is not None:
             trends[key] = drawn
 
@@ -131,11 +139,14 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
         phases = _guard("phase breakdown", lambda: figures.phase_breakdown(
             figures.campaign_phase_rows(summary.comparisons), out_dir / "run__phases.png",
             order=tuple(figures.CAMPAIGN_PHASES.values()), unit="s"))
-    results = store.results(run_key)
+    # collectives results only (execute_s with a device count, derived efficiency_p<P>): the results,
+    # 10^4-10^5 rows of a big suite, are read only when the run has such series
+    scaled = store.results(run_key) if any(c.metric == SCALING_METRIC or c.metric.startswith("efficiency_p")
+                                           for c in summary.comparisons) else []
     scaling = _guard("strong scaling", lambda: figures.strong_scaling(
-        figures.scaling_points(results, summary.comparisons), out_dir / "run__scaling.png"))
+        figures.scaling_points(scaled, summary.comparisons, SCALING_METRIC), out_dir / "run__scaling.png"))
     efficiency = _guard("strong-scaling efficiency", lambda: figures.efficiency_chart(
-        figures.efficiency_points(results, summary.comparisons), out_dir / "run__efficiency.png"))
+        figures.efficiency_points(scaled, summary.comparisons), out_dir / "run__efficiency.png"))
     stack_ratio = _guard("paired stack ratio", lambda: figures.stack_ratio_chart(
         summary.comparisons, out_dir / "run__stack_ratio.png"))
     timelines: dict[tuple[str, int], Path] = {}

@@ -16,20 +16,18 @@ import json
 import logging
 import re
 import socket
-import statistics
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from zlops import __version__, envs, gitops, judging, proc, telemetry
 from zlops import compare as cmp
 from zlops.config import Config, SuiteConfig
-from zlops.errors import GitError, ParseError, RunAlreadyAccepted, ZlopsError
-from zlops.formats import ResultsRefused, parse_results
+from zlops.errors import GitError, RunAlreadyAccepted, ZlopsError
 from zlops.judge import get_judge
 from zlops.locks import host_lock
 from zlops.model import (
@@ -39,12 +37,14 @@ from zlops.model import (
     RunStatus,
     ShardOutcome,
     ShardStatus,
+    Summary,
     Verdict,
 )
 from zlops.partition import Plan
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
 from zlops.store import Store
+from zlops.store.points import series_points
 
 log = logging.getLogger(__name__)
 
@@ -246,39 +246,18 @@ def _prepare(ctx: RunContext, *, progress: Progress | None, use_cache: bool) -> 
 # --- run one device + ingest it -------------------------------------------------------------------
 
 def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
-    """Parse a finished shard's results and store shard + results in one transaction.
-
-    A malformed results file turns the shard FAILED with the file and line in its error; nothing
-    half-parsed reaches the store.
+    """Read a finished shard (:func:`zlops.ingest.read_shard`: parse, FAILED on a malformed file, INVALID
+    beside contention) and store shard + results in one transaction; nothing half-parsed reaches the store.
     """
-    results: list[CaseResult] = []
-    if outcome.status is ShardStatus.OK and outcome.results_file is not None:
-        try:
-            results = parse_results(ctx.suite.stored_format, outcome.results_file, root=outcome.artifact_dir,
-                                    max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
-                                    timeout_s=ctx.config.results_parse_timeout_s)
-        except ParseError as exc:
-            what = "results refused" if isinstance(exc, ResultsRefused) else "malformed results"
-            outcome = replace(outcome, status=ShardStatus.FAILED, error=f"{what}: {exc}")
-            log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
-        else:
-            if not results:
-                outcome = replace(outcome, status=ShardStatus.FAILED,
-                                  error=f"results file {outcome.results_file} holds no cases")
+    from zlops.ingest import read_shard
+
     manifest = read_manifest(outcome.artifact_dir) or {}
     summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
-    if outcome.status is ShardStatus.OK:  # measured beside a busy host or a foreign device process?
-        from zlops.contention import shard_invalid_reason
-
-        reason = shard_invalid_reason(summary, ctx.config.host_limits(outcome.pool))
-        if reason:
-            outcome = replace(outcome, status=ShardStatus.INVALID, error=reason)
-            log.warning("shard %s/%s invalid: %s", outcome.pool, outcome.device, reason)
+    read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=summary)
     # an invalid shard's results are kept as evidence; compare never judges them
-    keep = outcome.status in (ShardStatus.OK, ShardStatus.INVALID)
-    open_store(ctx.config).record_shard(ctx.run_key, outcome, results if keep else (),
-                                        telemetry=summary, identity=manifest.get("identity"))
-    return outcome
+    open_store(ctx.config).record_shard(ctx.run_key, read.outcome, read.results, telemetry=summary,
+                                        identity=manifest.get("identity"))
+    return read.outcome
 
 
 def measured_shard(ctx: RunContext, pool: str, device: int) -> ShardOutcome | None:
@@ -435,26 +414,36 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
     with progress.step("compare", suite=ctx.suite_name, commit=ctx.sha[:12]):
         mirror = gitops.ensure_mirror(ctx.suite.repo, ctx.mirror_path)
         shas = gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)
-        candidates = store.baseline_candidates(
-            ctx.suite_name, shas=shas, exclude_run_key=ctx.run_key, before=as_of,
-            only_runs=None if baseline_runs is None else {k for keys in baseline_runs.values() for k in keys})
-        candidates = [c for c in candidates if (as_of is None or c[4] < as_of) and
-                      (baseline_runs is None or c[3].run_key in baseline_runs.get(c[0], ()))]
-        baselines, newest = cmp.pick_baselines(candidates)
         invalid = {(o.pool, o.device): o.error or "invalid" for o in store.shards(ctx.run_key)
                    if o.status is ShardStatus.INVALID}
         results = store.results(ctx.run_key)
         head = cmp.pool_results([r for r in results if (r[0], r[1]) not in invalid])
         setup = setup or judging.from_config(ctx.config)
-        inputs = judge_inputs(ctx, store, head, baselines, set(shas), setup=setup, as_of=as_of)
+        # the past in one read (issue 13): the judge's window of nights (window + 1, so last night can be
+        # re-judged against the window before it: zlops.stats.judge_tonight) and every series' baseline
+        # (median and count) from the same series points; raw samples are never read here
+        noise = setup.judge == "noise" and setup.policy is not None
+        window = store.compare_window(
+            ctx.suite_name, ancestors=shas, history_window=setup.policy.window + 1 if noise else 1,
+            keys=head.keys(), exclude_run_key=ctx.run_key, before=as_of,
+            only_runs=None if baseline_runs is None else {k for keys in baseline_runs.values() for k in keys})
+        baselines, newest = window.baselines, window.newest_run
+        if baseline_runs is not None:  # each pool keeps the baseline runs the night used for it
+            baselines, newest = cmp.pick_baselines(sorted(
+                ((k[0], k[1], k[2], b, window.finished[k]) for k, b in baselines.items()
+                 if b.run_key in baseline_runs.get(k[0], ())), key=lambda c: c[4], reverse=True))
+        inputs = judge_inputs(ctx, store, head, baselines, set(shas), setup=setup, frame=window.history)
+        points = series_points(head)  # tonight's median, n and spread per series: its row and its history point
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
                                      newest_baseline_run=newest, judge=get_judge(setup.judge),
-                                     thresholds=setup.thresholds, inputs=inputs)
+                                     thresholds=setup.thresholds, inputs=inputs,
+                                     head_summaries={(p.pool, p.case, p.metric): Summary(p.median, p.n)
+                                                     for p in points})
         rows = invalid_rows(ctx.suite_name, rows, results, invalid, head, baselines)
-        rows = annotate_change_points(ctx, store, rows, set(shas), as_of=as_of)
+        rows = annotate_change_points(ctx, store, rows, window, setup)
         if save:
             store.save_comparisons(ctx.run_key, rows)
-            store.save_series_points(ctx.run_key, head)   # tonight, pooled: the next nights' history
+            store.save_series_points(ctx.run_key, points)   # tonight, pooled: the next nights' history
             _record_compare_setup(ctx, store, rows, setup)
     return cmp.summarize(ctx.run_key, ctx.suite_name, ctx.sha, rows)
 
@@ -502,45 +491,59 @@ def _record_compare_setup(ctx: RunContext, store: Store, rows: Sequence[Any], se
 CHANGE_POINT_VERDICTS = frozenset({Verdict.SUSPECT, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE})
 
 
-def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], ancestors: set[str], *,
-                           as_of: datetime | None = None) -> list[Any]:
+def annotate_change_points(ctx: RunContext, store: Store, rows: list[Any], window: Any,
+                           setup: judging.JudgingSetup | None = None) -> list[Any]:
     """Name the first bad night of a flagged series (E-divisive over its history, zlops.stats).
 
     A step names tonight; a slow creep, where no single night moved by more than the threshold,
-    names the night its level first crossed it, which is where a bisection should start.
+    names the night its level first crossed it, which is where a bisection should start. The
+    history of the flagged series comes from the night's window of runs (``window``:
+    :meth:`Store.compare_window`, up to its baseline window of nights), read for those series only
+    in one query, whatever their number; the other series cost nothing.
     """
     from dataclasses import replace as _replace
 
-    out = []
-    for c in rows:
-        if c.verdict not in CHANGE_POINT_VERDICTS or not c.head_samples:
-            out.append(c)
-            continue
-        points = [p for p in store.series_history(ctx.suite_name, c.pool, c.case, c.metric, limit=60)
-                  if p.run_key != ctx.run_key and p.sha in ancestors and (as_of is None or p.when < as_of)]
-        if len(points) < 5:
-            out.append(c)
-            continue
-        from zlops.stats import change_points, first_bad_night
+    flagged = [c for c in rows if c.verdict in CHANGE_POINT_VERDICTS and c.head is not None]
+    if not flagged:
+        return rows
+    from zlops.stats import change_points, first_bad_night
 
-        values = [p.median for p in points] + [statistics.median(c.head_samples)]
-        threshold = c.judgement.threshold_pct or ctx.config.thresholds.potential_pct
+    frame = store.runs_frame(ctx.suite_name, window.runs, keys={(c.pool, c.case, c.metric) for c in flagged})
+    nights: dict[cmp.SeriesKey, list[tuple[float, str]]] = {}  # (median, sha) oldest first; few series
+    if len(frame):
+        for pool, case, metric, median, sha in zip(frame["pool"], frame["case"], frame["metric"], frame["median"],
+                                                   frame["sha"], strict=True):
+            nights.setdefault((pool, case, metric), []).append((float(median), sha))
+    order = {(c.pool, c.case, c.metric): i for i, c in enumerate(rows)}
+    potential = (setup or judging.from_config(ctx.config)).thresholds.potential_pct
+    out = list(rows)
+    for c in flagged:
+        key = (c.pool, c.case, c.metric)
+        points = nights.get(key, [])[-CHANGE_POINT_NIGHTS:]
+        if len(points) < 5:
+            continue
+        medians, shas = [m for m, _ in points], [sha for _, sha in points]
+        values = [*medians, c.head.median]
+        threshold = c.judgement.threshold_pct or potential
         idx = first_bad_night(values, threshold, lower_is_better=c.lower_is_better, min_size=2)
-        if idx is not None and idx < len(points):
-            note = (f"change point: the series first settled beyond {threshold:g}% at {points[idx].sha[:7]} "
-                    f"({len(points) - idx} night(s) before tonight); start bisecting there")
+        if idx is not None and idx < len(medians):
+            note = (f"change point: the series first settled beyond {threshold:g}% at {shas[idx][:7]} "
+                    f"({len(medians) - idx} night(s) before tonight); start bisecting there")
         else:
             # a creep caught early: no earlier segment is beyond the threshold yet, but the level
             # started moving at the last change point (a hint for bisection, hence the looser p)
-            cps = [i for i in change_points(values, min_size=2, max_pvalue=0.01) if i < len(points)]
+            cps = [i for i in change_points(values, min_size=2, max_pvalue=0.01) if i < len(medians)]
             if not cps:
-                out.append(c)
                 continue
-            note = (f"change point: the level began moving at {points[cps[-1]].sha[:7]} "
-                    f"({len(points) - cps[-1]} night(s) before tonight): a slow creep; start bisecting there")
+            note = (f"change point: the level began moving at {shas[cps[-1]][:7]} "
+                    f"({len(medians) - cps[-1]} night(s) before tonight): a slow creep; start bisecting there")
         joined = "; ".join(n for n in (c.judgement.note, note) if n)
-        out.append(_replace(c, judgement=_replace(c.judgement, note=joined)))
+        out[order[key]] = _replace(c, judgement=_replace(c.judgement, note=joined))
     return out
+
+
+#: how many accepted nights before tonight a change-point search looks at (the store's baseline window)
+CHANGE_POINT_NIGHTS = 60
 
 
 def _pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
@@ -553,68 +556,72 @@ def _pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-class HistPoint(NamedTuple):
-    """One accepted night of a series, as the judge reads it: its run and its median."""
+def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapping[str, str] | None = None,
+                     evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]] | None = None,
+                     ) -> tuple[dict[cmp.SeriesKey, Any], dict[cmp.SeriesKey, list[float]]]:
+    """Per series of ``keys``: its accepted night medians in ``frame`` (:meth:`Store.history_frame`),
+    oldest first, as the judge reads them, and the per-run values of its earlier A/Bs (``processes``).
 
-    run_key: str
-    median: float
+    - A caliber wall (``walls``: pool -> the newest history run measured on another caliber) is not
+      crossed: the wall's night and the nights before it are not used, so the reference and the noise
+      restart on the new caliber.
+    - The history restarts at the last night that changed the series' level (that night included:
+      regression, severe, improved; :attr:`Verdict.changes_level`), or a confirmed step would be
+      reported again every night until the window's median moved past it (Otava segments).
+    - ``processes``: the per-run values of the A/Bs the series had within what is kept (each run is a
+      process at its level; after a confirmed change only its head runs are at the current level);
+      the noise model and the process-level detection use them (issue 11).
 
-
-def history_points(frame: Any, keys: Collection[cmp.SeriesKey]) -> dict[cmp.SeriesKey, list[HistPoint]]:
-    """Per series of ``keys``, its nights of ``frame`` (:meth:`Store.history_frame`), oldest first.
-
-    The frame holds each series' rows consecutively (sorted by pool, case, metric, time): the groups
-    are cut where the key changes, without a Python loop over the rows.
+    ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
+    changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
+    groups are cut where the key changes, the medians are numpy views, and only series with a
+    wall or evidence take a Python step beyond the cut.
     """
     import numpy as np
 
-    out: dict[cmp.SeriesKey, list[HistPoint]] = {k: [] for k in keys}
+    from zlops.store.frames import series_starts
+
+    history: dict[cmp.SeriesKey, Any] = {k: [] for k in keys}
+    processes: dict[cmp.SeriesKey, list[float]] = {k: [] for k in keys}
     if frame is None or len(frame) == 0:
-        return out
+        return history, processes
     pools, cases, metrics_ = (frame[c].to_numpy(dtype=object) for c in ("pool", "case", "metric"))
-    changed = np.ones(len(frame), dtype=bool)
-    changed[1:] = (pools[1:] != pools[:-1]) | (cases[1:] != cases[:-1]) | (metrics_[1:] != metrics_[:-1])
-    starts = [*np.flatnonzero(changed).tolist(), len(frame)]
     run_keys = frame["run_key"].to_numpy(dtype=object)
     medians = frame["median"].to_numpy(dtype=float)
+    wall_rows = np.zeros(len(frame), dtype=bool)
+    for pool, wall in (walls or {}).items():
+        wall_rows |= (pools == pool) & (run_keys == wall)
+    any_wall = bool(wall_rows.any())
+    by_series: dict[cmp.SeriesKey, dict[str, tuple[Verdict, Any]]] = {}
+    for (rk, pool, case, metric), found in (evidence or {}).items():
+        by_series.setdefault((pool, case, metric), {})[rk] = found
+    starts = series_starts(frame).tolist()
     for a, b in itertools.pairwise(starts):
         key = (pools[a], cases[a], metrics_[a])
-        if key in out:
-            out[key] = [HistPoint(r, float(m)) for r, m in zip(run_keys[a:b], medians[a:b], strict=True)]
-    return out
-
-
-def since_last_change(points: list[Any], key: cmp.SeriesKey,
-                      evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]]) -> list[Any]:
-    """The history from the last night that changed the series' level on (that night included).
-
-    Without this, a confirmed step would be reported again every night until the window's median
-    moved past it; the series' reference (and noise) must restart at the change (Otava segments).
-    Only confirmed changes count (regression, severe, improved: :attr:`Verdict.changes_level`).
-    """
-    for i in range(len(points) - 1, -1, -1):
-        found = evidence.get((points[i].run_key, *key))
-        if found is not None and found[0].changes_level:
-            return points[i:]
-    return points
-
-
-def ab_processes(points: list[Any], key: cmp.SeriesKey,
-                 evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]]) -> list[float]:
-    """Per-run values of the A/Bs the series had within ``points`` (each run is a process at its level).
-
-    After a confirmed change only the head runs are at the current level; an A/B that cleared its
-    suspect measured one level on both sides. The judge's noise model and its process-level
-    detection use them (issue 11: the spread between processes, not only inside one).
-    """
-    out: list[float] = []
-    for p in points:
-        found = evidence.get((p.run_key, *key))
-        if found is None or found[1] is None or not found[1].runs_head:
+        if key not in history:
             continue
-        verdict, figures = found
-        out.extend(figures.runs_head if verdict.changes_level else (*figures.runs_base, *figures.runs_head))
-    return out
+        lo = a
+        if any_wall:
+            hit = np.flatnonzero(wall_rows[a:b])
+            if hit.size:
+                lo = a + int(hit[-1]) + 1
+        found_of = by_series.get(key)
+        if found_of:
+            for i in range(b - 1, lo - 1, -1):
+                found = found_of.get(run_keys[i])
+                if found is not None and found[0].changes_level:
+                    lo = i
+                    break
+            runs: list[float] = []
+            for i in range(lo, b):
+                found = found_of.get(run_keys[i])
+                if found is None or found[1] is None or not found[1].runs_head:
+                    continue
+                verdict, figures = found
+                runs.extend(figures.runs_head if verdict.changes_level else (*figures.runs_base, *figures.runs_head))
+            processes[key] = runs
+        history[key] = medians[lo:b]
+    return history, processes
 
 
 def caliber_walls(store: Store, ctx: RunContext, run_keys: set[str],
@@ -622,42 +629,31 @@ def caliber_walls(store: Store, ctx: RunContext, run_keys: set[str],
     """Per pool, the newest history run measured on another caliber than tonight (a wall).
 
     The judge's history never crosses a caliber break: nights before (and at) the wall are not used,
-    so the reference and the noise restart on the new caliber. One query per history run (a window
-    of nights, never per series).
+    so the reference and the noise restart on the new caliber. One query for the whole window (none
+    when tonight's shards carry no identity).
     """
     from zlops.identity import check_caliber
 
     walls: dict[str, str] = {}
-    runs = sorted((r for r in (store.get_run(k) for k in run_keys) if r is not None),
-                  key=lambda r: (r.started_at or datetime.min.replace(tzinfo=timezone.utc)), reverse=True)
-    for pool, extras in tonight.items():
-        mine = extras[0].get("identity") if extras else None
-        if mine is None:
+    mine = {pool: extras[0].get("identity") for pool, extras in tonight.items() if extras}
+    if not any(v is not None for v in mine.values()):
+        return walls
+    for run_key, _, pool, theirs in store.pool_identities(sorted(run_keys)):  # newest run first
+        if pool in walls or mine.get(pool) is None or theirs is None:
             continue
-        for run in runs:
-            theirs = _pool_extras(store, run.run_key).get(pool, [])
-            if not theirs or theirs[0].get("identity") is None:
-                continue
-            if check_caliber(theirs[0].get("identity"), mine, allow_mismatch=False).refused:
-                walls[pool] = run.run_key
-                break
+        if check_caliber(theirs, mine[pool], allow_mismatch=False).refused:
+            walls[pool] = run_key
     return walls
-
-
-def after_wall(points: list[Any], wall: str | None) -> list[Any]:
-    """``points`` after the caliber wall (the wall's own night excluded); all of them without a wall."""
-    if wall is None:
-        return points
-    for i in range(len(points) - 1, -1, -1):
-        if points[i].run_key == wall:
-            return points[i + 1:]
-    return points
 
 
 def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseResult],
                  baselines: dict[cmp.SeriesKey, Any], ancestors: set[str], *,
-                 setup: judging.JudgingSetup | None = None, as_of: datetime | None = None) -> cmp.JudgeInputs:
-    """Caliber checks per (pool, baseline run); for the noise judge also history and telemetry."""
+                 setup: judging.JudgingSetup | None = None, frame: Any = None) -> cmp.JudgeInputs:
+    """Caliber checks per (pool, baseline run); for the noise judge also history and telemetry.
+
+    ``frame``: the judge's window of nights (:meth:`Store.compare_window`'s history, window + 1 nights);
+    read here when not given. Queries: a few per pool and per history run, never per series.
+    """
     from zlops.identity import check_caliber
 
     setup = setup or judging.from_config(ctx.config)
@@ -669,34 +665,27 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
             failed_pools[o.pool] = "; ".join(filter(None, (failed_pools.get(o.pool),
                                                            f"shard {o.pool}/{o.device} {o.status.value}: {line}")))
     caliber = {}
+    shas = {b.run_key: b.sha for b in baselines.values()}
     for pool, base_run in {(k[0], b.run_key) for k, b in baselines.items() if k in head}:
         base_extras = _pool_extras(store, base_run).get(pool, [])
-        base_sha = next((b.sha for k, b in baselines.items() if b.run_key == base_run), "")[:7]
         caliber[(pool, base_run)] = check_caliber(
             base_extras[0].get("identity") if base_extras else None,
             tonight[pool][0].get("identity") if tonight.get(pool) else None,
-            allow_mismatch=setup.allow_caliber_mismatch, base_label=f"baseline {base_sha}",
+            allow_mismatch=setup.allow_caliber_mismatch, base_label=f"baseline {shas.get(base_run, '')[:7]}",
             head_label="tonight")
     if setup.judge != "noise" or setup.policy is None:
         return cmp.JudgeInputs(caliber=caliber, allow_caliber_mismatch=setup.allow_caliber_mismatch,
                                failed_pools=failed_pools)
     policy = setup.policy
-    # one columnar read of the window for every series (issue 13): window + 1 nights, so last night
-    # can be re-judged against the window before it (zlops.stats.judge_tonight)
-    frame = store.history_frame(ctx.suite_name, ancestors=ancestors, window=policy.window + 1,
-                                exclude_run_key=ctx.run_key, pools=sorted({k[0] for k in head}))
-    if as_of is not None and not frame.empty:
-        frame = frame[frame["finished_at"] < as_of]
-    points_of = history_points(frame, head)
-    run_keys = sorted({p.run_key for pts in points_of.values() for p in pts})
+    if frame is None:  # window + 1 nights, so last night can be re-judged against the window before it
+        frame = store.history_frame(ctx.suite_name, ancestors=ancestors, window=policy.window + 1,
+                                    exclude_run_key=ctx.run_key, pools=sorted({k[0] for k in head}))
+    pools = sorted({k[0] for k in head})
+    in_window = frame[frame["pool"].isin(pools)] if len(frame) and set(frame["pool"].unique()) - set(pools) else frame
+    run_keys = sorted(in_window["run_key"].unique().tolist()) if len(in_window) else []
     walls = caliber_walls(store, ctx, set(run_keys), tonight)
-    evidence = store.verdict_evidence(run_keys, only_evidence=True)
-    history, processes = {}, {}
-    for key, points in points_of.items():
-        points = after_wall(points, walls.get(key[0]))
-        points = since_last_change(points, key, evidence)
-        history[key] = [p.median for p in points]
-        processes[key] = ab_processes(points, key, evidence)
+    history, processes = series_histories(in_window, head, walls=walls,
+                                          evidence=store.verdict_evidence(run_keys, only_evidence=True))
     telemetry = {}
     for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
         summaries = [e.get("telemetry") or {} for e in extras]

@@ -34,9 +34,8 @@ from typing import Any
 from zlops import __version__, gitops, pipeline
 from zlops.compare import JudgeInputs, build_comparisons
 from zlops.config import Config
-from zlops.contention import shard_invalid_reason
-from zlops.errors import ConfigError, GitError, ParseError, ZlopsError
-from zlops.formats import parse_results
+from zlops.errors import ConfigError, GitError, ZlopsError
+from zlops.ingest import read_shard
 from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
 from zlops.judge import get_judge
 from zlops.model import BaselinePoint, CaseResult, Comparison, RunRecord, RunStatus, ShardStatus
@@ -224,21 +223,18 @@ def _one_run(ctx: pipeline.RunContext, prepared: pipeline.Prepared, plan: PrPlan
     if outcome.status is not ShardStatus.OK or outcome.results_file is None:
         out.errors.append(f"{side} {variant} on device {device}: {outcome.status.value}: {outcome.error}")
         return
-    reason = shard_invalid_reason(summarize_dir(art), config.host_limits(pool))
-    if reason:  # measured beside a busy host (or a foreign device process): not a sample of either side
-        out.errors.append(f"{side} {variant} on device {device}: invalid: {reason}")
+    # parsed as the nightly parses its shards; measured beside a busy host (or a foreign device process): not a
+    # sample of either side
+    read = read_shard(config, ctx.suite_name, outcome, telemetry=summarize_dir(art))
+    if not read.usable:
+        error = read.outcome.error or ""
+        if read.outcome.status is ShardStatus.INVALID:
+            error = f"invalid: {error}"
+        elif error.endswith("holds no cases"):
+            error = "the run measured nothing"
+        out.errors.append(f"{side} {variant} on device {device}: {error}")
         return
-    try:
-        results = parse_results(suite.stored_format, outcome.results_file, root=art,
-                                max_bytes=config.results_max_bytes(ctx.suite_name),
-                                timeout_s=config.results_parse_timeout_s)
-    except ParseError as exc:
-        out.errors.append(f"{side} {variant} on device {device}: malformed results: {exc}")
-        return
-    if not results:
-        out.errors.append(f"{side} {variant} on device {device}: the run measured nothing")
-        return
-    out.add(variant, results)
+    out.add(variant, list(read.results))
     out.identity = out.identity or read_identity(art / IDENTITY_FILE)
 
 
@@ -359,16 +355,17 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
         ancestors = gitops.ancestors(mirror, plan.base_sha, max_count=config.baseline_depth)
         frame = store.history_frame(req.suite, ancestors=ancestors, window=policy.window + 1, pools=[req.pool])
         keys = {(req.pool, r.case, r.metric) for v in req.variants for r in head_results[v]}
-        nightly = pipeline.history_points(frame, keys)
+        nightly, _ = pipeline.series_histories(frame, keys)
     for variant in req.variants:
         pool = req.pool if variant == "default" else f"{req.pool}.{variant}"
         heads = {(pool, r.case, r.metric): r for r in head_results[variant]}
-        bases = {(pool, r.case, r.metric): BaselinePoint(plan.base_key or "", plan.base_sha or "", r.unit, r.samples)
+        bases = {(pool, r.case, r.metric): BaselinePoint.of_samples(plan.base_key or "", plan.base_sha or "", r.unit,
+                                                                    r.samples)
                  for r in base.results(variant)}
         history: dict[Any, list[float]] = {}
         if config.judge == "noise":
             for key in heads:
-                history[key] = [p.median for p in nightly.get((req.pool, key[1], key[2]), [])]
+                history[key] = list(nightly.get((req.pool, key[1], key[2]), []))
         inputs = JudgeInputs(history=history, policy=policy, caliber={(pool, plan.base_key or ""): caliber},
                              allow_caliber_mismatch=allow_caliber_mismatch)
         rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},

@@ -64,7 +64,7 @@ def decide(ctx: RunContext) -> PromotionDecision:
     if not any(o.status is ShardStatus.OK for o in shards):
         states = ", ".join(sorted({f"{o.status.value}" for o in shards})) or "no shard recorded"
         return PromotionDecision(False, f"no shard produced valid data ({states})", forced)
-    refusals = [_caliber_refusal(store.comparisons(ctx.run_key))]
+    refusals = [_caliber_refusal(store.caliber_comparisons(ctx.run_key, CALIBER_MARK))]
     try:
         line = gitops.first_parent_line(gitops.Mirror(ctx.mirror_path, ctx.suite.repo), ctx.suite.branch,
                                         max_count=ctx.config.baseline_depth)

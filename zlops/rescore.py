@@ -23,10 +23,9 @@ from typing import Any
 
 from zlops import __version__, pipeline
 from zlops.config import Config
-from zlops.contention import shard_invalid_reason
-from zlops.errors import ParseError, ZlopsError
-from zlops.formats import parse_results
-from zlops.model import CaseResult, CompareSummary, Comparison, ShardOutcome, ShardStatus
+from zlops.errors import ZlopsError
+from zlops.ingest import ShardRead, read_shard
+from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest
 from zlops.store.comparisons import archive_comparisons, save_comparisons
 
@@ -106,25 +105,16 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         path = files[(outcome.pool, outcome.device)]
         if path is None or not path.exists():
             continue  # nothing was written: the shard's status stands
-        results: list[CaseResult] = []
-        try:
-            results = parse_results(ctx.suite.stored_format, path)
-        except ParseError as exc:
-            status, error = ShardStatus.FAILED, f"malformed results: {exc}"
-        else:
-            status, error = (ShardStatus.OK, None) if results else (ShardStatus.FAILED, f"{path} holds no cases")
         extra = extras.get((outcome.pool, outcome.device), {})
         if outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
-            status, error = outcome.status, outcome.error  # a crash stays a crash, whatever the file says
-            results = []
-        elif status is ShardStatus.OK:  # today's contention limits on what was sampled beside the run
-            reason = shard_invalid_reason(extra.get("telemetry"), config.host_limits(outcome.pool))
-            if reason:
-                status, error = ShardStatus.INVALID, reason
-        if status is not ShardStatus.OK:
-            failed.append(f"{outcome.pool}/{outcome.device}: {error}")
-        store.record_shard(run_key, replace(outcome, status=status, error=error, results_file=path),
-                           results, telemetry=extra.get("telemetry"), identity=extra.get("identity"))
+            read = ShardRead(outcome)  # a crash stays a crash, whatever the file says
+        else:  # the file read as the nightly reads it, today's contention limits on what was sampled
+            read = read_shard(config, ctx.suite_name, replace(outcome, status=ShardStatus.OK, error=None),
+                              results_file=path, telemetry=extra.get("telemetry") or {})
+        if read.outcome.status is not ShardStatus.OK:
+            failed.append(f"{outcome.pool}/{outcome.device}: {read.outcome.error}")
+        store.record_shard(run_key, replace(read.outcome, results_file=path), read.results,
+                           telemetry=extra.get("telemetry"), identity=extra.get("identity"))
         reparsed += 1
     if ctx.suite.campaign is not None:  # the derived series, from the re-parsed lanes
         from zlops.campaign_run import store_derived
@@ -186,9 +176,9 @@ def _differs(a: Comparison | None, b: Comparison | None) -> bool:
     if a is None or b is None:
         return a is not b
     return (a.verdict, a.judgement.change_pct, a.judgement.worse_pct, a.judgement.threshold_pct, a.judgement.note,
-            a.unit, a.base, a.head_samples) != (b.verdict, b.judgement.change_pct, b.judgement.worse_pct,
+            a.unit, a.base, a.head) != (b.verdict, b.judgement.change_pct, b.judgement.worse_pct,
                                                 b.judgement.threshold_pct, b.judgement.note, b.unit, b.base,
-                                                b.head_samples)
+                                                b.head)
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def test_series_page_draws_each_nights_raw_samples_and_the_stored_figures(nights
     fig = _figure(page.text)
     comparisons = {n: c for n in range(1, NIGHTS) for c in nights.store.comparisons(run_key(n))
                    if (c.pool, c.case, c.metric) == ("npu", "softmax_8192", "time")}
-    samples = {n: nights.store.run_samples(run_key(n), ["npu"])[("npu", "softmax_8192", "time")].samples
+    samples = {n: nights.store.run_samples(run_key(n), ["npu"])[("npu", "softmax_8192", "time")]
                for n in range(NIGHTS)}
     boxes = [t for t in fig["data"] if t["type"] == "box"]
     drawn = sorted(v for t in boxes for v in t["y"])

@@ -50,7 +50,7 @@ def test_a_night_beside_a_cpu_hog_on_its_core_is_invalid_not_improved(tmp_path: 
     assert int(figure) > 25
     rows = n2.summary.comparisons
     assert rows and {c.verdict for c in rows} == {Verdict.INVALID}
-    assert all(c.judgement.note == f"shard {POOL}/0 invalid: {shard.error}" and c.head_samples is None for c in rows)
+    assert all(c.judgement.note == f"shard {POOL}/0 invalid: {shard.error}" and c.head is None for c in rows)
     assert all(c.base is not None for c in rows)  # the baseline is known; no delta is published
     assert n2.summary.overall_line() == "Overall: 0 of 0 cases improved, 0 regressed; 5 invalid"
     assert not n2.accepted

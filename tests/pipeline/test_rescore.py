@@ -8,6 +8,7 @@ import pytest
 from fake_upstream import Upstream
 
 from zlops import pipeline
+from zlops import ingest as ingest_mod
 from zlops import rescore as rescore_mod
 from zlops.config import Config, parse_config
 from zlops.model import CaseResult, ShardStatus, Verdict
@@ -65,10 +66,10 @@ def test_a_fixed_parser_turns_a_failed_shard_into_data(upstream: Upstream, make_
     assert n2.shards[0].status is ShardStatus.FAILED
     assert {c.verdict for c in n2.summary.comparisons} == {Verdict.FAILED}
 
-    def lenient(fmt: str, path: object) -> list[CaseResult]:  # a newer adapter that reads "fast" as 1.0
+    def lenient(fmt: str, path: object, **limits: object) -> list[CaseResult]:  # a newer adapter: "fast" is 1.0
         return [CaseResult("x", "time", "ms", True, (1.0, 1.0, 1.0))]
 
-    monkeypatch.setattr(rescore_mod, "parse_results", lenient)
+    monkeypatch.setattr(ingest_mod, "parse_results", lenient)  # the one reader of results files
     result = rescore(config, n2.run_key)
     assert result.reparsed == 1 and result.failed == ()
     store = pipeline.open_store(config)

@@ -9,6 +9,7 @@ from zlops.model import (
     CompareSummary,
     Comparison,
     Judgement,
+    Summary,
     Verdict,
 )
 
@@ -28,8 +29,8 @@ def comparison(
     return Comparison(
         suite="kernels", pool=pool, case=case, metric=metric, unit=unit,
         lower_is_better=lower_is_better,
-        base=None if base is None else BaselinePoint("nightly-0301", base_sha, unit, (base,)),
-        head_samples=None if head is None else (head,),
+        base=None if base is None else BaselinePoint("nightly-0301", base_sha, unit, base, 1),
+        head=None if head is None else Summary(head, 1),
         judgement=Judgement(verdict, change, worse_pct, None),
     )
 

@@ -14,7 +14,7 @@ import pytest
 from report_factories import comparison
 
 from zlops.formats import parse_results
-from zlops.model import CaseResult, Comparison, HistoryPoint, Verdict
+from zlops.model import CaseResult, Comparison, HistoryPoint, Summary, Verdict
 from zlops.report.figures import (
     BASE_COLOUR,
     DPI,
@@ -184,7 +184,7 @@ def test_a_big_night_draws_a_bounded_number_of_trends_most_important_first() -> 
     from zlops.nightly_figures import trend_candidates
 
     def row(case: str, verdict: Verdict, worse: float) -> Comparison:
-        return Comparison("s", "p", case, "t", "ms", True, BaselinePoint("r", "a" * 40, "ms", (1.0,)), (1.1,),
+        return Comparison("s", "p", case, "t", "ms", True, BaselinePoint("r", "a" * 40, "ms", 1.0, 1), Summary(1.1, 1),
                           Judgement(verdict, worse, worse, 2.0))
 
     rows = [row(f"sus{i}", Verdict.SUSPECT, 3.0 + i) for i in range(500)]

@@ -73,3 +73,26 @@ def test_change_points_do_not_modify_the_series_and_validate_arguments() -> None
         change_points([1.0] * 10, min_size=0)
     with pytest.raises(ValueError, match="series"):
         change_points([1.0, float("nan")] * 5)
+
+
+def test_pooled_t_p_is_scipys_ttest_ind_from_stats_bit_for_bit() -> None:
+    """The change-point search's t-test p without importing scipy.stats: the very same float."""
+    import numpy as np
+    from scipy import stats
+
+    from zlops.stats.changepoint import pooled_t_p
+
+    rng = np.random.default_rng(2)
+    checked = 0
+    for _ in range(3000):
+        n1, n2 = int(rng.integers(1, 60)), int(rng.integers(1, 60))
+        m1 = rng.lognormal(0, 1)
+        m2 = m1 * (1 + rng.normal(0, 0.05))
+        s1, s2 = rng.lognormal(-3, 1, 2) * (rng.random(2) > 0.05)
+        if n1 + n2 <= 2 or (s1 == 0 and s2 == 0):
+            continue
+        want = float(stats.ttest_ind_from_stats(m1, s1, n1, m2, s2, n2).pvalue)
+        got = pooled_t_p(m1, s1, n1, m2, s2, n2)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (m1, s1, n1, m2, s2, n2)
+        checked += 1
+    assert checked > 2500

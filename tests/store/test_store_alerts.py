@@ -7,7 +7,7 @@ from alembic import command
 from sqlalchemy import inspect, select, text
 
 from zlops.alerts import AlertError, AlertState, plan_night
-from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, Judgement, Summary, Verdict
 from zlops.store import Store
 from zlops.store import alerts as store_alerts
 from zlops.store.migrate import alembic_config
@@ -16,8 +16,8 @@ from zlops.store.models import Notification
 
 def _cmp(verdict: Verdict, base: float, head: float, case: str = "softmax_8192") -> Comparison:
     change = (head - base) / base * 100
-    return Comparison("ops", "npu", case, "time", "ms", True, BaselinePoint("n1", "1" * 40, "ms", (base,)),
-                      (head,), Judgement(verdict, change, change, 2.0))
+    return Comparison("ops", "npu", case, "time", "ms", True, BaselinePoint("n1", "1" * 40, "ms", base, 1),
+                      Summary(head, 1), Judgement(verdict, change, change, 2.0))
 
 
 def _night(store: Store, run_key: str, comparisons: list[Comparison]) -> list[store_alerts.Applied]:

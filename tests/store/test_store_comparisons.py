@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from zlops.errors import StoreError
-from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, Figures, Judgement, Summary, Verdict
 from zlops.store import Store
 
 
 def _cmp(make, case: str, verdict: Verdict, *, pool: str = "npu", base: bool = True,
          head: tuple[float, ...] | None = (10.5, 10.7), suite: str = "ops") -> Comparison:
-    point = BaselinePoint("n0", make.sha(9), "us", (10.0, 10.1, 9.9)) if base else None
+    point = BaselinePoint.of_samples("n0", make.sha(9), "us", (10.0, 10.1, 9.9)) if base else None
     judged = verdict not in (Verdict.NEW, Verdict.MISSING)
     return Comparison(
         suite=suite, pool=pool, case=case, metric="latency", unit="us", lower_is_better=True,
-        base=point, head_samples=head,
+        base=point, head=None if head is None else Summary.of(head),
         judgement=Judgement(verdict=verdict, change_pct=6.0 if judged else None,
                             worse_pct=6.0 if judged else None,
                             threshold_pct=5.0 if judged else None,
@@ -30,12 +32,17 @@ def test_comparisons_round_trip(store: Store, make) -> None:
         _cmp(make, "m-missing", Verdict.MISSING, head=None),
         _cmp(make, "z-regressed", Verdict.UNCHANGED, pool="cpu", head=(0.1 + 0.2,)),
     ]
+    figured = _cmp(make, "f-figures", Verdict.SUSPECT)  # JSON through PostgreSQL's COPY and back
+    table.append(dataclasses.replace(figured, judgement=dataclasses.replace(figured.judgement, figures=Figures(
+        10.0, "median of 7 nights", 10.6, "tonight, 2 samples", unit="us", ci_pct=(1.0, 9.5), threshold_pct=2.0,
+        modes=(9.9, 10.4), runs_base=(10.0, 10.1), runs_head=(10.5, 10.7)), note='a "quoted" \\ note\twith tab')))
     store.save_comparisons("n1", table)
     got = store.comparisons("n1")
     assert got == table                       # same values, same order as saved
     assert got[0].base_value == 10.0 and got[0].head_value == 10.6
-    assert got[1].base is None and got[2].head_samples is None
-    assert got[3].head_samples == (0.30000000000000004,)
+    assert got[1].base is None and got[2].head is None
+    assert got[3].head == Summary(0.30000000000000004, 1)
+    assert got[0].base == BaselinePoint("n0", make.sha(9), "us", 10.0, 3) and got[0].head == Summary(10.6, 2)
 
 
 def test_save_comparisons_replaces_the_table(store: Store, make) -> None:

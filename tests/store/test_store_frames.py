@@ -11,7 +11,7 @@ from sqlalchemy import event, text
 
 from zlops.compare import pool_results
 from zlops.errors import StoreError
-from zlops.model import BaselinePoint, Comparison, Judgement, ShardStatus, Verdict
+from zlops.model import Comparison, Judgement, ShardStatus, Summary, Verdict
 from zlops.stats.noise import robust_relative_spread
 from zlops.store import Store
 from zlops.store.frames import HISTORY_COLUMNS, VERDICT_COLUMNS
@@ -58,7 +58,7 @@ def _night(store: Store, make, key: str, *, sha: int, day: float, accepted: bool
         store.save_series_points(key, pool_results(store.results(key)))
     if verdict is not None:
         store.save_comparisons(key, [
-            Comparison("ops", pool, f"c{i}", LAT, "us", True, None, (1.0,),
+            Comparison("ops", pool, f"c{i}", LAT, "us", True, None, Summary(1.0, 1),
                        Judgement(verdict if i == 0 else Verdict.UNCHANGED, None, None, None, ""))
             for pool in pools for i in range(cases)])
 
@@ -239,8 +239,11 @@ def test_baseline_frame_and_run_samples(store: Store, make) -> None:
                                                                 ["npu", "b", make.sha(2)]]
     assert base["finished_at"].tolist() == [pd.Timestamp(make.when(1.1)), pd.Timestamp(make.when(2.1))]
     samples = store.run_samples("b", ["npu"])
-    assert samples[("npu", "c1", LAT)] == BaselinePoint("b", make.sha(2), "us",
-                                                         (11.0, 11.5, 12.0, 12.0, 12.5, 13.0))
+    assert samples[("npu", "c1", LAT)] == (11.0, 11.5, 12.0, 12.0, 12.5, 13.0)
+    # only the series asked for (a trend's whiskers), in one query
+    assert store.run_samples("b", keys=[("npu", "c1", LAT), ("cpu", "c1", LAT)]) == {
+        ("npu", "c1", LAT): (11.0, 11.5, 12.0, 12.0, 12.5, 13.0)}
+    assert store.run_samples("b", keys=[]) == {}
     assert set(store.run_samples("a")) == {(p, f"c{i}", LAT) for p in ("npu", "cpu") for i in range(2)}
     assert store.run_samples("a", []) == {}
     with pytest.raises(StoreError, match="unknown run"):

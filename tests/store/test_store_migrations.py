@@ -22,7 +22,7 @@ TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts",
           "series_points", "bisections", "bisection_alerts", "bisection_steps"}
 
 
-HEAD = "0006"  # the latest migration; bump with every new sql/versions file
+HEAD = "0009"  # the latest migration; bump with every new sql/versions file
 
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:

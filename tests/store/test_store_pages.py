@@ -31,7 +31,7 @@ def test_one_series_reads_agree_with_the_whole_suite_and_per_run_reads(db_url: s
     for key in keys:
         per_run = store.run_samples(key)
         for pool in POOLS:
-            assert samples[(key, pool)] == ("ms", per_run[(pool, "matmul_bf16", "time")].samples)
+            assert samples[(key, pool)] == ("ms", per_run[(pool, "matmul_bf16", "time")])
         stored = [c for c in store.comparisons(key) if (c.pool, c.case) == ("cuda", "matmul_bf16")]
         assert ([rows[(key, "cuda")]] if (key, "cuda") in rows else []) == stored
     assert {p for _, p in rows} == {"cuda"}

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from zlops.errors import StoreError
-from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, Judgement, Summary, Verdict
 from zlops.store import Store
 from zlops.store.queries import load_query, query_names, run_query
 
 
 def _flag(case: str, verdict: Verdict, worse: float | None) -> Comparison:
     return Comparison(suite="ops", pool="npu", case=case, metric="latency", unit="us",
-                      lower_is_better=True, base=BaselinePoint("n0", "0" * 40, "us", (1.0,)),
-                      head_samples=(1.1,),
+                      lower_is_better=True, base=BaselinePoint("n0", "0" * 40, "us", 1.0, 1),
+                      head=Summary(1.1, 1),
                       judgement=Judgement(verdict, worse, worse, 5.0, ""))
 
 

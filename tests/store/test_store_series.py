@@ -37,10 +37,10 @@ def test_baseline_candidates(store: Store, make) -> None:
     old = make.when(1.1)
     new = make.when(2.1)
     assert got == [
-        ("cpu", "add", LAT, BaselinePoint("new", make.sha(2), "ms", (200.0,)), new),
-        ("npu", "add", LAT, BaselinePoint("new", make.sha(2), "us", (20.0, 21.0, 22.0)), new),
-        ("npu", "mul", LAT, BaselinePoint("new", make.sha(2), "us", (23.0,)), new),
-    ]  # one candidate per series, its newest: older runs' samples are never loaded
+        ("cpu", "add", LAT, BaselinePoint("new", make.sha(2), "ms", 200.0, 1), new),
+        ("npu", "add", LAT, BaselinePoint("new", make.sha(2), "us", 21.0, 3), new),
+        ("npu", "mul", LAT, BaselinePoint("new", make.sha(2), "us", 23.0, 1), new),
+    ]  # one candidate per series, its newest, as median and count: no raw sample is loaded
     # without the exclusion tonight's accepted run is the newest candidate; kind selects PR runs
     assert got[0][3].run_key == "new"
     assert store.baseline_candidates("ops", shas={make.sha(2)})[0][3].run_key == "tonight"
@@ -60,9 +60,9 @@ def test_baseline_candidates_fall_back_per_series_within_the_window(store: Store
     shas = [make.sha(n) for n in (1, 2, 3)]
     got = {(c[0], c[1]): c[3] for c in store.baseline_candidates("ops", shas=shas)}
     # npu/mul is not in n3: its newest point is n2's; cpu has no shard in n3 either
-    assert got == {("npu", "add"): BaselinePoint("n3", make.sha(3), "us", (30.0,)),
-                   ("npu", "mul"): BaselinePoint("n2", make.sha(2), "us", (23.0,)),
-                   ("cpu", "add"): BaselinePoint("n2", make.sha(2), "ms", (200.0,))}
+    assert got == {("npu", "add"): BaselinePoint("n3", make.sha(3), "us", 30.0, 1),
+                   ("npu", "mul"): BaselinePoint("n2", make.sha(2), "us", 23.0, 1),
+                   ("cpu", "add"): BaselinePoint("n2", make.sha(2), "ms", 200.0, 1)}
     # a window of one run per pool: npu/mul had no point in npu's newest run (n3)
     narrow = {(c[0], c[1]): c[3].run_key for c in store.baseline_candidates("ops", shas=shas, window=1)}
     assert narrow == {("npu", "add"): "n3", ("cpu", "add"): "n2"}

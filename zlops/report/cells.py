@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from zlops import metrics
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus, Verdict
@@ -214,3 +215,70 @@ def pool_status(shards: Sequence[ShardOutcome], comparisons: Sequence[Comparison
                         and all(c.verdict in unjudgeable for c in comparisons if c.pool == p)))]
     ran = [p for p in pools if p not in missing and p not in invalid]
     return ran, invalid, missing
+
+
+#: the order rows need a reader's attention in: confirmed changes, then what waits on a decision, gaps, improvements
+_ATTENTION = {Verdict.SEVERE: 0, Verdict.REGRESSION: 1, Verdict.POTENTIAL: 2, Verdict.SUSPECT: 3,
+              Verdict.FAILED: 4, Verdict.MISSING: 4, Verdict.INCOMPARABLE: 4, Verdict.INVALID: 5,
+              Verdict.UNMEASURABLE: 5, Verdict.SUSPECT_IMPROVED: 6, Verdict.IMPROVED: 7, Verdict.NEW: 8,
+              Verdict.UNCHANGED: 9}
+
+#: a pool table with more rows than this is split by operator family, quiet families folded
+GROUP_ROWS = 60
+
+
+def attention_key(c: Comparison) -> tuple[int, float, str, str]:
+    """Sort key of a row by how much it needs a reader: worst verdict first, then by how much worse."""
+    return (_ATTENTION.get(c.verdict, 9), -(c.judgement.worse_pct or 0.0), c.case, c.metric)
+
+
+@dataclass(frozen=True)
+class FamilyGroup:
+    """The rows of one operator family in one pool's table, most urgent first."""
+
+    family: str
+    rows: tuple[Comparison, ...]
+
+    @property
+    def quiet(self) -> bool:
+        """Every case unchanged: nothing to read (a report folds it)."""
+        return all(c.verdict is Verdict.UNCHANGED for c in self.rows)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per reading class: flagged, awaiting (a suspect either way), improved, not judged, unchanged."""
+        out = {"flagged": 0, "awaiting": 0, "improved": 0, "not judged": 0, "unchanged": 0}
+        for c in self.rows:
+            if c.verdict.flagged:
+                out["flagged"] += 1
+            elif c.verdict.awaiting_confirmation:
+                out["awaiting"] += 1
+            elif c.verdict is Verdict.IMPROVED:
+                out["improved"] += 1
+            elif c.verdict.is_gap:
+                out["not judged"] += 1
+            else:
+                out["unchanged"] += 1
+        return out
+
+    def summary(self) -> str:
+        """``softmax: 120 cases, 2 flagged, 1 awaiting confirmation`` (``all unchanged`` when quiet)."""
+        counts = self.counts()
+        n = len(self.rows)
+        parts = [f"{v} {'awaiting confirmation' if k == 'awaiting' else k}" for k, v in counts.items()
+                 if v and k != "unchanged"]
+        if not parts:
+            return f"{self.family}: {n} case{'s' if n != 1 else ''}, all unchanged"
+        return f"{self.family}: {n} case{'s' if n != 1 else ''}, " + ", ".join(parts)
+
+
+def family_groups(comparisons: Iterable[Comparison]) -> list[FamilyGroup]:
+    """One pool's rows grouped by operator family (:func:`zlops.alerts.op_family`, as the Slack summary and
+    alerts group them): families holding the most urgent row first, then by name; rows inside a family
+    by :func:`attention_key`. A 20,000-row table reads from its regressions down, not alphabetically."""
+    from zlops.alerts import op_family
+
+    groups: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        groups.setdefault(op_family(c.case), []).append(c)
+    out = [FamilyGroup(name, tuple(sorted(rows, key=attention_key))) for name, rows in groups.items()]
+    return sorted(out, key=lambda g: (attention_key(g.rows[0])[:2], g.family))

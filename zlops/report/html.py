@@ -126,15 +126,24 @@ def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path 
     return out
 
 
-def _tables(summary: CompareSummary) -> list[tuple[str, list[dict[str, Any]]]]:
+def _tables(summary: CompareSummary) -> list[dict[str, Any]]:
+    """One table per pool, grouped by operator family, most urgent first (as the markdown report); a big
+    pool (more than ``cells.GROUP_ROWS`` rows) gets one folding section per family, open when it holds
+    something to read."""
     out = []
     for pool, comparisons in cells.by_pool(summary.comparisons).items():
-        rows = []
-        for c in comparisons:
-            case, base, head, delta, change, mark = row_cells(c, c.case)
-            rows.append({"css": c.verdict.value, "case": case, "metric": c.metric,
-                         "numbers": (base, head, delta, change), "mark": mark, "reference": cells.reference_text(c)})
-        out.append((pool, rows))
+        families = cells.family_groups(comparisons)
+        groups = []
+        for g in families:
+            rows = []
+            for c in g.rows:
+                case, base, head, delta, change, mark = row_cells(c, c.case)
+                rows.append({"css": c.verdict.value, "case": case, "metric": c.metric,
+                             "numbers": (base, head, delta, change), "mark": mark,
+                             "reference": cells.reference_text(c)})
+            groups.append({"summary": g.summary(), "quiet": g.quiet, "rows": rows})
+        out.append({"pool": pool, "n": len(comparisons), "fold": len(comparisons) > cells.GROUP_ROWS,
+                    "loud": sum(1 for g in families if not g.quiet), "groups": groups})
     return out
 
 

@@ -175,26 +175,55 @@ def _shard_section(shards: Sequence[ShardOutcome], root: Path | None) -> list[st
     return [*out, ""]
 
 
+_HEADER = ["| Case | Metric | Base | HEAD | Delta | Change (%) | Verdict | Reference |",
+           "|---|---|---:|---:|---:|---:|---|---|"]
+
+
 def _compare_section(summary: CompareSummary) -> list[str]:
+    """One table per pool, rows grouped by operator family, the most urgent family and row first; a pool of
+    more than :data:`cells.GROUP_ROWS` rows gets a family index and one table per family, the families
+    where every case is unchanged folded (``<details>``), so 20,000 rows still read from the top."""
     out = ["## Comparison", ""]
     groups = cells.by_pool(summary.comparisons)
     if not groups:
         out += ["No comparisons.", ""]
     for pool, comparisons in groups.items():
-        out += [
-            f"### {pool}",
-            "",
-            "| Case | Metric | Base | HEAD | Delta | Change (%) | Verdict | Reference |",
-            "|---|---|---:|---:|---:|---:|---|---|",
-        ]
-        for c in comparisons:
-            case, base, head, delta, change, mark = row_cells(c, c.case)
-            row = [_cell(case), _cell(c.metric), base, head, delta, change, mark, _cell(cells.reference_text(c))]
-            if c.verdict.flagged:
-                row = [f"**{x}**" for x in row]
-            out.append("| " + " | ".join(row) + " |")
+        families = cells.family_groups(comparisons)
+        out += [f"### {pool}", ""]
+        if len(comparisons) <= cells.GROUP_ROWS:
+            out += [*_HEADER, *(_row(c) for g in families for c in g.rows), ""]
+            continue
+        loud = [g for g in families if not g.quiet]
+        out += [f"{len(comparisons)} rows in {len(families)} operator families; {len(loud)} with something to "
+                "read come first, the rest (every case unchanged) are folded.", "",
+                "| Family | Cases | Flagged | Awaiting | Improved | Not judged | Unchanged |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        for g in families:
+            k = g.counts()
+            out.append(f"| {_cell(g.family)} | {len(g.rows)} | {k['flagged']} | {k['awaiting']} | {k['improved']} "
+                       f"| {k['not judged']} | {k['unchanged']} |")
         out.append("")
+        for g in families:
+            if g.quiet:
+                out += [f"<details><summary>{_html(g.summary())}</summary>", "", *_HEADER,
+                        *(_row(c) for c in g.rows), "", "</details>", ""]
+            else:
+                out += [f"#### {_cell(g.summary())}", "", *_HEADER, *(_row(c) for c in g.rows), ""]
     return [*out, f"**{summary.overall_line()}**", ""]
+
+
+def _row(c: Comparison) -> str:
+    case, base, head, delta, change, mark = row_cells(c, c.case)
+    row = [_cell(case), _cell(c.metric), base, head, delta, change, mark, _cell(cells.reference_text(c))]
+    if c.verdict.flagged:
+        row = [f"**{x}**" for x in row]
+    return "| " + " | ".join(row) + " |"
+
+
+def _html(text: str) -> str:
+    from html import escape
+
+    return escape(text, quote=False)
 
 
 def _flagged_section(

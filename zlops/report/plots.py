@@ -56,12 +56,14 @@ def trend_plot(
     telemetry: Sequence[tuple[float | None, float | None]] | None = None,
     reference: tuple[float, str, str] | None = None,
     clock_label: str = "clock MHz",
+    tonight: Sequence[float] | None = None,
 ) -> Path:
     """Draw the trend of one series to a PNG at ``out_path`` and return the path.
 
     ``history`` is the series' accepted points, oldest first, *without* tonight's run: x is the
     night index labelled with short shas, y the median with min-max whiskers. Tonight's value
-    (``comparison.head_samples``) is the last point, labelled ``HEAD`` and coloured by verdict.
+    (``comparison.head_value``, with min-max whiskers of its raw samples ``tonight`` when given, in
+    ``comparison.unit``) is the last point, labelled ``HEAD`` and coloured by verdict.
     The baseline median is a horizontal line with a ``±band_pct`` band (the potential threshold).
     History and baseline are converted to ``comparison.unit`` with :func:`zlops.metrics.convert`;
     a unit that does not convert raises ``ValueError`` rather than plot two scales on one axis.
@@ -100,8 +102,8 @@ def trend_plot(
                        alpha=0.08, linewidth=0)
             ax.axhline(level, color=REFERENCE_COLOUR, linestyle=":", linewidth=2.0,
                        label=f"{reference[2]} ±{band_pct:g}%: {cells.format_value(level, comparison.unit)}")
-        if comparison.head_samples:
-            _draw_tonight(ax, len(history), comparison)
+        if comparison.head is not None:
+            _draw_tonight(ax, len(history), comparison, tonight)
             labels.append("HEAD")
         elif comparison.verdict is Verdict.MISSING:
             ax.text(0.99, 0.02, "no value tonight", transform=ax.transAxes, ha="right",
@@ -170,9 +172,13 @@ def _draw_baseline(ax: Axes, base: float, c: Comparison, band_pct: float) -> Non
                label=f"baseline {cells.short_sha(c.base.sha)}: {cells.format_value(base, c.unit)}")
 
 
-def _draw_tonight(ax: Axes, x: int, c: Comparison) -> None:
-    assert c.head_samples  # checked by the caller
-    median, below, above = _whiskers(c.head_samples)
+def _draw_tonight(ax: Axes, x: int, c: Comparison, samples: Sequence[float] | None) -> None:
+    """Tonight's median (the row's HEAD value) with the min-max whiskers of its samples when known."""
+    assert c.head is not None  # checked by the caller
+    median = c.head.median
+    below = above = 0.0
+    if samples:
+        below, above = median - min(samples), max(samples) - median
     colour = VERDICT_COLOURS[c.verdict]
     change = cells.fmt_change(cells.change_pct(c))
     verdict = c.verdict.value if change == cells.NONE else f"{c.verdict.value}, {change}"

@@ -178,12 +178,13 @@ def telemetry_problem(telemetry: Mapping[str, Any] | None, *, max_throttle_share
 def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Sequence[float] | None = None, *,
                 lower_is_better: bool = True, policy: Policy | None = None,
                 telemetry: Mapping[str, Any] | None = None, processes: Sequence[float] | None = None,
-                ) -> NightResult:
+                baseline_summary: tuple[float, int] | None = None) -> NightResult:
     """Screen tonight's samples of one series against its accepted history (see the module docstring).
 
     ``history``: accepted nightly medians, oldest first (the last one is usually the baseline);
     ``tonight``: tonight's raw samples; ``baseline``: the baseline's raw samples, used as the
-    reference only when there is no history; ``processes``: per-run values of earlier A/B runs of
+    reference only when there is no history (``baseline_summary``: its (median, count) instead of the
+    samples, as the compare table keeps them; the same reference); ``processes``: per-run values of earlier A/B runs of
     this series at its current level (each run is a process: the between-process evidence one
     evening gives). The reference is the median of the last ``policy.window`` nights: a single odd
     night in the history moves it little.
@@ -216,10 +217,14 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
     if window.size:
         reference = float(np.median(window))
         ref_text = f"median of {window.size} night{'s' if window.size != 1 else ''}"
-    elif base.size >= pol.min_samples:
+    elif baseline_summary is not None and baseline_summary[1] >= pol.min_samples:
+        reference = float(baseline_summary[0])
+        ref_text = f"baseline median ({baseline_summary[1]} samples)"
+    elif baseline_summary is None and base.size >= pol.min_samples:
         reference, ref_text = float(np.median(base)), f"baseline median ({base.size} samples)"
     else:
-        return result(State.INVALID, f"no reference: no history and {base.size} baseline samples "
+        count = base.size if baseline_summary is None else baseline_summary[1]
+        return result(State.INVALID, f"no reference: no history and {count} baseline samples "
                                      f"(< {pol.min_samples})", value=value)
     if reference <= 0 or value <= 0 or (procs.size and np.any(procs <= 0)):
         return result(State.INVALID, f"non-positive value (reference {reference:g}, tonight {value:g})",
@@ -325,7 +330,7 @@ def clear_step(previous: NightResult, night: NightResult, policy: Policy) -> boo
 def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: Sequence[float] | None = None, *,
                   lower_is_better: bool = True, policy: Policy | None = None,
                   telemetry: Mapping[str, Any] | None = None, processes: Sequence[float] | None = None,
-                  ) -> tuple[NightResult, NightResult | None]:
+                  baseline_summary: tuple[float, int] | None = None) -> tuple[NightResult, NightResult | None]:
     """:func:`judge_night` for tonight, plus last night re-judged, with a pending suspect held out.
 
     Last night (``history[-1]``) is re-judged against ``history[:-1]``; if it was a suspect, it is
@@ -343,7 +348,8 @@ def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: 
                                policy=policy, processes=processes)
     held_out = previous is not None and previous.suspect
     night = judge_night((hist[:-1] if held_out else hist).tolist(), tonight, baseline,
-                        lower_is_better=lower_is_better, policy=policy, telemetry=telemetry, processes=processes)
+                        lower_is_better=lower_is_better, policy=policy, telemetry=telemetry, processes=processes,
+                        baseline_summary=baseline_summary)
     return night, previous
 
 

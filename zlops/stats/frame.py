@@ -47,10 +47,12 @@ class FrameVerdict:
 def _pad(rows: Sequence[Sequence[float]], width: int) -> np.ndarray:
     """Left-padded (NaN) matrix of the last ``width`` values of each row."""
     out = np.full((len(rows), max(width, 1)), np.nan)
-    for i, r in enumerate(rows):
-        tail = list(r)[-width:] if width else []
-        if tail:
-            out[i, out.shape[1] - len(tail):] = tail
+    if not width:
+        return out
+    for i, r in enumerate(rows):  # lists or numpy views (a history frame's slices): no copy per row
+        n = min(len(r), width)
+        if n:
+            out[i, out.shape[1] - n:] = r[len(r) - n:]
     return out
 
 

@@ -1,7 +1,8 @@
 """A run's compare table: saved once per (re)scoring, rebuilt into :class:`~zlops.model.Comparison`.
 
 Saving replaces the run's rows wholesale, so rescoring a run with new thresholds (or an Airflow retry
-of the compare step) leaves exactly the latest table. The caller owns the transaction.
+of the compare step) leaves exactly the latest table. A row keeps each side as its median and sample
+count (the raw samples are the results table's). The caller owns the transaction.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zlops.errors import StoreError
-from zlops.model import BaselinePoint, Comparison, Figures, Judgement, Verdict
+from zlops.model import BaselinePoint, Comparison, Figures, Judgement, Summary, Verdict
+from zlops.store.engine import bulk_insert
 from zlops.store.models import ComparisonArchive, ComparisonRow
 from zlops.store.runs import require_run
 
@@ -27,8 +29,10 @@ def _row(run_id: int, c: Comparison) -> dict[str, Any]:
         "lower_is_better": c.lower_is_better,
         "base_run_key": None if c.base is None else c.base.run_key,
         "base_sha": None if c.base is None else c.base.sha,
-        "base_samples": None if c.base is None else list(c.base.samples),
-        "head_samples": None if c.head_samples is None else list(c.head_samples),
+        "base_median": None if c.base is None else c.base.median,
+        "base_n": None if c.base is None else c.base.n,
+        "head_median": None if c.head is None else c.head.median,
+        "head_n": None if c.head is None else c.head.n,
         "change_pct": j.change_pct, "worse_pct": j.worse_pct, "threshold_pct": j.threshold_pct,
         "verdict": Verdict(j.verdict).value, "note": j.note,
         "figures": None if j.figures is None else j.figures.to_dict(),
@@ -36,7 +40,7 @@ def _row(run_id: int, c: Comparison) -> dict[str, Any]:
 
 
 def save_comparisons(session: Session, run_key: str, comparisons: Sequence[Comparison]) -> None:
-    """Replace the comparison rows of ``run_key`` with ``comparisons``.
+    """Replace the comparison rows of ``run_key`` with ``comparisons`` (one DELETE, one bulk INSERT).
 
     Every comparison must be of the run's suite, and (pool, case, metric) must not repeat; otherwise
     StoreError (and, in the caller's transaction, nothing is changed).
@@ -46,48 +50,66 @@ def save_comparisons(session: Session, run_key: str, comparisons: Sequence[Compa
     if foreign:
         raise StoreError(f"run {run_key!r} is of suite {run.suite!r}; refusing comparisons of "
                          f"suite(s) {', '.join(foreign)}")
-    session.execute(delete(ComparisonRow).where(ComparisonRow.run_id == run.id))
+    conn = session.connection()
+    conn.execute(delete(ComparisonRow.__table__).where(ComparisonRow.__table__.c.run_id == run.id))
     if not comparisons:
         return
-    try:
-        session.execute(insert(ComparisonRow), [_row(run.id, c) for c in comparisons])
+    try:  # COPY / one executemany: the ORM's bulk path costs more than the rows themselves at 20,000 series
+        bulk_insert(conn, ComparisonRow.__table__, [_row(run.id, c) for c in comparisons])
     except IntegrityError as exc:
         raise StoreError(f"comparisons of run {run_key!r} were refused "
                          f"(a (pool, case, metric) repeated?): {exc.orig}") from exc
 
 
+_READ = ("pool", "case", "metric", "unit", "lower_is_better", "base_run_key", "base_sha", "base_median", "base_n",
+         "head_median", "head_n", "change_pct", "worse_pct", "threshold_pct", "verdict", "note", "figures")
+
+
 def comparisons(session: Session, run_key: str) -> list[Comparison]:
     """The saved comparisons of ``run_key``, in the order they were saved."""
     run = require_run(session, run_key)
-    rows = session.scalars(select(ComparisonRow).where(ComparisonRow.run_id == run.id)
-                           .order_by(ComparisonRow.id))
-    out: list[Comparison] = []
-    for r in rows:
-        base = None
-        if r.base_run_key is not None:
-            base = BaselinePoint(run_key=r.base_run_key, sha=r.base_sha or "", unit=r.unit,
-                                 samples=tuple(r.base_samples or ()))
-        out.append(Comparison(
-            suite=run.suite, pool=r.pool, case=r.case, metric=r.metric, unit=r.unit,
-            lower_is_better=r.lower_is_better, base=base,
-            head_samples=None if r.head_samples is None else tuple(r.head_samples),
-            judgement=Judgement(verdict=Verdict(r.verdict), change_pct=r.change_pct,
-                                worse_pct=r.worse_pct, threshold_pct=r.threshold_pct,
-                                note=r.note, figures=Figures.from_dict(r.figures))))
-    return out
+    c = ComparisonRow.__table__.c
+    rows = session.connection().execute(select(*(c[name] for name in _READ)).where(c.run_id == run.id)
+                                        .order_by(c.id))
+    return [_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
+
+
+def caliber_rows(session: Session, run_key: str, mark: str) -> list[Comparison]:
+    """The run's rows that a caliber check marked: INCOMPARABLE, or a note holding ``mark`` (a mismatch
+    judged anyway). What the promotion decision reads, without loading a 20,000-row table."""
+    from sqlalchemy import or_
+
+    run = require_run(session, run_key)
+    c = ComparisonRow.__table__.c
+    rows = session.connection().execute(
+        select(*(c[name] for name in _READ))
+        .where(c.run_id == run.id, or_(c.verdict == Verdict.INCOMPARABLE.value, c.note.contains(mark, autoescape=True)))
+        .order_by(c.id))
+    return [_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
+
+
+def _side(median: float | None, n: int | None, samples: Sequence[float] | None) -> Summary | None:
+    """A side from its stored median and count; an archived row from before 0009 kept the raw samples."""
+    if median is not None and n:
+        return Summary(median, int(n))
+    if samples:
+        return Summary.of([float(v) for v in samples])
+    return None
 
 
 def _from_row(suite: str, r: dict[str, Any]) -> Comparison:
     base = None
     if r.get("base_run_key") is not None:
-        base = BaselinePoint(run_key=r["base_run_key"], sha=r.get("base_sha") or "", unit=r["unit"],
-                             samples=tuple(r.get("base_samples") or ()))
+        side = _side(r.get("base_median"), r.get("base_n"), r.get("base_samples"))
+        if side is not None:
+            base = BaselinePoint(run_key=r["base_run_key"], sha=r.get("base_sha") or "", unit=r["unit"],
+                                 median=side.median, n=side.n)
     return Comparison(
         suite=suite, pool=r["pool"], case=r["case"], metric=r["metric"], unit=r["unit"],
-        lower_is_better=r["lower_is_better"], base=base,
-        head_samples=None if r.get("head_samples") is None else tuple(r["head_samples"]),
+        lower_is_better=bool(r["lower_is_better"]), base=base,
+        head=_side(r.get("head_median"), r.get("head_n"), r.get("head_samples")),
         judgement=Judgement(verdict=Verdict(r["verdict"]), change_pct=r.get("change_pct"),
-                            worse_pct=r.get("worse_pct"), threshold_pct=r.get("threshold_pct"), note=r.get("note", ""),
+                            worse_pct=r.get("worse_pct"), threshold_pct=r.get("threshold_pct"), note=r.get("note") or "",
                             figures=Figures.from_dict(r.get("figures"))))
 
 
@@ -150,11 +172,15 @@ def verdict_evidence(session: Session, run_keys: Sequence[str], *, only_evidence
     out: dict[tuple[str, str, str, str], tuple[Verdict, Figures | None]] = {}
     keys = list(dict.fromkeys(run_keys))
     for i in range(0, len(keys), 500):
-        query = (select(Run.run_key, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
+        # the runs' ids first: a literal id list keeps the read on the comparisons' run_id index however
+        # long the history (a join lets a planner scan the whole table of a year of nights)
+        key_of = dict(session.execute(select(Run.id, Run.run_key).where(Run.run_key.in_(keys[i:i + 500]))).all())
+        if not key_of:
+            continue
+        query = (select(ComparisonRow.run_id, ComparisonRow.pool, ComparisonRow.case, ComparisonRow.metric,
                         ComparisonRow.verdict, ComparisonRow.figures)
-                 .join(ComparisonRow, ComparisonRow.run_id == Run.id)
-                 .where(Run.run_key.in_(keys[i:i + 500])))
+                 .where(ComparisonRow.run_id.in_(sorted(key_of))))
         rows = session.execute(query.where(wanted) if only_evidence else query)
-        for rk, pool, case, metric, verdict, figures in rows:
-            out[(rk, pool, case, metric)] = (Verdict(verdict), Figures.from_dict(figures))
+        for rid, pool, case, metric, verdict, figures in rows:
+            out[(key_of[rid], pool, case, metric)] = (Verdict(verdict), Figures.from_dict(figures))
     return out

@@ -10,16 +10,18 @@ with "database is locked" when another writer committed in between).
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import JSON, Engine, Table, create_engine, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from zlops.errors import DatabaseUnavailable, StoreError
@@ -127,3 +129,31 @@ def dialect_insert(session: Session, table: type[Any]) -> postgresql.Insert | sq
     if name == "sqlite":
         return sqlite.insert(table)
     raise StoreError(f"the store supports sqlite and postgresql, not {name}")
+
+
+def bulk_insert(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert ``rows`` (dicts of ``table``'s column names) in the caller's transaction, fast at 10^4-10^5 rows.
+
+    PostgreSQL (psycopg 3): one ``COPY ... FROM STDIN`` (JSON columns sent as their JSON text), several
+    times faster than multi-row INSERTs whose every parameter goes through SQLAlchemy's processors;
+    elsewhere one executemany. A row that breaks a constraint fails the whole statement either way
+    (``IntegrityError``), so callers keep their all-or-nothing behaviour.
+    """
+    if not rows:
+        return
+    columns = list(rows[0])
+    if conn.dialect.name != "postgresql" or conn.dialect.driver != "psycopg":
+        conn.execute(table.insert(), list(rows))
+        return
+    import psycopg
+
+    as_json = {name for name in columns if isinstance(table.c[name].type, JSON)}
+    quote = conn.dialect.identifier_preparer.quote
+    statement = f"COPY {quote(table.name)} ({', '.join(quote(name) for name in columns)}) FROM STDIN"
+    try:
+        with conn.connection.driver_connection.cursor() as cur, cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row([None if row[name] is None else json.dumps(row[name]) if name in as_json
+                                else row[name] for name in columns])
+    except psycopg.errors.IntegrityError as exc:  # as an INSERT would report it
+        raise IntegrityError(statement, None, exc) from exc

@@ -2,7 +2,7 @@
 
 Every read here issues a number of queries that does not depend on the number of series (run-id IN
 lists are cut into chunks of :data:`CHUNK`, so it grows only with the window), and none parses raw
-samples except :func:`run_samples`, which loads ONE run. The rows come from ``series_points`` (one per
+samples except :func:`run_samples`, which loads ONE run (a trend's whiskers). The rows come from ``series_points`` (one per
 series and run, pooled over the pool's devices, written by the compare step and by migration 0004): numbers
 and a ``series`` id only, so the strings of a series (pool, case, metric, unit) are read once per read,
 not once a night, and the frame's string columns share those objects.
@@ -29,7 +29,7 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zlops.model import BaselinePoint, ShardStatus
+from zlops.model import ShardStatus
 from zlops.store.models import ComparisonRow, Result, Run, SeriesPointRow, SeriesRow, Shard
 from zlops.store.points import SeriesKey, pool_samples, spreads
 from zlops.store.runs import require_run
@@ -62,8 +62,11 @@ class WindowRun:
 
 def window_runs(session: Session, suite: str, *, ancestors: Collection[str], window: int,
                 exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                kind: str = "nightly") -> list[WindowRun]:
+                kind: str = "nightly", before: datetime | None = None) -> list[WindowRun]:
     """The newest ``window`` accepted ancestor runs of each pool, newest first within a pool (ONE query).
+
+    ``before``: only runs dated (finished, else started) before it, the window counted among those (a
+    rescore sees the nights its night saw, not fewer because later nights came).
 
     The accepted runs of the suite are listed with their pools and filtered by sha here: ``ancestors``
     is typically a first-parent history of thousands of commits, too long for a portable IN list, while
@@ -82,8 +85,10 @@ def window_runs(session: Session, suite: str, *, ancestors: Collection[str], win
         .distinct())
     per_pool: dict[str, list[WindowRun]] = {}
     for rid, pool, run_key, sha, finished, started in rows:
-        if sha in wanted and run_key != exclude_run_key and (pools is None or pool in pools):
-            per_pool.setdefault(pool, []).append(WindowRun(rid, pool, run_key, sha, finished or started))
+        when = finished or started
+        if (sha in wanted and run_key != exclude_run_key and (pools is None or pool in pools)
+                and (before is None or when < before)):
+            per_pool.setdefault(pool, []).append(WindowRun(rid, pool, run_key, sha, when))
     out: list[WindowRun] = []
     for pool in sorted(per_pool):
         runs = sorted(per_pool[pool], key=lambda r: (r.finished_at, r.run_id), reverse=True)
@@ -127,18 +132,26 @@ def _series_meta(session: Session, suite: str, pools: Sequence[str], only: Colle
 
 
 def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
+                 keys: Collection[SeriesKey] | None = None,
                  only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Columns :data:`_POINT_COLUMNS` of the (run, pool) pairs of ``runs``; a pair without stored points
-    is summarized from its raw results (see the module docstring). ``only``: these (case, metric) only."""
+    is summarized from its raw results (see the module docstring). ``keys``: only those series;
+    ``only``: only these (case, metric) in any pool (a page about one operator). Filtered, the series'
+    ids go in the query when they are few."""
     run_ids = sorted({r.run_id for r in runs})
     pools = sorted({r.pool for r in runs})
-    meta = _series_meta(session, suite, pools, only)
+    series = None if keys is None else set(keys)
+    pairs = set(only) if only is not None else (None if series is None else {k[1:] for k in series})
+    if only is not None and series is not None:
+        pairs &= {k[1:] for k in series}
+    meta = _series_meta(session, suite, pools, pairs)
+    if series is not None:
+        meta = {i: m for i, m in meta.items() if m[:3] in series}
+    filtered = pairs is not None
     rows: list[tuple[Any, ...]] = []
     c = SeriesPointRow.__table__.c
-    narrow = only is not None and len(meta) <= CHUNK  # a few series (a page): their ids in the query
-    if only is not None and not meta:
-        run_ids = []
-    for chunk in chunks(run_ids):
+    narrow = filtered and len(meta) <= CHUNK  # a few series (the flagged ones, a page): their ids in the query
+    for chunk in chunks(run_ids) if not (filtered and not meta) else ():
         query = select(c.run_id, c.series_id, c.median, c.n, c.spread_pct).where(c.run_id.in_(chunk))
         rows.extend(_raw_rows(session, query.where(c.series_id.in_(sorted(meta))) if narrow else query))
     if rows:
@@ -156,49 +169,56 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
         known = (slot < len(ids)) & (ids[np.minimum(slot, max(len(ids) - 1, 0))] == sid_col) if len(ids) else \
             np.zeros(len(sid_col), dtype=bool)
         slot = np.where(known, slot, len(ids))  # an unknown id takes the blank last row; dropped below
+        # each pool keeps the runs of its own window: (run id, pool) pairs as integers, no string compares
+        pool_no = {pool: k for k, pool in enumerate(pools)}
+        width = len(pools) + 1
+        slot_pool = np.array([pool_no.get(meta[int(i)][0], len(pools)) for i in ids] + [len(pools)], dtype=np.int64)
+        pair = run_col * width + slot_pool[slot]
+        allowed = np.array(sorted({r.run_id * width + pool_no[r.pool] for r in runs}), dtype=np.int64)
+        keep = known & np.isin(pair, allowed)
+        slot, arr, pair = slot[keep], arr[keep], pair[keep]
         picked, pos = table[slot], rank_of[slot]
         points = pd.DataFrame({
-            "run_id": run_col, "pool": picked[:, 0], "case": picked[:, 1], "metric": picked[:, 2],
+            "run_id": run_col[keep], "pool": picked[:, 0], "case": picked[:, 1], "metric": picked[:, 2],
             "unit": picked[:, 3], "lower_is_better": picked[:, 4].astype(bool), "median": arr[:, 2],
             "n": arr[:, 3].astype(np.int64), "spread_pct": arr[:, 4], "_rank": pos})
-        keep = np.zeros(len(points), dtype=bool)
-        for pool in pools:  # each pool keeps the runs of its own window
-            in_window = [r.run_id for r in runs if r.pool == pool]
-            keep |= (points["pool"] == pool).to_numpy() & points["run_id"].isin(in_window).to_numpy()
-        points = points[known & keep]
+        present = {(int(v) // width, pools[int(v) % width]) for v in np.unique(pair)}
     else:
         points = _empty(_POINT_COLUMNS)
-    present = set(zip(points["run_id"].tolist(), points["pool"].tolist(), strict=True)) if len(points) else set()
+        present = set()
     # a pool without points gets them from the raw results (usually none: the compare step writes them)
     missing = sorted({(r.run_id, r.pool) for r in runs} - present)
-    if missing and only is not None:  # a series the run has no point of: only runs without any point
-        with_points = {rid for (rid,) in _raw_rows(session, select(c.run_id).where(
-            c.run_id.in_(sorted({rid for rid, _ in missing}))).distinct())}
+    if missing and filtered:  # a series the run has no point of: only runs without any point
+        has_points = select(c.run_id).where(c.run_id == Run.id).exists()  # an index seek per run, not a scan
+        with_points = {rid for (rid,) in _raw_rows(session, select(Run.id).where(
+            Run.id.in_(sorted({rid for rid, _ in missing})), has_points))}
         missing = [(rid, pool) for rid, pool in missing if rid not in with_points]
     if missing:
-        fallback = _points_from_results(session, missing)
-        if only is not None and len(fallback):
-            wanted = set(only)
-            fallback = fallback[[(k, m) in wanted for k, m in zip(fallback["case"], fallback["metric"],
-                                                                  strict=True)]].reset_index(drop=True)
+        fallback = _points_from_results(session, missing, series, pairs)
         if len(fallback):
             points = pd.concat([points, fallback], ignore_index=True) if len(points) else fallback
     return points
 
 
-def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]]) -> pd.DataFrame:
+def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]],
+                         series: Collection[SeriesKey] | None = None,
+                         only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     wanted = set(pairs)
+    cases = None if only is None else sorted({case for case, _ in only})
     records: list[dict[str, Any]] = []
     for chunk in chunks(sorted({rid for rid, _ in pairs})):
-        rows = session.connection().execute(
-            select(Shard.run_id, Shard.pool, Shard.device, Result.case, Result.metric, Result.unit,
-                   Result.lower_is_better, Result.samples)
-            .join(Result, Result.shard_id == Shard.id)
-            .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value)
-            .order_by(Shard.run_id, Shard.pool, Shard.device, Result.id))
+        query = (select(Shard.run_id, Shard.pool, Shard.device, Result.case, Result.metric, Result.unit,
+                        Result.lower_is_better, Result.samples)
+                 .join(Result, Result.shard_id == Shard.id)
+                 .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value)
+                 .order_by(Shard.run_id, Shard.pool, Shard.device, Result.id))
+        if cases is not None and len(cases) <= CHUNK:
+            query = query.where(Result.case.in_(cases))
+        rows = session.connection().execute(query)
         by_run: dict[int, list[tuple[str, int, str, str, str, bool, Sequence[float]]]] = {}
         for rid, *row in rows:
-            if (rid, row[0]) in wanted:
+            if ((rid, row[0]) in wanted and (series is None or (row[0], row[2], row[3]) in series)
+                    and (only is None or (row[2], row[3]) in only)):
                 by_run.setdefault(rid, []).append(tuple(row))  # type: ignore[arg-type]
         for rid, items in by_run.items():
             pooled = pool_samples(items)
@@ -215,7 +235,8 @@ def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]]) -> 
 
 def history_frame(session: Session, suite: str, *, ancestors: Collection[str], window: int,
                   exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                  kind: str = "nightly", only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
+                  kind: str = "nightly", before: datetime | None = None,
+                  only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
     """The suite's history, one row per series and run, oldest first per series.
 
     ``only``: just these (case, metric) series (a page about one operator), read by their series ids.
@@ -225,10 +246,19 @@ def history_frame(session: Session, suite: str, *, ancestors: Collection[str], w
     series are consecutive, sorted by (pool, case, metric, finished_at). Runs: the module docstring.
     """
     runs = window_runs(session, suite, ancestors=ancestors, window=window, exclude_run_key=exclude_run_key,
-                       pools=pools, kind=kind)
+                       pools=pools, kind=kind, before=before)
+    return runs_frame(session, suite, runs, only=only)
+
+
+def runs_frame(session: Session, suite: str, runs: Sequence[WindowRun],
+               keys: Collection[SeriesKey] | None = None, *,
+               only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """:func:`history_frame`'s rows of exactly ``runs`` (each in its own pool, from :func:`window_runs`),
+    only the series of ``keys`` (or the (case, metric) of ``only``) when given. Queries: one for the
+    series, one per :data:`CHUNK` runs, one or two more when some (run, pool) has no stored points."""
     if not runs:
         return _empty(HISTORY_COLUMNS)
-    points = _point_frame(session, suite, runs, only)
+    points = _point_frame(session, suite, runs, keys, only)
     if not len(points):
         return _empty(HISTORY_COLUMNS)
     by_run = {r.run_id: r for r in runs}  # run_key, sha and date are the run's, whatever the pool
@@ -275,9 +305,10 @@ def baseline_frame(session: Session, suite: str, *, ancestors: Collection[str], 
 
 
 def run_samples(session: Session, run_key: str, pools: Collection[str] | None = None,
-                ) -> dict[SeriesKey, BaselinePoint]:
+                keys: Collection[SeriesKey] | None = None) -> dict[SeriesKey, tuple[float, ...]]:
     """The raw samples of ONE run's series, pooled over each pool's ok shards (device order, later
-    devices converted to the first one's unit, as ``compare.pool_results``). Two queries."""
+    devices converted to the first one's unit, as ``compare.pool_results``). ``keys``: only those
+    series (their cases in the query when they are few). Two queries."""
     run = require_run(session, run_key)
     query = (select(Shard.pool, Shard.device, Result.case, Result.metric, Result.unit, Result.lower_is_better,
                     Result.samples)
@@ -286,9 +317,18 @@ def run_samples(session: Session, run_key: str, pools: Collection[str] | None = 
              .order_by(Shard.pool, Shard.device, Result.id))
     if pools is not None:
         query = query.where(Shard.pool.in_(sorted(pools)))
-    pooled = pool_samples(session.connection().execute(query))  # type: ignore[arg-type]
-    return {key: BaselinePoint(run.run_key, run.sha, unit, tuple(samples))
-            for key, (unit, _, samples) in pooled.items()}
+    wanted = None if keys is None else set(keys)
+    if wanted is not None:
+        cases = sorted({k[1] for k in wanted})
+        if not cases:
+            return {}
+        if len(cases) <= CHUNK:
+            query = query.where(Result.case.in_(cases))
+    rows = session.connection().execute(query)
+    if wanted is not None:
+        rows = (r for r in rows if (r[0], r[2], r[3]) in wanted)  # type: ignore[assignment]
+    pooled = pool_samples(rows)  # type: ignore[arg-type]
+    return {key: tuple(samples) for key, (_unit, _, samples) in pooled.items()}
 
 
 def verdict_frame(session: Session, run_keys: Sequence[str], *,
@@ -319,6 +359,21 @@ def verdict_frame(session: Session, run_keys: Sequence[str], *,
     order = {k: i for i, k in enumerate(keys)}
     frame["_o"] = frame["run_key"].map(order)
     return frame.sort_values(["_o", "pool", "case", "metric"], kind="stable", ignore_index=True)[VERDICT_COLUMNS]
+
+
+def series_starts(frame: pd.DataFrame) -> np.ndarray:
+    """Where each series' rows begin in a :func:`history_frame` (its rows are consecutive), plus ``len(frame)``."""
+    if not len(frame):
+        return np.zeros(1, dtype=np.int64)
+    pools, cases, metrics = (frame[c].to_numpy(dtype=object) for c in ("pool", "case", "metric"))
+    changed = np.ones(len(frame), dtype=bool)
+    changed[1:] = (pools[1:] != pools[:-1]) | (cases[1:] != cases[:-1]) | (metrics[1:] != metrics[:-1])
+    return np.append(np.flatnonzero(changed), len(frame))
+
+
+def last_of_series(frame: pd.DataFrame) -> np.ndarray:
+    """Positions of the last (newest) row of every series of a :func:`history_frame`."""
+    return series_starts(frame)[1:] - 1
 
 
 def newest_per_series(history: pd.DataFrame) -> pd.DataFrame:

@@ -192,7 +192,10 @@ class SeriesPointRow(Base):
 
 
 class ComparisonRow(Base):
-    """One row of a run's compare table (a series against its baseline, and the verdict)."""
+    """One row of a run's compare table (a series against its baseline, and the verdict).
+
+    Each side is kept as its median and sample count; what a verdict compared is in ``figures``.
+    """
 
     __tablename__ = "comparisons"
     __table_args__ = (
@@ -210,8 +213,11 @@ class ComparisonRow(Base):
     lower_is_better: Mapped[bool] = mapped_column(Boolean)
     base_run_key: Mapped[str | None] = mapped_column(String(250))
     base_sha: Mapped[str | None] = mapped_column(String(64))
-    base_samples: Mapped[list[float] | None] = mapped_column(JSON(none_as_null=True))
-    head_samples: Mapped[list[float] | None] = mapped_column(JSON(none_as_null=True))
+    # each side's median and sample count (the raw samples stay in ``results``, by run: migration 0009)
+    base_median: Mapped[float | None] = mapped_column(Float)
+    base_n: Mapped[int | None] = mapped_column(Integer)
+    head_median: Mapped[float | None] = mapped_column(Float)
+    head_n: Mapped[int | None] = mapped_column(Integer)
     change_pct: Mapped[float | None] = mapped_column(Float)
     worse_pct: Mapped[float | None] = mapped_column(Float)
     threshold_pct: Mapped[float | None] = mapped_column(Float)

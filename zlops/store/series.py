@@ -10,14 +10,16 @@ a pool are interchangeable copies of one kind of hardware, so their rounds are o
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, insert, or_, select
+from sqlalchemy import ColumnElement, and_, delete, or_, select
 from sqlalchemy.orm import Session
 
 from zlops.errors import StoreError
 from zlops.model import BaselinePoint, CaseResult, HistoryPoint, ShardStatus
+from zlops.store.engine import bulk_insert
 from zlops.store.models import Result, Run, SeriesPointRow, SeriesRow, Shard
 from zlops.store.points import SeriesKey, SeriesPoint, point_rows, point_values
 from zlops.store.runs import require_run
@@ -27,6 +29,88 @@ BaselineCandidate = tuple[str, str, str, BaselinePoint, datetime]
 #: How many accepted runs per pool :func:`baseline_candidates` looks back (a series absent from all of
 #: them has no baseline: NEW).
 BASELINE_WINDOW = 60
+
+
+@dataclass(frozen=True)
+class CompareWindow:
+    """What the compare step reads of the store's past, in one transaction (:func:`compare_window`).
+
+    ``history``: :func:`~zlops.store.frames.history_frame` of the newest ``history_window`` runs per
+    pool; ``baselines``: each series' newest point among the newest ``baseline_window`` runs per pool
+    (median and count: :class:`~zlops.model.BaselinePoint`); ``newest_run``: per pool, the newest run
+    that holds a baseline (its series tonight lacks are MISSING); ``finished``: when each baseline's run
+    finished; ``runs``: the baseline window's runs, newest first per pool (for targeted reads later).
+    """
+
+    history: Any
+    baselines: dict[SeriesKey, BaselinePoint]
+    finished: dict[SeriesKey, datetime]
+    newest_run: dict[str, str]
+    runs: tuple[Any, ...]
+
+
+def compare_window(session: Session, suite: str, *, ancestors: Collection[str], history_window: int,
+                   baseline_window: int = BASELINE_WINDOW, keys: Collection[SeriesKey] = (),
+                   exclude_run_key: str | None = None, kind: str = "nightly", before: datetime | None = None,
+                   only_runs: Collection[str] | None = None) -> CompareWindow:
+    """The history and the baselines of a night, a constant number of queries whatever the number of series.
+
+    Runs: the accepted ``kind`` runs of ``suite`` on ``ancestors`` (minus ``exclude_run_key``, only those
+    dated before ``before``), per pool the newest ``max(history_window, baseline_window)`` (one query).
+    The history is read from the newest ``history_window`` of them (series points: numbers, no raw
+    samples). A series' baseline is its newest point among the newest ``baseline_window`` runs (of
+    ``only_runs`` when given: a rescore uses the night's own baselines); it comes from the history
+    read, and only for series of ``keys`` that the history lacks are the older runs read, by series id
+    (one more query). Never per series, never raw samples.
+    """
+    from zlops.store import frames  # pandas on first use only
+
+    runs = frames.window_runs(session, suite, ancestors=ancestors, window=max(history_window, baseline_window, 1),
+                              exclude_run_key=exclude_run_key, kind=kind, before=before)
+    rank: dict[str, int] = {}
+    recent, older, eligible = [], [], set()
+    for r in runs:  # newest first within a pool
+        i = rank.get(r.pool, 0)
+        rank[r.pool] = i + 1
+        (recent if i < history_window else older).append(r)
+        if i < baseline_window and (only_runs is None or r.run_key in only_runs):
+            eligible.add(r.run_key)
+    history = frames.runs_frame(session, suite, recent)
+    baselines: dict[SeriesKey, BaselinePoint] = {}
+    finished: dict[SeriesKey, datetime] = {}
+    _newest_points(history, eligible, baselines, finished)
+    missing = set(keys) - baselines.keys()
+    older = [r for r in older if r.run_key in eligible]
+    if missing and older:
+        _newest_points(frames.runs_frame(session, suite, older, keys=missing), eligible, baselines, finished)
+    newest: dict[str, tuple[datetime, str]] = {}
+    for key, point in baselines.items():
+        when = finished[key]
+        if key[0] not in newest or when > newest[key[0]][0]:
+            newest[key[0]] = (when, point.run_key)
+    return CompareWindow(history, baselines, finished, {pool: rk for pool, (_, rk) in newest.items()}, tuple(runs))
+
+
+def _newest_points(frame: Any, eligible: Collection[str], baselines: dict[SeriesKey, BaselinePoint],
+                   finished: dict[SeriesKey, datetime]) -> None:
+    """Add each series' newest row of ``frame`` among the runs of ``eligible`` (series already in
+    ``baselines`` keep theirs: they come from newer runs)."""
+    from zlops.store import frames
+
+    if not len(frame):
+        return
+    frame = frame[frame["run_key"].isin(list(eligible))]
+    last = frames.last_of_series(frame)
+    columns = [frame[c].to_numpy(dtype=object)[last] for c in ("pool", "case", "metric", "run_key", "sha", "unit")]
+    medians = frame["median"].to_numpy(dtype=float)[last].tolist()
+    counts = frame["n"].to_numpy()[last].tolist()
+    stamps = [t.to_pydatetime() for t in frame["finished_at"].iloc[last]]
+    for pool, case, metric, run_key, sha, unit, median, n, when in zip(*columns, medians, counts, stamps,
+                                                                      strict=True):
+        key = (pool, case, metric)
+        if key not in baselines:
+            baselines[key] = BaselinePoint(run_key, sha, unit, median, int(n))
+            finished[key] = when
 
 
 def baseline_candidates(session: Session, suite: str, *, shas: Collection[str],
@@ -39,30 +123,12 @@ def baseline_candidates(session: Session, suite: str, *, shas: Collection[str],
     is dated by its ``started_at``. ``only_runs`` and ``before`` narrow the candidates to those runs
     and to runs finished before that moment (a rescore: the night's own baselines, as of that night).
 
-    Bounded: which run holds each series' newest point comes from the summary rows
-    (:func:`zlops.store.frames.history_frame`); raw samples are loaded only for those runs (usually one
-    per pool), never for the whole history.
+    The points are summaries (median and count of the run's pooled samples, from ``series_points``):
+    no raw sample is read (:func:`compare_window`, which the compare step calls).
     """
-    from zlops.store import frames  # pandas on first use only
-
-    history = frames.history_frame(session, suite, ancestors=shas, window=window,
-                                   exclude_run_key=exclude_run_key, kind=kind)
-    if only_runs is not None and len(history):
-        history = history[history["run_key"].isin(list(only_runs))]
-    if before is not None and len(history):
-        history = history[history["finished_at"] < before]
-    newest = frames.newest_per_series(history)
-    if not len(newest):
-        return []
-    out: list[tuple[float, BaselineCandidate]] = []
-    for run_key, group in newest.groupby("run_key", sort=False):
-        samples = frames.run_samples(session, str(run_key), set(group["pool"]))
-        for pool, case, metric, when in zip(group["pool"], group["case"], group["metric"],
-                                            group["finished_at"], strict=True):
-            point = samples.get((pool, case, metric))
-            if point is not None:
-                stamp = when.to_pydatetime()
-                out.append((stamp.timestamp(), (pool, case, metric, point, stamp)))
+    cw = compare_window(session, suite, ancestors=shas, history_window=window, baseline_window=window,
+                        exclude_run_key=exclude_run_key, kind=kind, before=before, only_runs=only_runs)
+    out = [(cw.finished[k].timestamp(), (k[0], k[1], k[2], p, cw.finished[k])) for k, p in cw.baselines.items()]
     out.sort(key=lambda item: (-item[0], item[1][3].run_key, item[1][:3]))
     return [candidate for _, candidate in out]
 
@@ -124,5 +190,5 @@ def save_series_points(session: Session, run_key: str,
     session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id))
     if rows:
         values = point_values(run.id, run.suite, session.connection(), SeriesRow.__table__, rows)
-        session.execute(insert(SeriesPointRow), values)
+        bulk_insert(session.connection(), SeriesPointRow.__table__, values)
     return len(rows)

@@ -246,6 +246,10 @@ class Store:
     def shard_extras(self, run_key: str) -> dict[tuple[str, int], dict[str, Any]]:
         return self._query(runs.shard_extras, run_key)
 
+    def pool_identities(self, run_keys: Sequence[str]) -> list[tuple[str, datetime | None, str, dict[str, Any] | None]]:
+        """(run_key, started_at, pool, identity of its first ok shard) of many runs, newest first, in bulk."""
+        return self._query(runs.pool_identities, run_keys)
+
     def results(self, run_key: str) -> list[tuple[str, int, CaseResult]]:
         return self._query(runs.results, run_key)
 
@@ -262,17 +266,34 @@ class Store:
                            exclude_run_key=exclude_run_key, kind=kind, window=window, only_runs=only_runs,
                            before=before)
 
+    def compare_window(self, suite: str, *, ancestors: Collection[str], history_window: int,
+                       baseline_window: int = series.BASELINE_WINDOW, keys: Collection[SeriesKey] = (),
+                       exclude_run_key: str | None = None, kind: str = "nightly", before: datetime | None = None,
+                       only_runs: Collection[str] | None = None) -> series.CompareWindow:
+        """A night's history frame and every series' baseline (median and count) in one read transaction,
+        a constant number of queries whatever the number of series (see :func:`.series.compare_window`)."""
+        return self._query(series.compare_window, suite, ancestors=ancestors, history_window=history_window,
+                           baseline_window=baseline_window, keys=keys, exclude_run_key=exclude_run_key, kind=kind,
+                           before=before, only_runs=only_runs)
+
     # -- columnar reads (zlops.store.frames): a constant number of queries for any number of series --
 
     def history_frame(self, suite: str, *, ancestors: Collection[str], window: int,
                       exclude_run_key: str | None = None, pools: Collection[str] | None = None,
-                      kind: str = "nightly", only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
+                      kind: str = "nightly", before: datetime | None = None,
+                      only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
         """The suite's history from the newest ``window`` accepted ancestor runs per pool, one row per
         series and run, oldest first per series; columns ``pool, case, metric, run_key, sha,
         finished_at, unit, lower_is_better, median, n, spread_pct`` (see :mod:`.frames`); ``only``
         keeps just those (case, metric) series."""
         return self._query(_frames().history_frame, suite, ancestors=ancestors, window=window,
-                           exclude_run_key=exclude_run_key, pools=pools, kind=kind, only=only)
+                           exclude_run_key=exclude_run_key, pools=pools, kind=kind, before=before, only=only)
+
+    def runs_frame(self, suite: str, runs: Sequence[Any], keys: Collection[SeriesKey] | None = None,
+                   ) -> pd.DataFrame:
+        """:meth:`history_frame`'s rows of exactly ``runs`` (``WindowRun`` values, e.g. a
+        :class:`~.series.CompareWindow`'s), only the series of ``keys`` when given."""
+        return self._query(_frames().runs_frame, suite, runs, keys)
 
     def verdict_frame(self, run_keys: Sequence[str], *,
                       verdicts: Collection[str | Verdict] | None = None) -> pd.DataFrame:
@@ -287,9 +308,11 @@ class Store:
         return self._query(_frames().baseline_frame, suite, ancestors=ancestors, window=window,
                            exclude_run_key=exclude_run_key, pools=pools, kind=kind)
 
-    def run_samples(self, run_key: str, pools: Collection[str] | None = None) -> dict[SeriesKey, BaselinePoint]:
-        """The raw samples of ONE run per series, pooled over each pool's ok shards."""
-        return self._query(_frames().run_samples, run_key, pools)
+    def run_samples(self, run_key: str, pools: Collection[str] | None = None, *,
+                    keys: Collection[SeriesKey] | None = None) -> dict[SeriesKey, tuple[float, ...]]:
+        """The raw samples of ONE run per series (only ``keys`` when given), pooled over each pool's ok
+        shards: where a rendering really needs samples (a trend's whiskers), not the compare table."""
+        return self._query(_frames().run_samples, run_key, pools, keys)
 
     def save_series_points(self, run_key: str,
                            points: Mapping[SeriesKey, CaseResult] | Sequence[SeriesPoint | Mapping[str, Any]],
@@ -314,6 +337,10 @@ class Store:
 
     def comparisons(self, run_key: str) -> list[Comparison]:
         return self._query(_comparisons.comparisons, run_key)
+
+    def caliber_comparisons(self, run_key: str, mark: str) -> list[Comparison]:
+        """The run's compare rows a caliber check marked (INCOMPARABLE, or ``mark`` in the note)."""
+        return self._query(_comparisons.caliber_rows, run_key, mark)
 
     def verdict_evidence(self, run_keys: Sequence[str], *, only_evidence: bool = False,
                          ) -> dict[tuple[str, str, str, str], tuple[Verdict, Any]]:
