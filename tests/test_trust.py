@@ -24,7 +24,7 @@ from triage_nights import BAD_NIGHT, SUITE, T0, Nights, build, run_key, sha
 from zlops.alerts import AlertState
 from zlops.announce import update_alerts
 from zlops.cli import main
-from zlops.model import BaselinePoint, CompareSummary, Comparison, Figures, Judgement, Verdict
+from zlops.model import BaselinePoint, CompareSummary, Comparison, Figures, Judgement, Summary, Verdict
 from zlops.store.models import AlertEvent, AlertRow, Notification
 from zlops.triage import change_alert
 from zlops.trust import compute_ledger, ledger, ledger_lines, queue_digest
@@ -36,7 +36,7 @@ def _row(case: str, verdict: Verdict, night: int, *, change: float = 0.0) -> Com
     figures = Figures(reference=1.0, reference_label="median of the last nights", value=1.0 + change / 100,
                       value_label="tonight, 5 samples", unit="ms", threshold_pct=2.0)
     return Comparison(SUITE, "cuda", case, "time", "ms", True,
-                      BaselinePoint(run_key(night - 1), sha(night - 1), "ms", (1.0,)), (1.0 + change / 100,),
+                      BaselinePoint(run_key(night - 1), sha(night - 1), "ms", 1.0, 1), Summary(1.0 + change / 100, 1),
                       Judgement(verdict, None, None, 2.0, f"{verdict.value} tonight", figures))
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from zlops import scaling
-from zlops.model import CaseResult, Comparison, Figures, Judgement, Verdict
+from zlops.model import CaseResult, Comparison, Figures, Judgement, Summary, Verdict
 
 
 def _r(case: str, p: int, variant: str, stack: str, t: float, metric: str = "execute_s") -> CaseResult:
@@ -42,7 +42,7 @@ def test_derived_rows_are_never_inputs() -> None:
 
 def _cmp(metric: str, case: str, ref: float, value: float, verdict: Verdict, lower: bool) -> Comparison:
     fig = Figures(ref, "baseline abc1234", value, "tonight", lower_is_better=lower, unit="eff")
-    return Comparison("s", "h200", case, metric, "eff", lower, None, (value,),
+    return Comparison("s", "h200", case, metric, "eff", lower, None, Summary(value, 1),
                       Judgement(verdict, None, None, 2.0, figures=fig))
 
 
@@ -80,7 +80,7 @@ def test_alert_lines_word_derived_series_as_scaling_changes() -> None:
 
     def step(a: Alert, change: float) -> Step:
         c = Comparison("coll", a.pool, a.case, a.metric, a.unit, a.lower_is_better,
-                       BaselinePoint("n2", "1" * 40, a.unit, (0.8,)), (0.8 * (1 + change / 100),),
+                       BaselinePoint("n2", "1" * 40, a.unit, 0.8, 1), Summary(0.8 * (1 + change / 100), 1),
                        Judgement(Verdict.REGRESSION, change, -change if not a.lower_is_better else change, 2.0))
         return Step(c, 3, None, AlertState.CONFIRMED, EventKind.OPENED, True, change,
                     -change if not a.lower_is_better else change)
