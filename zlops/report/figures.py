@@ -235,32 +235,42 @@ def scaling_points(results: Sequence[tuple[str, int, CaseResult]], comparisons: 
     return sorted(seen.values(), key=lambda s: (s.line, s.p))
 
 
+def _lines_over_p(points: Sequence[ScalingPoint]) -> dict[str, list[ScalingPoint]]:
+    """The points per line, in P order; only lines with at least two device counts."""
+    lines: dict[str, list[ScalingPoint]] = {}
+    for pt in points:
+        lines.setdefault(pt.line, []).append(pt)
+    return {k: sorted(v, key=lambda s: s.p) for k, v in lines.items() if len({s.p for s in v}) >= 2}
+
+
+def _draw_lines_over_p(ax: Any, lines: Mapping[str, list[ScalingPoint]]) -> list[int]:
+    """One solid line per key (tonight) and its dashed baseline; returns the device counts drawn."""
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab10"]
+    for i, (name, pts) in enumerate(sorted(lines.items())):
+        colour = palette(i % 10)
+        ax.plot([s.p for s in pts], [s.value for s in pts], "o-", color=colour, linewidth=2, markersize=7,
+                label=_short(name, 40))
+        based = [(s.p, s.base) for s in pts if s.base is not None]
+        if len(based) >= 2:
+            ax.plot([p for p, _ in based], [b for _, b in based], "--", color=colour, alpha=0.6, linewidth=1.5)
+    return sorted({s.p for pts in lines.values() for s in pts})
+
+
 def strong_scaling(points: Sequence[ScalingPoint], out_path: Path, *, title: str | None = None) -> Path | None:
     """Time against device count, one line per stack and problem (dashed: the baseline); log-log.
 
     None unless some line has at least two device counts.
     """
-    lines: dict[str, list[ScalingPoint]] = {}
-    for pt in points:
-        lines.setdefault(pt.line, []).append(pt)
-    lines = {k: sorted(v, key=lambda s: s.p) for k, v in lines.items() if len({s.p for s in v}) >= 2}
+    lines = _lines_over_p(points)
     if not lines:
         return None
-    import matplotlib
-
-    palette = matplotlib.colormaps["tab10"]
     unit = next(iter(lines.values()))[0].unit
     with _rc():
         fig = _figure()
         ax = fig.add_subplot()
-        for i, (name, pts) in enumerate(sorted(lines.items())):
-            colour = palette(i % 10)
-            ax.plot([s.p for s in pts], [s.value for s in pts], "o-", color=colour, linewidth=2, markersize=7,
-                    label=_short(name, 40))
-            based = [(s.p, s.base) for s in pts if s.base is not None]
-            if len(based) >= 2:
-                ax.plot([p for p, _ in based], [b for _, b in based], "--", color=colour, alpha=0.6, linewidth=1.5)
-        ps = sorted({s.p for pts in lines.values() for s in pts})
+        ps = _draw_lines_over_p(ax, lines)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(ps, [str(p) for p in ps])
@@ -311,26 +321,13 @@ def efficiency_points(results: Sequence[tuple[str, int, CaseResult]], comparison
 def efficiency_chart(points: Sequence[ScalingPoint], out_path: Path, *, title: str | None = None) -> Path | None:
     """Strong-scaling efficiency against P, one line per (problem, variant, stack): solid tonight,
     dashed the baseline; the 1.0 line is perfect scaling. None without a line of two P values."""
-    lines: dict[str, list[ScalingPoint]] = {}
-    for pt in points:
-        lines.setdefault(pt.line, []).append(pt)
-    lines = {k: sorted(v, key=lambda s: s.p) for k, v in lines.items() if len({s.p for s in v}) >= 2}
+    lines = _lines_over_p(points)
     if not lines:
         return None
-    import matplotlib
-
-    palette = matplotlib.colormaps["tab10"]
     with _rc():
         fig = _figure()
         ax = fig.add_subplot()
-        for i, (name, pts) in enumerate(sorted(lines.items())):
-            colour = palette(i % 10)
-            ax.plot([s.p for s in pts], [s.value for s in pts], "o-", color=colour, linewidth=2, markersize=7,
-                    label=_short(name, 40))
-            based = [(s.p, s.base) for s in pts if s.base is not None]
-            if len(based) >= 2:
-                ax.plot([p for p, _ in based], [b for _, b in based], "--", color=colour, alpha=0.6, linewidth=1.5)
-        ps = sorted({s.p for pts in lines.values() for s in pts})
+        ps = _draw_lines_over_p(ax, lines)
         ax.axhline(1.0, color="black", linewidth=1.0)
         ax.set_xscale("log", base=2)
         ax.set_xticks(ps, [str(p) for p in ps])
