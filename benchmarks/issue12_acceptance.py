@@ -190,7 +190,7 @@ def check_night(config: Config, result: Any, tally: Tally) -> None:
 def run_scenario(work: Path, scenario: str, *, judge: str, wait_s: float, rounds: int, workers: int) -> Tally:
     from zlops.cli import main as zlops_main
     from zlops.nightly import run_nightly
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     tally = Tally(scenario)
     home = work / scenario

@@ -19,7 +19,7 @@ fresh subprocess, so its peak RSS (getrusage ru_maxrss) is its own:
   is timed on ``--old-subset`` series and scaled by S/subset; the old baseline_candidates on the newest
   ``--old-runs`` runs and scaled by H/old-runs (both linear in what they scale); both are marked
   "extrapolated" in the table.
-- ``--compare``: ``zlops.pipeline.compare`` then ``zlops.nightly.report`` on tonight's run (every
+- ``--compare``: ``zlops.compare_step`` then ``zlops.report_step`` on tonight's run (every
   1000th series 10% slower, so the report draws trends); git is replaced by the synthetic ancestry
   (``gitops`` patched in-process). Wall and CPU seconds of this process (PostgreSQL's own CPU is
   not in the latter), peak RSS of both steps; the 1-minute load average is printed beside each row
@@ -293,13 +293,15 @@ def measure_old(url: str, series: int, nights: int, window: int, subset: int, ol
 
 
 def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str, Any]:
-    """``zlops.pipeline.compare`` then the report step (``zlops.nightly.report``: figures, markdown, HTML,
+    """``zlops.compare_step`` then the report step (``zlops.report_step``: figures, markdown, HTML,
     alerts, the Slack payload written to the artifacts) of a fresh night stored through ingest, where
     every 1000th series is 10% slower (git replaced by the ancestry)."""
     import zlops.gitops as gitops
-    from zlops import nightly, pipeline
     from zlops.config import parse_config
     from zlops.model import RunRecord, RunStatus, ShardOutcome, ShardStatus
+    from zlops.steps.compare import compare as compare_step
+    from zlops.steps.context import RunContext
+    from zlops.steps.report import report as report_step
     from zlops.store import Store
 
     home = Path(os.environ.get("TMPDIR", "/tmp")) / "zlops-scale-home"
@@ -329,12 +331,12 @@ def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str
     gitops.ensure_mirror = lambda repo, path: gitops.Mirror(path, repo)  # type: ignore[assignment]
     gitops.ancestors = lambda mirror, commit, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]
     gitops.first_parent_line = lambda mirror, branch, max_count=None: [sha(n) for n in range(nights + 1, 0, -1)]  # type: ignore[assignment]
-    ctx = pipeline.RunContext(config, SUITE, key, sha(nights + 1))
+    ctx = RunContext(config, SUITE, key, sha(nights + 1))
     rss0 = _rss_mib()
     t0, c0 = time.perf_counter(), time.process_time()
-    summary = pipeline.compare(ctx)
+    summary = compare_step(ctx)
     t1, c1 = time.perf_counter(), time.process_time()
-    out = nightly.report(ctx)
+    out = report_step(ctx)
     t2, c2 = time.perf_counter(), time.process_time()
     from sqlalchemy import text
 
@@ -395,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--old-runs", type=int, default=30, help="runs the old baseline_candidates is timed on")
     ap.add_argument("--no-old", action="store_true", help="skip the old path")
     ap.add_argument("--compare", type=int, default=0, metavar="MAX_SERIES",
-                    help="also time zlops.pipeline.compare of one night where S <= MAX_SERIES (0: never)")
+                    help="also time zlops.compare_step of one night where S <= MAX_SERIES (0: never)")
     ap.add_argument("--json", type=Path, help="append each result as a JSON line to this file")
     ns = ap.parse_args(argv)
     rows = []

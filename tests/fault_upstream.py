@@ -179,14 +179,14 @@ def kill_quietly(pid: int) -> None:
 
 def run_status(config_path: Path, run_key: str) -> str | None:
     from zlops.config import load_config
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     run = open_store(load_config(config_path)).get_run(run_key)
     return None if run is None else run.status.value
 
 
 def manifest_of(home: Path, run_key: str, pool: str = "local", device: int = 0) -> dict[str, Any]:
-    from zlops.pipeline import slug
+    from zlops.steps.context import slug
 
     path = home / "artifacts" / "fake" / slug(run_key) / pool / str(device) / "manifest.json"
     return json.loads(path.read_text()) if path.exists() else {}

@@ -12,7 +12,7 @@ import yaml
 from zlops.cli import build_parser, main
 from zlops.formats import detect_formats, format_descriptions, format_names
 from zlops.model import RunRecord, RunStatus
-from zlops.pipeline import open_store
+from zlops.steps.context import open_store
 
 DATA = Path(__file__).resolve().parent / "data"
 FLAGGEMS_LOG = DATA / "flaggems_h200" / "20_abs_r3_A.log"  # 20 FlagGems records, no [STRACE] line

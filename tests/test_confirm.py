@@ -36,11 +36,11 @@ def test_a_threshold_above_the_severe_line_is_judged_not_crashed(tmp_path: Path,
     monkeypatch.setattr(confirm_mod, "confirm_pool", lambda ctx, pool, suspects, **kw: confirm_mod.PoolAB(
         {("nonzero_1M", "time"): ab}, 16, 80.0, budget, "max pairs"))
     saved, metas = [], []
-    monkeypatch.setattr(confirm_mod.pipeline, "open_store", lambda cfg: type("S", (), {
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
         "save_comparisons": lambda self, key, rows: saved.append(rows),
         "update_run_meta": lambda self, key, values: metas.append(values),
         "get_run": lambda self, key: None})())
-    ctx = confirm_mod.pipeline.RunContext(config, "s", "nightly:s:2", "b" * 40)
+    ctx = confirm_mod.RunContext(config, "s", "nightly:s:2", "b" * 40)
     out = confirm_mod.confirm(ctx, _summary(threshold=5.64))
     (row,) = out.comparisons
     assert row.verdict is want and "A/B 8+8" in row.judgement.note and "16 runs" in row.judgement.note
@@ -68,7 +68,7 @@ def test_confirm_suspect_leaves_non_suspects_and_undecidable_a_b_alone() -> None
     assert higher_is_better.verdict is Verdict.SEVERE  # a 9% throughput drop is worse, and confirmed
 
 
-def _budget_ctx(tmp_path: Path, command: list[str], **noise: object) -> confirm_mod.pipeline.RunContext:
+def _budget_ctx(tmp_path: Path, command: list[str], **noise: object) -> confirm_mod.RunContext:
     config = parse_config({"home": str(tmp_path), "pools": {"p": {"backend": "cpu", "devices": [0]}},
                            "suites": {"s": {"repo": str(tmp_path / "up"), "command": command,
                                             "format": "zlops-json", "pools": ["p"],
@@ -76,7 +76,7 @@ def _budget_ctx(tmp_path: Path, command: list[str], **noise: object) -> confirm_
                                             **({"partition": {"cases": ["c1", "c2", "c3", "a"]}}
                                                if any("{cases}" in a for a in command) else {})}},
                            "judge": "noise", "noise": {"ab_pairs": 8, **noise}})
-    return confirm_mod.pipeline.RunContext(config, "s", "nightly:s:2", "b" * 40)
+    return confirm_mod.RunContext(config, "s", "nightly:s:2", "b" * 40)
 
 
 def _fake_store(monkeypatch: pytest.MonkeyPatch, *, duration_s: float, cases: list[str]) -> None:
@@ -87,7 +87,7 @@ def _fake_store(monkeypatch: pytest.MonkeyPatch, *, duration_s: float, cases: li
     t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
     shard = ShardOutcome("p", 0, "cpu", ShardStatus.OK, Path("/x"), 0, t0, t0 + timedelta(seconds=duration_s))
     results = [("p", 0, CaseResult(c, "time", "ms", True, (1.0,))) for c in cases]
-    monkeypatch.setattr(confirm_mod.pipeline, "open_store", lambda cfg: type("S", (), {
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
         "shards": lambda self, key: [shard], "results": lambda self, key: results})())
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-CORE = ["zlops", "zlops.cli", "zlops.config", "zlops.pipeline", "zlops.nightly", "zlops.demo", "zlops.runner",
+STEPS = ["zlops.steps." + m for m in ("context", "fetch", "prepare", "run_device", "ingest", "compare", "confirm",
+                                      "report", "promote", "cleanup")]
+CORE = ["zlops", "zlops.cli", "zlops.config", *STEPS, "zlops.evidence", "zlops.nightly", "zlops.demo", "zlops.runner",
         "zlops.envs", "zlops.gitops", "zlops.store", "zlops.compare", "zlops.judge", "zlops.report", "zlops.notify",
         "zlops.formats.zlops_json", "zlops.formats.pytest_benchmark", "zlops.backends.cpu", "zlops.backends.cuda",
         "zlops.alerts", "zlops.announce", "zlops.slack", "zlops.slack_summary", "zlops.nightly_figures",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from zlops import gitops
 from zlops.demo import HISTORY, PR_BRANCH, create_upstream, demo_config_data

@@ -267,9 +267,9 @@ def test_run_shard_writes_the_cases_file_the_command_reads(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_partitioned_nightly_measures_every_case_once_and_learns_the_weights(tmp_path: Path) -> None:
-    from zlops import pipeline
     from zlops.nightly import run_nightly
     from zlops.partition import Plan
+    from zlops.steps.context import open_store
 
     up = ShardedUpstream(tmp_path / "upstream")
     timings = {"heavy": 5.0, "mid": 3.0, "l1": 1.0, "l2": 1.0, "l3": 1.0, "l4": 1.0}
@@ -283,7 +283,7 @@ def test_partitioned_nightly_measures_every_case_once_and_learns_the_weights(tmp
     config = parse_config(data)
 
     first = run_nightly(config, "fake", run_label="n1")
-    store = pipeline.open_store(config)
+    store = open_store(config)
     plan1 = Plan.from_dict(store.get_run(first.run_key).meta["partition"]["local"])
     assert plan1.source == "equal" and sorted(len(c) for c in plan1.assignments.values()) == [2, 2, 2]
     by_device: dict[int, list[str]] = {}

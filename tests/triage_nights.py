@@ -33,7 +33,7 @@ from zlops.model import (
     Summary,
     Verdict,
 )
-from zlops.pipeline import open_store
+from zlops.steps.context import open_store
 from zlops.store import Store
 from zlops.store.points import pool_device_results
 

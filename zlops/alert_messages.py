@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from zlops import scaling
 from zlops.alerts import Alert, AlertState, EventKind, Step
 from zlops.model import Figures
-from zlops import scaling
 from zlops.report import cells
 
 #: Series listed in a regression's first message; the rest are counted (the report lists them all).

@@ -33,7 +33,7 @@ def _line(a: Alert) -> str:
 
 def cmd_alert_list(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_OK, _config
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     store = open_store(_config(args))
     alerts = store.alerts(suite=args.suite, states=None if args.all else OPEN_STATES, limit=args.limit)
@@ -46,7 +46,7 @@ def cmd_alert_list(args: argparse.Namespace) -> int:
 
 def cmd_alert_show(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_OK, _config
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     store = open_store(_config(args))
     print(_line(store.alert(args.id)))
@@ -66,8 +66,8 @@ def cmd_alert_show(args: argparse.Namespace) -> int:
 
 def cmd_alert_set(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_OK, _config
-    from zlops.pipeline import open_store
     from zlops.slack import client_for, flush_outbox
+    from zlops.steps.context import open_store
     from zlops.triage import change_alert
 
     config = _config(args)
@@ -95,8 +95,8 @@ def cmd_alert_set(args: argparse.Namespace) -> int:
 def cmd_alert_flush(args: argparse.Namespace) -> int:
     """Send what the outbox holds: exit 0 when it is empty afterwards (or only waits on threads)."""
     from zlops.cli import EXIT_ERROR, EXIT_OK, _config
-    from zlops.pipeline import open_store
     from zlops.slack import client_for, flush_outbox
+    from zlops.steps.context import open_store
 
     config = _config(args)
     client: Any = client_for(config.slack)

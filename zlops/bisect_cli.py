@@ -21,8 +21,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from zlops.bisect_run import NothingToBisect, bisect_alert, validate_alert_id
     from zlops.cli import EXIT_OK, EXIT_USAGE, _config
     from zlops.errors import ZlopsError
-    from zlops.pipeline import open_store
     from zlops.slack import client_for, flush_outbox
+    from zlops.steps.context import open_store
 
     try:
         alert_id = validate_alert_id(args.alert_id)

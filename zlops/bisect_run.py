@@ -7,7 +7,7 @@
    notes, :func:`zlops.stats.first_bad_night` over its stored history).
 2. Open alerts of the same suite, pool and range join: one search measures all their cases.
 3. The search (:func:`zlops.bisect.bisect_range`) runs on the pool's first device through
-   :class:`DeviceMeasurer`: each commit's worktree and env from the env cache (:func:`zlops.pipeline.prepare`),
+   :class:`DeviceMeasurer`: each commit's worktree and env from the env cache (:func:`zlops.prepare`),
    each benchmark process of only the regressed cases (``{cases}``) under the device lease
    (:func:`zlops.confirm.run_side`). Steps are stored as they are decided, so a rerun resumes.
 4. Budget: ``bisect.builds_per_night`` and ``bisect.device_s_per_night`` per pool, counted from the
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from zlops import bisect_messages, gitops, pipeline
+from zlops import bisect_messages, gitops
 from zlops.alerts import Alert, AlertState
 from zlops.bisect import (
     Allowance,
@@ -46,6 +46,9 @@ from zlops.bisect import (
 from zlops.config import Config
 from zlops.errors import DatabaseUnavailable, DeviceBusy, ZlopsError
 from zlops.model import RunStatus
+from zlops.steps.cleanup import cleanup as cleanup_step
+from zlops.steps.context import Prepared, RunContext, make_run_key, open_store
+from zlops.steps.prepare import prepare
 from zlops.store import Store
 
 log = logging.getLogger(__name__)
@@ -131,20 +134,20 @@ class DeviceMeasurer:
 
     def __init__(self, config: Config, suite_name: str, pool: str, device: int, bisection_id: int) -> None:
         self.config, self.suite_name, self.pool, self.device, self.bid = config, suite_name, pool, device, bisection_id
-        self.prepared: dict[str, pipeline.Prepared] = {}
-        self.contexts: dict[str, pipeline.RunContext] = {}
+        self.prepared: dict[str, Prepared] = {}
+        self.contexts: dict[str, RunContext] = {}
 
-    def _ctx(self, sha: str) -> pipeline.RunContext:
+    def _ctx(self, sha: str) -> RunContext:
         if sha not in self.contexts:
-            key = pipeline.make_run_key("bisect", self.suite_name, f"b{self.bid}-{sha[:12]}")
-            self.contexts[sha] = pipeline.RunContext(self.config, self.suite_name, key, sha)
+            key = make_run_key("bisect", self.suite_name, f"b{self.bid}-{sha[:12]}")
+            self.contexts[sha] = RunContext(self.config, self.suite_name, key, sha)
         return self.contexts[sha]
 
     def build(self, sha: str) -> None:
         if sha in self.prepared:
             return
         try:
-            self.prepared[sha] = pipeline.prepare(self._ctx(sha))
+            self.prepared[sha] = prepare(self._ctx(sha))
         except DatabaseUnavailable:
             raise
         except ZlopsError as exc:
@@ -171,7 +174,7 @@ class DeviceMeasurer:
 
     def cleanup(self) -> None:
         for ctx in self.contexts.values():
-            pipeline.cleanup(ctx)
+            cleanup_step(ctx)
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,7 @@ def bisect_alert(config: Config, alert_id: object, *,
     """Bisect (or resume the bisection of) an alert; see the module docstring. Raises NothingToBisect,
     AlertError (unknown alert), GitError (no range) or ZlopsError; a finished one only re-queues its reply."""
     aid = validate_alert_id(alert_id)
-    store = pipeline.open_store(config)
+    store = open_store(config)
     alert = store.alert(aid)
     existing = store.bisection_of_alert(aid)
     if existing is not None and existing.state.finished:
@@ -297,7 +300,7 @@ def reply_kind(store: Store, root: Any, prefix: str, newest: int) -> str:
 def alerts_to_bisect(config: Config, run_key: str) -> list[int]:
     """The alerts the nightly's report step at ``run_key`` asks to bisect: newly confirmed there, over a
     range of more than one commit, plus open alerts whose bisection is paused (to resume it)."""
-    store = pipeline.open_store(config)
+    store = open_store(config)
     fresh = sorted({alert.id for alert, e in store.run_alert_events(run_key)
                     if e["to_state"] == AlertState.CONFIRMED.value and e["kind"] in ("opened", "state")})
     run = store.get_run(run_key)

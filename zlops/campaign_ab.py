@@ -41,7 +41,7 @@ from zlops.telemetry import summarize_dir
 
 if TYPE_CHECKING:
     from zlops.confirm import PoolBudget
-    from zlops.pipeline import Prepared, RunContext
+    from zlops.steps.context import Prepared, RunContext
 
 _EFF = re.compile(r"^efficiency_p(\d+)$")
 _RATIO = re.compile(r"^ratio_(.+)_over_(.+)$")
@@ -72,10 +72,10 @@ def shards_of(suspect_case: str, metric: str, shards: Sequence[CampaignCase]) ->
 def tonight_device_seconds(ctx: RunContext, pool: str) -> dict[str, float]:
     """Device-seconds of each campaign shard measured tonight on ``pool`` (by ``shard_id``): its
     seconds (``params["campaign"]["duration_s"]``) times its P."""
-    from zlops import pipeline
+    from zlops.steps.context import open_store
 
     out: dict[str, float] = {}
-    for p, _device, r in pipeline.open_store(ctx.config).results(ctx.run_key):
+    for p, _device, r in open_store(ctx.config).results(ctx.run_key):
         shard = r.params.get("campaign") if p == pool and isinstance(r.params, Mapping) else None
         if isinstance(shard, Mapping) and isinstance(shard.get("duration_s"), (int, float)):
             out[str(shard["shard_id"])] = float(shard["duration_s"]) * int(shard["p"])
@@ -121,11 +121,10 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tu
     """The budget of a campaign pool's A/B (``noise.ab_budget_s``, else ``noise.ab_budget_share`` of
     tonight's campaign device-seconds on the pool) and the suspects it can afford (:func:`choose`;
     ``ordered`` is most severe first)."""
-    from zlops import pipeline
     from zlops.confirm import PoolBudget
 
     cfg = ctx.config.noise
-    run = pipeline.open_store(ctx.config).get_run(ctx.run_key)
+    run = ctx.store.get_run(ctx.run_key)
     plan = stored_plans(run.meta if run is not None else {}).get(pool)
     if plan is None:
         raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")

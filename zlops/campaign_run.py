@@ -35,7 +35,7 @@ from zlops.progress import LogProgress, Progress
 from zlops.runner import MANIFEST, ShardSpec, read_manifest, run_shard
 
 if TYPE_CHECKING:
-    from zlops.pipeline import Prepared, RunContext
+    from zlops.steps.context import Prepared, RunContext
     from zlops.store import Store
 
 log = logging.getLogger(__name__)

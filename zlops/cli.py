@@ -156,7 +156,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     store = open_store(_config(args))
     print(f"schema at revision {store.current_revision()}")
@@ -164,7 +164,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     config = _config(args)
     runs = open_store(config).list_runs(suite=args.suite, limit=args.limit)
@@ -184,8 +184,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from zlops.nightly import report
-    from zlops.pipeline import context_for, open_store
+    from zlops.steps.context import context_for, open_store
+    from zlops.steps.report import report
 
     config = _config(args)
     run = open_store(config).get_run(args.run_key)

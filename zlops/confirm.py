@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from zlops import campaign_ab, pipeline
+from zlops import campaign_ab
 from zlops.campaign import CampaignCase
 from zlops.errors import DeviceBusy, ZlopsError
 from zlops.ingest import read_shard
@@ -33,6 +33,9 @@ from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
 from zlops.selection import selects_cases
+from zlops.steps.cleanup import cleanup
+from zlops.steps.context import Prepared, RunContext, open_store
+from zlops.steps.prepare import prepare
 from zlops.telemetry import summarize_dir
 
 log = logging.getLogger(__name__)
@@ -61,14 +64,14 @@ class PoolBudget:
     shards: tuple[CampaignCase, ...] = ()
 
 
-def pool_budget(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
+def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a pool's A/B, and the suspects it can afford (most severe first).
 
     Per-case cost is estimated from tonight's shards of the pool (their duration over their case
     count); a suite that cannot select cases costs a whole shard per run whatever is chosen.
     """
     cfg = ctx.config.noise
-    store = pipeline.open_store(ctx.config)
+    store = open_store(ctx.config)
     shards = [o for o in store.shards(ctx.run_key) if o.pool == pool and o.status is ShardStatus.OK]
     durations = [o.duration_s for o in shards if o.duration_s]
     night_s = float(sum(durations)) if durations else 0.0
@@ -93,7 +96,7 @@ def pool_budget(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison])
     return PoolBudget(seconds, night_s, per_case * len(cases), cases), chosen
 
 
-def run_side(ctx: pipeline.RunContext, side_ctx: pipeline.RunContext, prepared: pipeline.Prepared, pool: str,
+def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: str,
               device: int, out: Path, cases: tuple[str, ...] | None) -> dict[tuple[str, str], float]:
     """One run of the suite (or of ``cases`` only) on one device; per (case, metric) the median of its samples.
 
@@ -128,7 +131,7 @@ class PoolAB:
     stopped: str
 
 
-def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
+def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
                  budget: PoolBudget, decide_fn: object = None) -> PoolAB:
     """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device, or,
     for a campaign suite (``budget.shards``), of the suspects' shards on the pool's first P devices.
@@ -146,14 +149,14 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
     device = devices[0]
     where = f"{pool}/{device}" if not budget.shards else \
         f"{pool}/{','.join(map(str, devices[:max(s.p for s in budget.shards)]))}"
-    base_ctx = pipeline.RunContext(ctx.config, ctx.suite_name, f"{ctx.run_key}:ab-base", base_sha, ctx.auto_devices)
+    base_ctx = RunContext(ctx.config, ctx.suite_name, f"{ctx.run_key}:ab-base", base_sha, ctx.auto_devices)
     samples: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     order = interleaved_order(max(cfg.ab_pairs, cfg.ab_min_pairs), seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()))
     spent, runs, stopped = 0.0, 0, "max pairs"
     try:
         with progress.step("ab", suite=ctx.suite_name, commit=f"{base_sha[:7]}..{ctx.sha[:7]}",
                            device=where):
-            sides = {"A": (base_ctx, pipeline.prepare(base_ctx)), "B": (ctx, pipeline.prepare(ctx))}
+            sides = {"A": (base_ctx, prepare(base_ctx)), "B": (ctx, prepare(ctx))}
             run_s = budget.run_s
             for pair in range(len(order) // 2):
                 if pair >= cfg.ab_min_pairs and decide_fn is not None and not decide_fn(dict(samples)):  # type: ignore[operator]
@@ -180,11 +183,11 @@ def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison]
                         if value is not None:
                             samples[(c.case, c.metric)][0 if side == "A" else 1].append(value)
     finally:
-        pipeline.cleanup(base_ctx)
+        cleanup(base_ctx)
     return PoolAB(dict(samples), runs, spent, budget, stopped)
 
 
-def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[str] | None = None,
+def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None = None,
             progress: Progress | None = None) -> CompareSummary:
     """Run the A/Bs of tonight's suspects (noise judge only) and store the updated verdicts.
 
@@ -200,7 +203,7 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
         return summary
     from zlops import judging
 
-    run = pipeline.open_store(cfg).get_run(ctx.run_key)
+    run = open_store(cfg).get_run(ctx.run_key)
     setup, _ = judging.for_run(run.meta if run is not None else None, cfg)
     policy = setup.policy or cfg.noise.policy(setup.thresholds)
     groups: dict[tuple[str, str], list[Comparison]] = defaultdict(list)
@@ -261,7 +264,7 @@ def confirm(ctx: pipeline.RunContext, summary: CompareSummary, *, pools: list[st
                        "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": len(chosen),
                        "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped,
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds"} if budget.shards else {})}
-    store = pipeline.open_store(cfg)
+    store = open_store(cfg)
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})
     if not updated:

@@ -28,8 +28,8 @@ def _until(text: str | None) -> datetime | None:
 
 def cmd_digest(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, _config
-    from zlops.pipeline import open_store
     from zlops.slack import client_for
+    from zlops.steps.context import open_store
     from zlops.trust import ledger, ledger_lines, post_digest
 
     config = _config(args)

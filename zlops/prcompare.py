@@ -22,6 +22,7 @@ any git command runs; the repository URL only ever comes from the config.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import re
 import zlib
@@ -31,16 +32,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from zlops import __version__, gitops, pipeline
+from zlops import __version__, gitops, judging
 from zlops.compare import JudgeInputs, build_comparisons
 from zlops.config import Config
 from zlops.errors import ConfigError, GitError, ZlopsError
-from zlops.ingest import read_shard
+from zlops.evidence import series_histories
 from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
+from zlops.ingest import read_shard
 from zlops.judge import get_judge
 from zlops.model import BaselinePoint, CaseResult, Comparison, RunRecord, RunStatus, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
+from zlops.steps.cleanup import cleanup
+from zlops.steps.context import Prepared, RunContext, make_run_key, open_store
+from zlops.steps.prepare import prepare
 from zlops.telemetry import summarize_dir
 
 log = logging.getLogger(__name__)
@@ -173,7 +178,7 @@ def make_plan(config: Config, req: PrRequest, *, label: str | None = None) -> Pr
     devices = req.devices or tuple(resolve_devices(get_backend(pool.backend), pool.explicit_devices))
     devices = devices[:1] if ahead == 0 else devices[:2]
     stamp = label or datetime.now(timezone.utc).strftime("cli-%Y%m%dT%H%M%S.%fZ")
-    key = pipeline.make_run_key("pr", req.suite, stamp)
+    key = make_run_key("pr", req.suite, stamp)
     return PrPlan(req, "single" if ahead == 0 else "compare", head, base, main_sha, ahead, tuple(devices),
                   f"{key}:head", None if base is None else f"{key}:base")
 
@@ -209,7 +214,7 @@ class PrOutcome:
     errors: tuple[str, ...]
 
 
-def _one_run(ctx: pipeline.RunContext, prepared: pipeline.Prepared, plan: PrPlan, variant: str, device: int,
+def _one_run(ctx: RunContext, prepared: Prepared, plan: PrPlan, variant: str, device: int,
              index: int, side: str, out: SideResults, suite: Any) -> None:
     config = ctx.config
     pool = plan.request.pool
@@ -248,15 +253,15 @@ def _record(store: Any, key: str, plan: PrPlan, sha: str, side: str, status: Run
                                      "variants": list(req.variants), "ahead": plan.ahead}))
 
 
-def _sides(config: Config, plan: PrPlan) -> tuple[pipeline.RunContext, pipeline.RunContext | None]:
+def _sides(config: Config, plan: PrPlan) -> tuple[RunContext, RunContext | None]:
     req = plan.request
-    head_ctx = pipeline.RunContext(config, req.suite, plan.head_key, plan.head_sha)
-    base_ctx = None if plan.base_sha is None else pipeline.RunContext(config, req.suite, plan.base_key or "",
+    head_ctx = RunContext(config, req.suite, plan.head_key, plan.head_sha)
+    base_ctx = None if plan.base_sha is None else RunContext(config, req.suite, plan.base_key or "",
                                                                         plan.base_sha)
     return head_ctx, base_ctx
 
 
-def _run_pairs(config: Config, plan: PrPlan, suite: Any, prepared: Mapping[str, pipeline.Prepared],
+def _run_pairs(config: Config, plan: PrPlan, suite: Any, prepared: Mapping[str, Prepared],
                base: SideResults, head: SideResults, variant: str, *, pairs: int, start: int,
                progress: Progress) -> None:
     """``pairs`` more runs of each side of one variant, numbered from ``start`` (the device plan)."""
@@ -301,16 +306,16 @@ def execute(config: Config, plan: PrPlan, *, progress: Progress | None = None,
     suite = config.suite(req.suite)
     if req.rounds is not None:
         suite = suite.model_copy(update={"rounds": req.rounds})
-    store = pipeline.open_store(config)
+    store = open_store(config)
     head_ctx, base_ctx = _sides(config, plan)
     _record(store, plan.head_key, plan, plan.head_sha, "head", RunStatus.RUNNING)
     if base_ctx is not None:
         _record(store, base_ctx.run_key, plan, base_ctx.sha, "base", RunStatus.RUNNING)
     base, head = SideResults(), SideResults()
     try:
-        prepared = {"head": pipeline.prepare(head_ctx, progress=progress)}
+        prepared = {"head": prepare(head_ctx, progress=progress)}
         if base_ctx is not None:
-            prepared["base"] = pipeline.prepare(base_ctx, progress=progress)
+            prepared["base"] = prepare(base_ctx, progress=progress)
         for variant in req.variants:  # variants one after another, on every device
             _run_pairs(config, plan, suite, prepared, base, head, variant, pairs=req.pairs, start=0,
                        progress=progress)
@@ -322,9 +327,9 @@ def execute(config: Config, plan: PrPlan, *, progress: Progress | None = None,
             done += extra
         store.update_run_meta(plan.head_key, {"pairs_run": done})
     finally:
-        pipeline.cleanup(head_ctx)
+        cleanup(head_ctx)
         if base_ctx is not None:
-            pipeline.cleanup(base_ctx)
+            cleanup(base_ctx)
     for ctx, res in ((head_ctx, head), (base_ctx, base)):
         if ctx is not None:
             store.set_run_status(ctx.run_key, RunStatus.DONE if not res.errors else RunStatus.FAILED,
@@ -342,20 +347,24 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
         return PrOutcome(plan, {}, head_results, None, errors)
     caliber = check_caliber(base.identity, head.identity, allow_mismatch=allow_caliber_mismatch,
                             base_label=f"merge-base {plan.base_sha[:7] if plan.base_sha else ''}", head_label="HEAD")
-    store = pipeline.open_store(config)
-    judge_fn = get_judge(config.judge)
-    thresholds = config.thresholds_value()
-    policy = config.noise.policy(thresholds) if config.judge == "noise" else None
+    store = open_store(config)
+    # one judging setup, built once from the config (zlops.judging) and stored with the PR's head run,
+    # as the nightly does: a re-render or rescore reads what was applied, not a later config
+    setup = dataclasses.replace(judging.from_config(config), allow_caliber_mismatch=allow_caliber_mismatch)
+    judge_fn = get_judge(setup.judge)
+    noise = setup.judge == "noise" and setup.policy is not None
     out: dict[str, list[Comparison]] = {}
-    nightly: dict[Any, list[Any]] = {}
-    if config.judge == "noise" and plan.base_sha:
-        # the series' nightly history on the merge-base's ancestor line, one columnar read (issue 13)
+    nightly: dict[Any, Any] = {}
+    if noise and plan.base_sha:
+        # the series' nightly history on the merge-base's ancestor line, one columnar read (issue 13),
+        # cut at level changes and caliber-free by the same evidence builder as the nightly's
         suite_cfg = config.suite(req.suite)
         mirror = gitops.ensure_mirror(suite_cfg.repo, config.mirrors_dir / f"{req.suite}.git")
         ancestors = gitops.ancestors(mirror, plan.base_sha, max_count=config.baseline_depth)
-        frame = store.history_frame(req.suite, ancestors=ancestors, window=policy.window + 1, pools=[req.pool])
+        frame = store.history_frame(req.suite, ancestors=ancestors, window=setup.policy.window + 1, pools=[req.pool])
         keys = {(req.pool, r.case, r.metric) for v in req.variants for r in head_results[v]}
-        nightly, _ = pipeline.series_histories(frame, keys)
+        run_keys = sorted(frame["run_key"].unique().tolist()) if len(frame) else []
+        nightly, _ = series_histories(frame, keys, evidence=store.verdict_evidence(run_keys, only_evidence=True))
     for variant in req.variants:
         pool = req.pool if variant == "default" else f"{req.pool}.{variant}"
         heads = {(pool, r.case, r.metric): r for r in head_results[variant]}
@@ -363,19 +372,20 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
                                                                     r.samples)
                  for r in base.results(variant)}
         history: dict[Any, list[float]] = {}
-        if config.judge == "noise":
+        if noise:
             for key in heads:
                 history[key] = list(nightly.get((req.pool, key[1], key[2]), []))
-        inputs = JudgeInputs(history=history, policy=policy, caliber={(pool, plan.base_key or ""): caliber},
+        inputs = JudgeInputs(history=history, policy=setup.policy, caliber={(pool, plan.base_key or ""): caliber},
                              allow_caliber_mismatch=allow_caliber_mismatch)
         rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},
-                                 judge=judge_fn, thresholds=thresholds, inputs=inputs)
-        if config.judge == "noise" and plan.same_device:
-            rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], policy)
+                                 judge=judge_fn, thresholds=setup.thresholds, inputs=inputs)
+        if noise and plan.same_device:
+            rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], setup.policy)
         out[variant] = rows
     all_rows = [c for rows in out.values() for c in rows]
     if save:
         store.save_comparisons(plan.head_key, all_rows)
+        store.update_run_meta(plan.head_key, {judging.META_KEY: setup.to_dict()})
     return PrOutcome(plan, out, head_results, caliber, errors)
 
 
@@ -448,7 +458,7 @@ def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None) -> P
 
     plan = outcome.plan
     text = render(config, outcome)
-    run_dir = pipeline.RunContext(config, plan.request.suite, plan.head_key, plan.head_sha).run_dir
+    run_dir = RunContext(config, plan.request.suite, plan.head_key, plan.head_sha).run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "report.txt").write_text(text, encoding="utf-8")
     title = f"PR compare: {plan.request.suite} {plan.request.ref} ({plan.mode})"
@@ -461,6 +471,6 @@ def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None) -> P
                "blocks": [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
                           {"type": "section", "text": {"type": "mrkdwn", "text": f"```{body}```"}},
                           {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Full report: {md}"}]}]}
-    result = send_message(pipeline.open_store(config), slack_client, run_key=plan.head_key, kind="pr-compare",
+    result = send_message(open_store(config), slack_client, run_key=plan.head_key, kind="pr-compare",
                           channel=channel, payload=payload, fallback_dir=run_dir)
     return PrReport(text, md, result)

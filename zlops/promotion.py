@@ -16,7 +16,7 @@ only a run that moves the baseline *forward along the branch* may become it:
 meta at fetch, overrides the branch-line and caliber rules for backfills and deliberate caliber
 changes; the decision says what it overrode. The decision is taken by :func:`decide`, shown by the
 report step (which runs before promotion) and stored in the run's meta (``promotion``) by
-:func:`zlops.pipeline.promote`.
+:func:`zlops.steps.promote.promote`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from zlops.errors import GitError
 from zlops.model import RunRecord, ShardStatus, Verdict
 
 if TYPE_CHECKING:
-    from zlops.pipeline import RunContext
+    from zlops.steps.context import RunContext
 
 CALIBER_MARK = "!!! [caliber]"
 
@@ -53,7 +53,7 @@ class PromotionDecision:
 
 def decide(ctx: RunContext) -> PromotionDecision:
     """The promotion decision for ``ctx``'s run as the store and the mirror say now (see the module)."""
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     store = open_store(ctx.config)
     run = store.get_run(ctx.run_key)

@@ -89,7 +89,7 @@ def end_group(pid: int, start: int | None, *, grace_s: float = 5.0) -> bool:
 
 
 def _shard_dirs(config: Config, run: RunRecord) -> list[Path]:
-    from zlops.pipeline import slug
+    from zlops.steps.context import slug
 
     run_dir = config.artifacts_dir / run.suite / slug(run.run_key)
     return sorted(p.parent for p in run_dir.glob("*/*/manifest.json"))
@@ -112,7 +112,7 @@ class Recovered:
 
 def recover(config: Config, *, suite: str | None = None) -> Recovered:
     """Settle what dead zlops processes on this host left: runs, orphan benchmarks, worktrees."""
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     store = open_store(config)
     out = Recovered()
@@ -150,7 +150,7 @@ def sweep_worktrees(config: Config, runs: list[RunRecord]) -> list[Path]:
     A worktree is ``worktrees/<suite>/<sha12>-<8 hex of the run key's hash>``; folders that match
     no listed run are left alone (another process may own them).
     """
-    from zlops.pipeline import slug
+    from zlops.steps.context import slug
 
     by_suffix: dict[tuple[str, str], RunStatus] = {}
     for run in runs:

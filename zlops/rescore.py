@@ -21,12 +21,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zlops import __version__, pipeline
+from zlops import __version__
 from zlops.config import Config
 from zlops.errors import ZlopsError
 from zlops.ingest import ShardRead, read_shard
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest
+from zlops.steps.compare import compare as compare_step
+from zlops.steps.context import context_for, open_store
 from zlops.store.comparisons import archive_comparisons, save_comparisons
 
 log = logging.getLogger(__name__)
@@ -81,14 +83,14 @@ def _pct(c: Comparison) -> str:
 
 def rescore(config: Config, run_key: str) -> RescoreResult:
     """Re-parse and re-judge ``run_key`` (see the module docstring)."""
-    store = pipeline.open_store(config)
+    store = open_store(config)
     run = store.get_run(run_key)
     if run is None:
         raise ZlopsError(f"unknown run {run_key!r}; list runs with `zlops runs`")
     flags = run.meta.get("compare_flags") or {}
     if "allow_caliber_mismatch" in flags:  # judge under the flags the night ran with
         config = config.model_copy(update={"allow_caliber_mismatch": bool(flags["allow_caliber_mismatch"])})
-    ctx = pipeline.context_for(config, run.suite, run_key)
+    ctx = context_for(config, run.suite, run_key)
     shards = store.shards(run_key)
     files = {(o.pool, o.device): _results_path(o) for o in shards}
     gone = [f"{o.pool}/{o.device} ({files[(o.pool, o.device)] or 'no results file recorded'})" for o in shards
@@ -128,7 +130,7 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         baseline_runs = None
         note = ("the run recorded no baseline runs (compared before zlops kept them): the newest accepted runs "
                 "that finished before it started")
-    summary = pipeline.compare(ctx, baseline_runs=baseline_runs, as_of=run.started_at, save=False)
+    summary = compare_step(ctx, baseline_runs=baseline_runs, as_of=run.started_at, save=False)
     summary = _with_stored_ab(config, run.meta, summary, before)
     after = {(c.pool, c.case, c.metric): c for c in summary.comparisons}
     changes = tuple(RescoreChange(*key, before.get(key), after.get(key)) for key in sorted(before.keys() | after))
@@ -193,7 +195,7 @@ class Revision:
 
 def revisions(config: Config, run_key: str) -> list[Revision]:
     """The archived compare tables of ``run_key``, oldest first, with their verdict counts."""
-    store = pipeline.open_store(config)
+    store = open_store(config)
     if store.get_run(run_key) is None:
         raise ZlopsError(f"unknown run {run_key!r}; list runs with `zlops runs`")
     return [Revision(rev, when, reason, _counts(rows))
@@ -209,7 +211,7 @@ def _counts(rows: list[Comparison]) -> tuple[tuple[str, int], ...]:
 
 def show_lines(config: Config, run_key: str) -> list[str]:
     """The run's archived revisions, then its current table, one line each with verdict counts."""
-    store = pipeline.open_store(config)
+    store = open_store(config)
     past = revisions(config, run_key)
 
     def fmt(counts: tuple[tuple[str, int], ...]) -> str:

@@ -24,7 +24,7 @@ from zlops.model import RunRecord, ShardStatus
 from zlops.partition import Plan, make_plan, shard_case_seconds
 
 if TYPE_CHECKING:
-    from zlops.pipeline import RunContext
+    from zlops.steps.context import RunContext
     from zlops.store import Store
 
 log = logging.getLogger(__name__)

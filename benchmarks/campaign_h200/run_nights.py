@@ -126,7 +126,7 @@ def main() -> int:
         a.home.mkdir(parents=True)
         (a.home / "zlops.json").write_text(json.dumps(cfg_data, indent=2))
     cfg = parse_config(cfg_data, source="h200x2")
-    from zlops import pipeline
+    from zlops.steps.context import open_store
 
     nights_file = a.home / "nights.json"
     summary = json.loads(nights_file.read_text()) if a.resume and nights_file.is_file() else []
@@ -137,7 +137,7 @@ def main() -> int:
         rows = [{"case": c.case, "metric": c.metric, "verdict": c.verdict.value, "base": c.base_value,
                  "head": c.head_value, "change_pct": c.figures.change_pct if c.figures else None}
                 for c in res.summary.comparisons]
-        run = pipeline.open_store(cfg).get_run(res.run_key)
+        run = open_store(cfg).get_run(res.run_key)
         ab = (run.meta.get("ab") or {}) if run is not None else {}
         summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab})
         print(f"night {i} {sha[:10]} in {time.time() - t0:.0f} s: {res.summary.overall_line()}", flush=True)

@@ -48,7 +48,7 @@ def oversized(work: Path) -> Outcome:
 
 @scenario("disk full under one shard's folder (a full tmpfs)")
 def disk_full(work: Path) -> Outcome:
-    from zlops.pipeline import slug
+    from zlops.steps.context import slug
 
     def full_disk(home: Path) -> str | None:
         if os.geteuid() != 0:

@@ -131,10 +131,10 @@ def _when_started(gate: Path, fault: Callable[[], None]) -> threading.Thread:
 
 def _stored(cfg: Path, run_key: str) -> tuple[int, int]:
     """(samples stored, duplicate result rows) of a run."""
-    from zlops import pipeline
     from zlops.config import load_config
+    from zlops.steps.context import open_store
 
-    rows = pipeline.open_store(load_config(cfg)).results(run_key)
+    rows = open_store(load_config(cfg)).results(run_key)
     keys = [(pool, device, r.case, r.metric) for pool, device, r in rows]
     return sum(len(r.samples) for _, _, r in rows), len(keys) - len(set(keys))
 
@@ -278,15 +278,15 @@ def slack_5xx_once() -> Row:
 def slack_down_then_flush() -> Row:
     from fake_slack import TOKEN, fake_slack_server
 
-    from zlops import pipeline
     from zlops.config import load_config
     from zlops.model import RunRecord, RunStatus
     from zlops.slack import RETRY_COUNT
+    from zlops.steps.context import open_store
 
     with tempfile.TemporaryDirectory() as d, fake_slack_server() as slack:
         tmp = Path(d)
         cfg = _config(tmp, tmp, slack_url=slack.url)
-        store = pipeline.open_store(load_config(cfg))
+        store = open_store(load_config(cfg))
         store.upsert_run(RunRecord(run_key="nightly:fake:n1", kind="nightly", suite="fake", sha="a" * 40,
                                    branch="main", status=RunStatus.DONE))
         store.queue_notification("nightly:fake:n1", "summary", "#perf-nightly", {"channel": "#perf-nightly",
@@ -328,15 +328,15 @@ href = html.unescape(re.findall(r"href='([^']+)'", index.text)[0])
 page = c.get("/zlops/" + href, headers=h)
 print(json.dumps({"anon": anon, "index": index.status_code, "page": page.status_code, "href": href}))
 '''
-    from zlops import pipeline
     from zlops.config import load_config
     from zlops.model import RunRecord, RunStatus
+    from zlops.steps.context import open_store
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cfg = _config(tmp, tmp)
         key = "nightly:fake:scheduled__2026-11-30T02:00:00+00:00"
-        pipeline.open_store(load_config(cfg)).upsert_run(RunRecord(run_key=key, kind="nightly", suite="fake",
+        open_store(load_config(cfg)).upsert_run(RunRecord(run_key=key, kind="nightly", suite="fake",
                                                                    sha="c" * 40, branch="main",
                                                                    status=RunStatus.DONE))
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}

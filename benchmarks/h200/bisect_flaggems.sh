@@ -87,7 +87,7 @@ ALERT=$(python3 - "$E/zlops.yaml" <<'PY'
 import sys
 from zlops.alerts import AlertState
 from zlops.config import load_config
-from zlops.pipeline import open_store
+from zlops.steps.context import open_store
 store = open_store(load_config(sys.argv[1]))
 confirmed = sorted(store.alerts(suite="flaggems", states={AlertState.CONFIRMED}), key=lambda a: a.id)
 # the 1G-element latency first: the clearest series
@@ -107,7 +107,7 @@ python3 - "$E/zlops.yaml" "${ALERT:-0}" > "$E/bisection.json" <<'PY'
 import json, sys
 from zlops.bisect import evidence_to_json
 from zlops.config import load_config
-from zlops.pipeline import open_store
+from zlops.steps.context import open_store
 store = open_store(load_config(sys.argv[1]))
 aid = int(sys.argv[2])
 b = store.bisection_of_alert(aid) if aid else None

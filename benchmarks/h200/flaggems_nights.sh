@@ -81,7 +81,7 @@ python3 - "$E/zlops.yaml" > "$E/verdicts.json" <<'PY'
 import json, sys
 from pathlib import Path
 from zlops.config import load_config
-from zlops.pipeline import open_store
+from zlops.steps.context import open_store
 config = load_config(sys.argv[1])
 store = open_store(config)
 runs = sorted(store.list_runs(suite="flaggems"), key=lambda r: r.started_at)

@@ -53,7 +53,7 @@ echo "exit $?" >> "$E/nightly2.txt"
 python3 - > "$E/store_summary.json" 2>&1 <<'PY'
 import json
 from zlops.config import load_config
-from zlops.pipeline import open_store
+from zlops.steps.context import open_store
 store = open_store(load_config("/tmp/zh.yaml"))
 out = []
 for run in store.list_runs():

@@ -13,11 +13,11 @@ pytest.importorskip("airflow")
 
 from fake_upstream import Upstream, config_data
 
-from zlops import pipeline
 from zlops.bisect import State
 from zlops.bisect_run import ids_from_events
 from zlops.config import load_config
 from zlops.errors import ZlopsError
+from zlops.steps.context import open_store
 
 pytestmark = [pytest.mark.airflow]
 
@@ -86,7 +86,7 @@ def test_nightly_requests_and_the_bisect_dag_finds_the_culprit(zlops_config: tup
     states = {ti.task_id: ti.state for ti in second.get_task_instances()}
     assert states["request_bisect"] == "success"
     config = load_config(path)
-    store = pipeline.open_store(config)
+    store = open_store(config)
     (alert,) = store.alerts(suite="fake")
     with create_session() as session:
         events = session.query(AssetEvent).all()

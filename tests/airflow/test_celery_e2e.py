@@ -151,14 +151,14 @@ def _check_routing_and_pools(tis: dict[tuple[str, str], list[dict[str, Any]]]) -
 
 def _print_overhead(configs: dict[str, Path], tis: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
     """What a device task cost beyond its benchmark process (docs/scale-out.md quotes these lines)."""
-    from zlops import pipeline
+    from zlops.steps.context import make_run_key, open_store
 
-    store = pipeline.open_store(load_config(configs["hostA"]))
+    store = open_store(load_config(configs["hostA"]))
     try:
         extra, waits = [], []
         for (dag_id, run_id), items in tis.items():
             shards = {(s.pool, s.device): s for s in store.shards(
-                pipeline.make_run_key("nightly", dag_id.removeprefix("zlops_nightly_"), run_id))}
+                make_run_key("nightly", dag_id.removeprefix("zlops_nightly_"), run_id))}
             for t in items:
                 if t["task_id"].startswith("run_"):
                     _, pool, device = t["task_id"].split("_")
@@ -178,17 +178,17 @@ def _print_overhead(configs: dict[str, Path], tis: dict[tuple[str, str], list[di
 
 
 def _check_store(root: Path, configs: dict[str, Path], runs: list[tuple[str, str]], sha: str) -> None:
-    from zlops import pipeline
     from zlops.partition import Plan
+    from zlops.steps.context import make_run_key, open_store
 
     cfg = {h: load_config(p) for h, p in configs.items()}
-    store = pipeline.open_store(cfg["hostA"])
+    store = open_store(cfg["hostA"])
     assert store.url.startswith("postgresql")
     try:
         processes: dict[tuple[str, str, int], list[tuple[float, float, str]]] = defaultdict(list)
         for dag_id, run_id in runs:
             suite = dag_id.removeprefix("zlops_nightly_")
-            run = store.get_run(pipeline.make_run_key("nightly", suite, run_id))
+            run = store.get_run(make_run_key("nightly", suite, run_id))
             assert run is not None and run.sha == sha and run.accepted and run.status is RunStatus.DONE
             shards = store.shards(run.run_key)
             assert {(s.pool, s.device) for s in shards} == {(p, d) for p, (_, ds) in POOLS.items() for d in ds}

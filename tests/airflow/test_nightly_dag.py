@@ -14,9 +14,9 @@ pytest.importorskip("airflow")
 
 from fake_upstream import Upstream, config_data
 
-from zlops import pipeline
 from zlops.config import load_config
 from zlops.model import ShardStatus, Verdict
+from zlops.steps.context import make_run_key, open_store
 
 pytestmark = [pytest.mark.airflow]
 
@@ -123,8 +123,8 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
     assert states["request_bisect"] == "skipped"  # one commit in the range: it is the culprit, nothing to bisect
     assert all(states[t] == "success" for t in ("run_local_0", "ingest", "compare", "confirm_local", "report",
                                                 "promote_baseline", "cleanup"))
-    store = pipeline.open_store(config)
-    run = store.get_run(pipeline.make_run_key("nightly", "fake", second.run_id))
+    store = open_store(config)
+    run = store.get_run(make_run_key("nightly", "fake", second.run_id))
     assert run is not None and run.sha == c2 and run.accepted
     verdicts = {c.case: c.verdict for c in store.comparisons(run.run_key)}
     assert verdicts == {"alpha": Verdict.REGRESSION, "beta": Verdict.UNCHANGED}
@@ -133,7 +133,7 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
     assert not any((config.worktrees_dir / "fake").iterdir())
     # a backfill of the older c1 is promoted only because the trigger's promote param says so
     third = dag.test(run_conf={"sha": c1, "promote": True})
-    backfill = store.get_run(pipeline.make_run_key("nightly", "fake", third.run_id))
+    backfill = store.get_run(make_run_key("nightly", "fake", third.run_id))
     assert backfill is not None and backfill.sha == c1 and backfill.accepted
     assert backfill.meta["promotion"]["forced"] is True
     assert f"overriding: commit {c1[:7]} is older than the current baseline" in backfill.meta["promotion"]["reason"]
@@ -157,8 +157,8 @@ def test_dag_on_the_demo_upstream_flags_the_softmax_regression(tmp_path: Path,
     assert dag.test(run_conf={"sha": shas[1][:12]}).state == "success"  # a short SHA is accepted
     night3 = dag.test(run_conf={"sha": shas[2]})
     assert night3.state == "success"
-    store = pipeline.open_store(config)
-    run = store.get_run(pipeline.make_run_key("nightly", "demo-ops", night3.run_id))
+    store = open_store(config)
+    run = store.get_run(make_run_key("nightly", "demo-ops", night3.run_id))
     assert run is not None and run.sha == shas[2]
     by_case = {c.case: c for c in store.comparisons(run.run_key)}
     assert by_case["softmax"].verdict is Verdict.REGRESSION

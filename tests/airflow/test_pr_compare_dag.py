@@ -14,8 +14,8 @@ pytest.importorskip("airflow")
 
 from fake_upstream import Upstream, config_data
 
-from zlops import pipeline
 from zlops.config import load_config
+from zlops.steps.context import open_store
 
 pytestmark = [pytest.mark.airflow]
 REPO = Path(__file__).resolve().parents[2]
@@ -81,6 +81,6 @@ def test_a_branch_is_compared_with_its_merge_base(setup: tuple[Path, Upstream]) 
     run = pr_dag().test(run_conf={"suite": "fake", "ref": "feature/x", "devices": [0]})
     assert run.state == "success"
     config = load_config(path)
-    (pr,) = [r for r in pipeline.open_store(config).list_runs(kind="pr") if r.meta.get("side") == "head"]
-    verdicts = {c.case: c.verdict.value for c in pipeline.open_store(config).comparisons(pr.run_key)}
+    (pr,) = [r for r in open_store(config).list_runs(kind="pr") if r.meta.get("side") == "head"]
+    verdicts = {c.case: c.verdict.value for c in open_store(config).comparisons(pr.run_key)}
     assert verdicts == {"alpha": "regression", "beta": "unchanged"}

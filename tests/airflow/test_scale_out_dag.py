@@ -14,8 +14,8 @@ pytest.importorskip("airflow")
 
 from sharded_upstream import ShardedUpstream, sharded_suite
 
-from zlops import pipeline
 from zlops.config import load_config
+from zlops.steps.context import make_run_key, open_store
 
 pytestmark = [pytest.mark.airflow]
 
@@ -93,8 +93,8 @@ def test_partitioned_nightly_with_dag_test(hosts_config: tuple[Path, ShardedUpst
     env = next(ti for ti in run.get_task_instances() if ti.task_id == "env")
     summary = env.xcom_pull(task_ids="env")["partition"]
     assert summary["s5000"].startswith("pool s5000: 5 cases over 3 devices by LPT (equal weights, 1 rounds)")
-    store = pipeline.open_store(config)
-    record = store.get_run(pipeline.make_run_key("nightly", "ops", run.run_id))
+    store = open_store(config)
+    record = store.get_run(make_run_key("nightly", "ops", run.run_id))
     assert record is not None and record.accepted
     for pool in ("h200", "s5000"):
         plan = Plan.from_dict(record.meta["partition"][pool])

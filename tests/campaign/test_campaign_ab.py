@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from campaign_upstream import CampaignUpstream, campaign_config, timings
 
-from zlops import pipeline
 from zlops.campaign import CampaignCase, grid_cases
 from zlops.campaign_ab import shards_of
 from zlops.config import parse_config
 from zlops.model import Verdict
 from zlops.nightly import run_nightly
+from zlops.steps.context import RunContext, open_store
 
 GRID = dict(cases=["allreduce"], ps=[1, 2], variants=["ring", "tree"], stacks=["nccl", "ring"])
 K = "allreduce/p{p}/{v}/{s}"  # the fake harness' timing / noise keys
@@ -58,7 +58,7 @@ def _verdicts(result) -> dict[tuple[str, str], Verdict]:  # type: ignore[no-unty
 
 def _ab_shards(config, result) -> set[str]:  # type: ignore[no-untyped-def]
     """The shards each A/B run of the night ran (their artifact folders), the same in every run."""
-    runs = sorted((pipeline.RunContext(config, "coll", result.run_key, result.summary.sha).run_dir / "ab" / "cpu2")
+    runs = sorted((RunContext(config, "coll", result.run_key, result.summary.sha).run_dir / "ab" / "cpu2")
                   .iterdir())
     per_run = [frozenset(d.name for d in run.iterdir() if d.is_dir()) for run in runs]
     assert len(runs) >= 8 and len(set(per_run)) == 1, per_run
@@ -92,7 +92,7 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
     assert {k: v for k, v in v2.items() if v is not Verdict.UNCHANGED} == {}
     # the A/B re-ran the ring variant's shards (setup suspects; E(2) and the P=1 ratio of ring/ring) only
     assert _ab_shards(config, n2) == {_shard(p, "ring", s).shard_id for p in (1, 2) for s in ("nccl", "ring")}
-    ab2 = pipeline.open_store(config).get_run(n2.run_key).meta["ab"]["cpu2"]  # type: ignore[union-attr]
+    ab2 = open_store(config).get_run(n2.run_key).meta["ab"]["cpu2"]  # type: ignore[union-attr]
     assert ab2["confirmed"] >= 6 and ab2["unit"] == "device-seconds" and len(ab2["shards"]) == 4
     cleared = [c for c in n2.summary.comparisons if c.figures and "A/B" in c.figures.reference_label]
     assert {(c.case, c.metric) for c in cleared} >= {
@@ -120,7 +120,7 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
     md = n3.report.markdown.read_text()
     assert f"efficiency at P=2 fell {abs(eff.figures.change_pct):.1f}%" in md and "scaling regression" in md
     # the alert announcement says it in the scaling wording too
-    store = pipeline.open_store(config)
+    store = open_store(config)
     sent = json.dumps([item.payload for item in store.outbox_items(run_key=n3.run_key, statuses=("pending", "failed", "sent"))])
     assert f"efficiency at P=2 fell {abs(eff.figures.change_pct):.1f}%" in sent
     assert "nccl/ring time ratio at P=2 rose" in sent

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from campaign_upstream import CampaignUpstream, campaign_config, timings
 
-from zlops import pipeline
 from zlops.config import parse_config
 from zlops.model import ShardStatus, Verdict
 from zlops.nightly import run_nightly
+from zlops.steps.context import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +72,7 @@ def test_slowed_variant_flags_its_time_bandwidth_efficiency_and_ratio_only(tmp_p
     slack = json.dumps(json.loads(n3.report.slack.path.read_text()))
     assert "nccl/ring time ratio at P=2 rose 50.0%" in slack  # scaling verdicts worded as such in Slack too
     # every P=2 shard held both devices; P=1 shards one; lanes: both devices ran something
-    store = pipeline.open_store(config)
+    store = open_store(config)
     lanes = store.shards(n3.run_key)
     assert sorted(o.device for o in lanes) == [0, 1] and all(o.status is ShardStatus.OK for o in lanes)
     holds = [line.split() for line in log.read_text().splitlines()]

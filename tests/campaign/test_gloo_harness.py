@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from fake_upstream import GIT_ENV, git
 
-from zlops import pipeline
 from zlops.config import parse_config
 from zlops.model import ShardStatus, Verdict
 from zlops.nightly import run_nightly
+from zlops.steps.context import open_store
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_gloo_campaign_measures_both_stacks_at_p1_and_p2(tmp_path: Path) -> None
                          "ratios": [["nccl", "ring"]]}}},
         "judge": "simple", "device_wait_s": 300})
     night = run_nightly(config, "gloo", run_label="n1")
-    lanes = pipeline.open_store(config).shards(night.run_key)
+    lanes = open_store(config).shards(night.run_key)
     assert all(o.status is ShardStatus.OK for o in lanes), [o.error for o in lanes]
     series = {(c.case, c.metric) for c in night.summary.comparisons}
     for p in (1, 2):

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from fake_upstream import Upstream, config_data
 
-from zlops import cli, nightly, pipeline
+from zlops import cli, nightly
 from zlops.config import parse_config
 from zlops.model import RunStatus, ShardStatus
+from zlops.steps.context import RunContext, open_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,7 +41,7 @@ def test_a_full_disk_under_one_shard_fails_that_shard_and_the_night_goes_on(tmp_
     up = Upstream(tmp_path / "up")
     sha = up.commit({"alpha": 1.0, "beta": 2.0})
     config = parse_config(config_data(tmp_path / "home", up.path, devices=(0, 1)), source="t.yaml")
-    ctx = pipeline.RunContext(config, "fake", "nightly:fake:full", sha)
+    ctx = RunContext(config, "fake", "nightly:fake:full", sha)
     shard1 = ctx.shard_dir("local", 1)
     _full_tmpfs(shard1)
     try:
@@ -51,7 +52,7 @@ def test_a_full_disk_under_one_shard_fails_that_shard_and_the_night_goes_on(tmp_
     assert by_device[0].status is ShardStatus.OK
     assert by_device[1].status is ShardStatus.FAILED
     assert by_device[1].error is not None and by_device[1].error.startswith(f"no space left under {shard1}")
-    run = pipeline.open_store(config).get_run(result.run_key)
+    run = open_store(config).get_run(result.run_key)
     assert run is not None and run.status is RunStatus.DONE and run.accepted
     assert {c.case for c in result.summary.comparisons} == {"alpha", "beta"}
 
@@ -71,7 +72,7 @@ def test_a_step_that_raises_marks_the_run_failed_and_the_cli_prints_no_traceback
     assert cli.main(["--plain", "nightly", "--config", str(cfg), "--run-id", "r1"]) == cli.EXIT_ERROR
     err = capsys.readouterr().err
     assert "zlops: No space left on device: " in err and "report.txt" in err and "Traceback" not in err
-    run = pipeline.open_store(parse_config(data, source="t.yaml")).get_run("nightly:fake:r1")
+    run = open_store(parse_config(data, source="t.yaml")).get_run("nightly:fake:r1")
     assert run is not None and run.status is RunStatus.FAILED and run.finished_at is not None
     assert "No space left" in run.meta["failed"]["reason"]
     assert not any((tmp_path / "home" / "worktrees" / "fake").iterdir())  # cleaned up all the same

@@ -15,11 +15,11 @@ import pytest
 from fake_upstream import config_data
 from fault_upstream import alive, kill_quietly, wait_gone
 
-from zlops import pipeline
 from zlops.config import Config, parse_config
 from zlops.model import RunRecord, RunStatus
 from zlops.recovery import owner_dead, owner_meta, recover
 from zlops.runner import process_start
+from zlops.steps.context import open_store, slug
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -40,7 +40,7 @@ def _run(config: Config, label: str, owner: dict[str, object] | None,
     run = RunRecord(run_key=f"nightly:fake:{label}", kind="nightly", suite="fake", sha=SHA, branch="main",
                     status=status, started_at=datetime.now(timezone.utc),
                     meta={"owner": owner} if owner is not None else {})
-    pipeline.open_store(config).upsert_run(run)
+    open_store(config).upsert_run(run)
     return run
 
 
@@ -57,20 +57,20 @@ def test_a_dead_owners_run_is_interrupted_and_its_orphan_ended(tmp_path: Path) -
     orphan = subprocess.Popen(["sleep", "60"], start_new_session=True)
     sampler = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a streaming telemetry tool
     try:
-        shard = config.artifacts_dir / "fake" / pipeline.slug(dead.run_key) / "local" / "0"
+        shard = config.artifacts_dir / "fake" / slug(dead.run_key) / "local" / "0"
         shard.mkdir(parents=True)
         (shard / "manifest.json").write_text(json.dumps({
             "status": "running", "benchmark_pid": orphan.pid, "benchmark_start": process_start(orphan.pid),
             "sampler_pid": sampler.pid, "sampler_start": process_start(sampler.pid)}))
         (shard / "run.log").write_text("half a night\n")
-        assert owner_dead(pipeline.open_store(config).get_run(dead.run_key))  # type: ignore[arg-type]
+        assert owner_dead(open_store(config).get_run(dead.run_key))  # type: ignore[arg-type]
         got = recover(config)
         orphan.wait(10)
         sampler.wait(10)
         assert not alive(orphan.pid) and not alive(sampler.pid)
         assert got.orphans_ended == [orphan.pid, sampler.pid]
         assert sorted(got.interrupted) == sorted([dead.run_key, reused.run_key])
-        store = pipeline.open_store(config)
+        store = open_store(config)
         statuses = {r.run_key: r.status for r in store.list_runs()}
         assert statuses == {dead.run_key: RunStatus.INTERRUPTED, reused.run_key: RunStatus.INTERRUPTED,
                             live.run_key: RunStatus.RUNNING, remote.run_key: RunStatus.RUNNING,
@@ -89,7 +89,7 @@ def test_an_orphan_check_never_kills_a_reused_pid(tmp_path: Path) -> None:
     dead = _run(config, "dead", {"host": socket.gethostname(), "pid": _dead_pid(), "start": None})
     bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        shard = config.artifacts_dir / "fake" / pipeline.slug(dead.run_key) / "local" / "0"
+        shard = config.artifacts_dir / "fake" / slug(dead.run_key) / "local" / "0"
         shard.mkdir(parents=True)
         (shard / "manifest.json").write_text(json.dumps({
             "status": "running", "benchmark_pid": bystander.pid,
@@ -106,9 +106,9 @@ def test_stale_worktrees_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
     done = _run(config, "done", None, RunStatus.DONE)
     running = _run(config, "running", None)
     base = config.worktrees_dir / "fake"
-    stale = base / f"{SHA[:12]}-{pipeline.slug(done.run_key)[-8:]}"
-    ab_base = base / f"{'f' * 12}-{pipeline.slug(done.run_key + ':ab-base')[-8:]}"
-    live = base / f"{SHA[:12]}-{pipeline.slug(running.run_key)[-8:]}"
+    stale = base / f"{SHA[:12]}-{slug(done.run_key)[-8:]}"
+    ab_base = base / f"{'f' * 12}-{slug(done.run_key + ':ab-base')[-8:]}"
+    live = base / f"{SHA[:12]}-{slug(running.run_key)[-8:]}"
     unknown = base / "abcdefabcdef-12345678"
     for d in (stale, ab_base, live, unknown):
         (d / ".venv").mkdir(parents=True)

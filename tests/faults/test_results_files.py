@@ -13,33 +13,34 @@ import pytest
 from fake_upstream import config_data
 from fault_upstream import overlaps
 
-from zlops import pipeline
 from zlops.config import parse_config
 from zlops.errors import ParseError
 from zlops.formats import _bounded, parse_results
 from zlops.model import RunRecord, RunStatus, ShardStatus
 from zlops.runner import ShardSpec, run_shard
+from zlops.steps.context import RunContext, open_store
+from zlops.steps.run_device import ingest_shard
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 pytestmark = pytest.mark.timeout(60)  # a FIFO that hangs ingest must fail the test, not the session
 
 
-def _ctx(tmp_path: Path, **extra: object) -> pipeline.RunContext:
+def _ctx(tmp_path: Path, **extra: object) -> RunContext:
     data = {**config_data(tmp_path / "home", tmp_path / "upstream", database=f"sqlite:///{tmp_path / 'z.db'}"),
             **extra}
     config = parse_config(data, source="t.yaml")
     run_key = "nightly:fake:faults"
-    pipeline.open_store(config).upsert_run(RunRecord(run_key=run_key, kind="nightly", suite="fake", sha=SHA,
+    open_store(config).upsert_run(RunRecord(run_key=run_key, kind="nightly", suite="fake", sha=SHA,
                                                      branch="main", status=RunStatus.RUNNING,
                                                      started_at=datetime.now(timezone.utc)))
-    return pipeline.RunContext(config, "fake", run_key, SHA)
+    return RunContext(config, "fake", run_key, SHA)
 
 
-def _run_and_ingest(ctx: pipeline.RunContext, spec: ShardSpec) -> tuple[object, float]:
+def _run_and_ingest(ctx: RunContext, spec: ShardSpec) -> tuple[object, float]:
     start = time.monotonic()
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=5, telemetry_interval_s=0.05)
-    outcome = pipeline.ingest_shard(ctx, outcome)
+    outcome = ingest_shard(ctx, outcome)
     return outcome, time.monotonic() - start
 
 
@@ -51,7 +52,7 @@ def test_a_fifo_as_results_fails_the_shard_instead_of_hanging(
     assert took < 20
     assert outcome.status is ShardStatus.FAILED  # type: ignore[attr-defined]
     assert "is a FIFO (named pipe), not a regular file" in outcome.error  # type: ignore[attr-defined]
-    stored = pipeline.open_store(ctx.config).shards(ctx.run_key)
+    stored = open_store(ctx.config).shards(ctx.run_key)
     assert [(s.status, "FIFO" in (s.error or "")) for s in stored] == [(ShardStatus.FAILED, True)]
 
 
@@ -61,7 +62,7 @@ def test_a_symlink_out_of_the_shard_folder_is_refused(
     outcome, _ = _run_and_ingest(ctx, shard_spec("link", mode="symlink"))
     assert outcome.status is ShardStatus.FAILED  # type: ignore[attr-defined]
     assert "symlink leading out of the shard folder" in outcome.error  # type: ignore[attr-defined]
-    assert pipeline.open_store(ctx.config).results(ctx.run_key) == []  # nothing of the outside file stored
+    assert open_store(ctx.config).results(ctx.run_key) == []  # nothing of the outside file stored
 
 
 def test_a_symlink_inside_the_shard_folder_is_read(tmp_path: Path) -> None:
@@ -88,7 +89,7 @@ def test_an_oversized_results_file_fails_the_shard_with_the_key_to_raise(
     # the suite's own limit wins over the global one
     ctx2 = _ctx(tmp_path / "two", results_max_mib=0.01)
     suite = ctx2.config.suites["fake"].model_copy(update={"results_max_mib": 1.0})
-    ctx2 = pipeline.RunContext(ctx2.config.model_copy(update={"suites": {"fake": suite}}), "fake", ctx2.run_key,
+    ctx2 = RunContext(ctx2.config.model_copy(update={"suites": {"fake": suite}}), "fake", ctx2.run_key,
                                SHA)
     assert ctx2.config.results_max_bytes("fake") == 1024 * 1024
     outcome, _ = _run_and_ingest(ctx2, shard_spec("big2", mode="big"))

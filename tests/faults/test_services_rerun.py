@@ -16,9 +16,10 @@ import yaml
 from fake_slack import TOKEN, fake_slack_server
 from fake_upstream import BENCH, Upstream, config_data
 
-from zlops import cli, pipeline
+from zlops import cli
 from zlops.config import load_config
 from zlops.model import RunStatus, ShardStatus
+from zlops.steps.context import make_run_key, open_store
 
 
 def pg_admin_connect() -> psycopg.Connection:
@@ -99,8 +100,8 @@ def test_database_gone_mid_benchmark_then_rerun_ingests_the_artifacts(
     assert "zlops nightly --suite fake --run-id n1` again" in line  # how to finish the night
     assert _runs(count) == 1
     config = load_config(cfg)
-    run_key = pipeline.make_run_key("nightly", "fake", "n1")
-    store = pipeline.open_store(config)
+    run_key = make_run_key("nightly", "fake", "n1")
+    store = open_store(config)
     assert store.get_run(run_key).status is RunStatus.RUNNING  # type: ignore[union-attr]
     assert store.results(run_key) == []  # the measurement only exists in the artifacts
 
@@ -130,7 +131,7 @@ def test_rerun_of_an_accepted_run_is_refused_without_replace(
         (line,) = _zlops_lines(capsys.readouterr().err)
         assert line.startswith("zlops: refused: run nightly:fake:n1 completed") and "--replace" in line
         assert _runs(count) == 1  # nothing was measured, nothing replaced
-        store = pipeline.open_store(load_config(cfg))
+        store = open_store(load_config(cfg))
         run = store.get_run("nightly:fake:n1")
         assert run is not None and run.accepted and run.status is RunStatus.DONE
 
@@ -169,5 +170,5 @@ def test_pg_terminate_backend_during_a_nightly_is_survived(tmp_path: Path, pg_ur
     fault.join(5)
     assert killed and killed[0] >= 1  # the store held a connection, and lost it
     assert result.accepted and _runs(count) == 1
-    results = pipeline.open_store(load_config(cfg)).results(result.run_key)
+    results = open_store(load_config(cfg)).results(result.run_key)
     assert sum(len(r.samples) for _, _, r in results) == 2 * 5

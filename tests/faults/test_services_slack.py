@@ -14,10 +14,11 @@ import yaml
 from fake_slack import TOKEN, FakeSlack, fake_slack_server
 from fake_upstream import Upstream, config_data
 
-from zlops import cli, pipeline
+from zlops import cli
 from zlops.config import load_config
 from zlops.model import RunRecord, RunStatus
 from zlops.slack import RETRY_COUNT
+from zlops.steps.context import RunContext, open_store
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def _config(tmp_path: Path, fake: FakeSlack, upstream: Path | None = None, datab
 
 
 def _queue(cfg: Path, text: str) -> int:
-    store = pipeline.open_store(load_config(cfg))
+    store = open_store(load_config(cfg))
     store.upsert_run(RunRecord(run_key="nightly:fake:n1", kind="nightly", suite="fake", sha="a" * 40,
                                branch="main", status=RunStatus.DONE))
     return store.queue_notification("nightly:fake:n1", "summary", "#perf-nightly",
@@ -56,8 +57,8 @@ def test_a_5xx_then_success_is_retried_within_the_report_step(
     assert second.at - first.at >= 0.9  # backed off (1 s, with jitter upwards)
     assert first.args["text"] == second.args["text"] and second.args["text"].startswith("fake @")
     config = load_config(cfg)
-    assert pipeline.open_store(config).outbox_items() == []  # nothing left for tomorrow
-    run_dir = pipeline.RunContext(config, "fake", "nightly:fake:n1", sha).run_dir
+    assert open_store(config).outbox_items() == []  # nothing left for tomorrow
+    run_dir = RunContext(config, "fake", "nightly:fake:n1", sha).run_dir
     assert json.loads((run_dir / "slack_payload.json").read_text())["status"] == "sent"
 
 
@@ -70,7 +71,7 @@ def test_alert_flush_sends_what_an_outage_left(tmp_path: Path, fake: FakeSlack, 
     fake.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)  # Slack is down for the whole first flush
     assert cli.main(["--plain", "alert", "flush", "--config", str(cfg)]) == cli.EXIT_ERROR
     assert "failed 1" in capsys.readouterr().out
-    store = pipeline.open_store(load_config(cfg))
+    store = open_store(load_config(cfg))
     (item,) = store.outbox_items()
     assert item.id == note and item.status == "failed" and item.attempts == 1
 
@@ -101,7 +102,7 @@ def test_two_flushers_never_post_one_message_twice(tmp_path: Path, fake: FakeSla
 
     cfg = _config(tmp_path, fake, database=request.getfixturevalue("pg_url") if database == "postgresql" else None)
     for n in range(5):
-        store = pipeline.open_store(load_config(cfg))
+        store = open_store(load_config(cfg))
         store.upsert_run(RunRecord(run_key=f"nightly:fake:n{n}", kind="nightly", suite="fake", sha="a" * 40,
                                    branch="main", status=RunStatus.DONE))
         store.queue_notification(f"nightly:fake:n{n}", "summary", "#perf-nightly",
@@ -138,7 +139,7 @@ def test_the_outbox_dag_flushes_every_15_minutes(tmp_path: Path, fake: FakeSlack
     run = dag.test()
     assert run.state == DagRunState.SUCCESS
     assert [p["text"] for p in fake.posts()] == ["waiting since last night"]
-    assert pipeline.open_store(load_config(cfg)).outbox_items() == []
+    assert open_store(load_config(cfg)).outbox_items() == []
 
 
 @pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -148,7 +149,7 @@ def test_a_flush_never_waits_forever_for_another(tmp_path: Path, fake: FakeSlack
 
     cfg = _config(tmp_path, fake, database=request.getfixturevalue("pg_url") if database == "postgresql" else None)
     _queue(cfg, "x")
-    store = pipeline.open_store(load_config(cfg))
+    store = open_store(load_config(cfg))
     with store.outbox_lock() as first:
         assert first
         with store.outbox_lock(timeout_s=0.3) as second:

@@ -23,9 +23,9 @@ pytest.importorskip("airflow")
 
 from fake_upstream import config_data
 
-from zlops import pipeline
 from zlops.config import load_config
 from zlops.model import RunRecord, RunStatus
+from zlops.steps.context import RunContext, open_store
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -64,9 +64,9 @@ def stored_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.write_text(yaml.safe_dump(data))
     monkeypatch.setenv("ZLOPS_CONFIG", str(path))
     config = load_config(path)
-    pipeline.open_store(config).upsert_run(RunRecord(run_key=RUN_KEY, kind="nightly", suite="demo", sha="c" * 40,
+    open_store(config).upsert_run(RunRecord(run_key=RUN_KEY, kind="nightly", suite="demo", sha="c" * 40,
                                                      branch="main", status=RunStatus.DONE))
-    run_dir = pipeline.RunContext(config, "demo", RUN_KEY, "c" * 40).run_dir
+    run_dir = RunContext(config, "demo", RUN_KEY, "c" * 40).run_dir
     (run_dir / "plots").mkdir(parents=True)
     (run_dir / "report.txt").write_text("alpha  +12.00%  !! REGRESSION\n")
     (run_dir / "plots" / "local__alpha+fused__time.png").write_bytes(PNG)

@@ -15,12 +15,13 @@ import pytest
 from bisect_upstream import BisectUpstream
 from fake_upstream import config_data
 
-from zlops import bisect_run, pipeline
+from zlops import bisect_run
 from zlops.bisect import Outcome, State, StepKind, Target, builds_bound
 from zlops.cli import main
 from zlops.config import Config, parse_config
 from zlops.errors import ZlopsError
 from zlops.nightly import run_nightly
+from zlops.steps.context import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +44,7 @@ def _nights(config: Config, good: str, bad: str) -> None:
 
 
 def _culprit_messages(config: Config) -> list[tuple[int | None, str, dict]]:
-    store = pipeline.open_store(config)
+    store = open_store(config)
     return [(i.parent_id, i.kind, dict(i.payload)) for i in store.outbox_items(statuses=("pending", "sent", "failed"))
             if i.kind.startswith(("culprit-", "bisect-"))]
 
@@ -56,7 +57,7 @@ def test_bisection_finds_verifies_and_groups_the_culprit(tmp_path: Path, capsys:
                                                                        else "docs")))
     config = _config(tmp_path, up, pools=("local", "other"))
     _nights(config, shas[0], shas[8])
-    store = pipeline.open_store(config)
+    store = open_store(config)
     alerts = sorted(store.alerts(suite="fake"), key=lambda a: a.pool)
     assert [(a.pool, a.case, a.state.value) for a in alerts] == [("local", "alpha", "confirmed"),
                                                                 ("other", "alpha", "confirmed")]
@@ -155,7 +156,7 @@ def test_bisection_skips_and_resumes_after_a_crash(tmp_path: Path) -> None:
             shas.append(up.commit(SLOW if i >= 6 else BASE, f"c{i}"))
     config = _config(tmp_path, up)
     _nights(config, shas[0], shas[8])
-    store = pipeline.open_store(config)
+    store = open_store(config)
     (alert,) = store.alerts(suite="fake")
 
     measurers: list[CrashAfter] = []

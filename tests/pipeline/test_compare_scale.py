@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import event, inspect, text
 
 import zlops.gitops as gitops
-from zlops import pipeline
 from zlops.compare import pool_results
 from zlops.config import Config, parse_config
+from zlops.evidence import caliber_walls, judge_inputs
 from zlops.identity import build_identity
 from zlops.model import (
     CaseResult,
@@ -30,6 +30,9 @@ from zlops.model import (
     Summary,
     Verdict,
 )
+from zlops.steps.compare import compare as compare_step
+from zlops.steps.context import RunContext, open_store
+from zlops.store import Store
 
 SUITE = "ops"
 POOLS = ("npu", "cpu")
@@ -90,9 +93,9 @@ def ancestry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _compare(tmp_path: Path, url: str, series: int, nights: int = 12) -> tuple[Store, int, list]:
     config = _config(tmp_path, url)
-    store = pipeline.open_store(config)  # the store compare uses (cached per process): its queries are counted
+    store = open_store(config)  # the store compare uses (cached per process): its queries are counted
     _store_nights(store, series, nights, slow=set(range(0, series, 4)))
-    ctx = pipeline.RunContext(config, SUITE, f"nightly:{SUITE}:tonight", sha(nights + 1))
+    ctx = RunContext(config, SUITE, f"nightly:{SUITE}:tonight", sha(nights + 1))
     counter = {"n": 0}
 
     def count(*_args: object) -> None:
@@ -100,7 +103,7 @@ def _compare(tmp_path: Path, url: str, series: int, nights: int = 12) -> tuple[S
 
     event.listen(store.engine, "before_cursor_execute", count)
     try:
-        summary = pipeline.compare(ctx)
+        summary = compare_step(ctx)
     finally:
         event.remove(store.engine, "before_cursor_execute", count)
     return store, counter["n"], list(summary.comparisons)
@@ -150,11 +153,11 @@ def test_compare_rows_keep_medians_not_raw_samples(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("ancestry")
 def test_history_stops_at_caliber_walls_and_level_changes_and_keeps_ab_runs(tmp_path: Path) -> None:
-    """What the judge reads of a series' past (pipeline.series_histories over the window's frame): nothing
+    """What the judge reads of a series' past (series_histories over the window's frame): nothing
     at or before the newest night measured on another caliber, nothing before its last confirmed change,
     and the per-run values of its A/Bs as processes."""
     config = _config(tmp_path, f"sqlite:///{tmp_path}/w.db")
-    store = pipeline.open_store(config)
+    store = open_store(config)
 
     def identity(n: int) -> dict[str, Any]:  # the driver changed after night 3
         return build_identity(backend_identity={"backend": "cpu", "driver": "A" if n <= 3 else "B", "timer": "wall"},
@@ -170,11 +173,11 @@ def test_history_stops_at_caliber_walls_and_level_changes_and_keeps_ab_runs(tmp_
         store.save_comparisons(f"nightly:{SUITE}:n{night}", [Comparison(
             SUITE, "npu", case, "latency", "us", True, None, Summary(1.0, 1),
             Judgement(verdict, 0.0, 0.0, 2.0, figures=figures))])
-    ctx = pipeline.RunContext(config, SUITE, f"nightly:{SUITE}:tonight", sha(9))
+    ctx = RunContext(config, SUITE, f"nightly:{SUITE}:tonight", sha(9))
     head = pool_results(store.results(ctx.run_key))
     window = store.compare_window(SUITE, ancestors=[sha(n) for n in range(9, 0, -1)], history_window=11,
                                   keys=head.keys(), exclude_run_key=ctx.run_key)
-    inputs = pipeline.judge_inputs(ctx, store, head, window.baselines, {sha(n) for n in range(1, 10)},
+    inputs = judge_inputs(ctx, store, head, window.baselines, {sha(n) for n in range(1, 10)},
                                    frame=window.history)
     medians = {(p, c): {rk: m for rk, m in zip(g["run_key"], g["median"], strict=True)}
                for (p, c), g in window.history.groupby(["pool", "case"])}
@@ -187,8 +190,8 @@ def test_history_stops_at_caliber_walls_and_level_changes_and_keeps_ab_runs(tmp_
     assert not inputs.processes[("npu", a, "latency")]
     # without identities tonight there is no wall: every night of the window counts
     tonight = replace(ctx, run_key=f"nightly:{SUITE}:n8")
-    assert pipeline.caliber_walls(store, tonight, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
+    assert caliber_walls(store, tonight, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
                                   {"npu": [{"identity": None}]}) == {}
-    assert pipeline.caliber_walls(store, tonight, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
+    assert caliber_walls(store, tonight, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
                                   {"npu": [{"identity": identity(8)}], "cpu": [{"identity": identity(1)}]}) == {
         "npu": f"nightly:{SUITE}:n3", "cpu": f"nightly:{SUITE}:n7"}

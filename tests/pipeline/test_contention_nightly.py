@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from test_contention import detached
 
-from zlops import pipeline
 from zlops.config import parse_config
 from zlops.demo import POOL, SUITE, create_upstream, demo_config_data
 from zlops.model import ShardStatus, Verdict
 from zlops.nightly import run_nightly
+from zlops.steps.context import open_store
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("taskset") is None, reason="pins the benchmark with taskset")]
@@ -54,7 +54,7 @@ def test_a_night_beside_a_cpu_hog_on_its_core_is_invalid_not_improved(tmp_path: 
     assert all(c.base is not None for c in rows)  # the baseline is known; no delta is published
     assert n2.summary.overall_line() == "Overall: 0 of 0 cases improved, 0 regressed; 5 invalid"
     assert not n2.accepted
-    run = pipeline.open_store(gated).get_run(n2.run_key)
+    run = open_store(gated).get_run(n2.run_key)
     assert run is not None and "no shard produced valid data (invalid)" in run.meta["promotion"]["reason"]
     # every rendering names the reason with its figure
     said = f"other processes used {figure}% CPU of pinned CPU {cpu} (limit 25%)"

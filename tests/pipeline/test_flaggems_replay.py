@@ -8,9 +8,8 @@ shapes hold to about 0.05%, and commit C doubles abs.
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from zlops.config import parse_config
 from zlops.formats import flaggems_record
 from zlops.model import Verdict
 from zlops.nightly import run_nightly
-from zlops.pipeline import open_store
+from zlops.steps.context import open_store
 
 UNARY = ("abs", "exp", "neg", "relu")
 SHAPES = ("(1073741824)", "(64x64)", "(4096x4096)", "(64x512x512)", "(1024x1024x1024)")

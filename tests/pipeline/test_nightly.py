@@ -14,11 +14,17 @@ import pytest
 import sqlalchemy as sa
 from fake_upstream import Upstream, config_data
 
-from zlops import pipeline
 from zlops.config import Config, parse_config
 from zlops.errors import GitError
 from zlops.model import RunStatus, ShardStatus, Verdict
 from zlops.nightly import run_nightly
+from zlops.steps.cleanup import cleanup
+from zlops.steps.compare import compare
+from zlops.steps.context import open_store, slug
+from zlops.steps.fetch import fetch
+from zlops.steps.ingest import ingest
+from zlops.steps.promote import promote
+from zlops.steps.run_device import run_device
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +73,7 @@ def test_nights_flag_regression_potential_improvement_and_nothing_else(
     # the worktrees are gone, the environment template stays cached
     assert not any((config.worktrees_dir / "fake").iterdir())
     assert len(list(config.envs_dir.glob("*/.zlops-env.json"))) == 1
-    store = pipeline.open_store(config)
+    store = open_store(config)
     assert store.get_run(n2.run_key).status is RunStatus.DONE and store.get_run(n2.run_key).accepted
 
 
@@ -79,22 +85,22 @@ def test_retried_steps_never_duplicate_rows(upstream: Upstream, make_config: Cal
     first = run_nightly(config, "fake", sha=c2, run_label="n2")
     before = count_rows(config)
     # an Airflow retry of every step of the same run (before it was promoted): updates, never new rows
-    pipeline.open_store(config).set_accepted(first.run_key, False)
-    ctx = pipeline.fetch(config, "fake", run_key=first.run_key)
+    open_store(config).set_accepted(first.run_key, False)
+    ctx = fetch(config, "fake", run_key=first.run_key)
     assert ctx.sha == c2
-    pipeline.run_device(ctx, "local", 0)
-    pipeline.ingest(ctx)
-    again = pipeline.compare(ctx)
-    from zlops.nightly import report
+    run_device(ctx, "local", 0)
+    ingest(ctx)
+    again = compare(ctx)
+    from zlops.steps.report import report
 
     report(ctx)
-    pipeline.promote(ctx)
-    pipeline.cleanup(ctx)
+    promote(ctx)
+    cleanup(ctx)
     assert count_rows(config) == before
     assert {c.case: c.verdict for c in again.comparisons}["alpha"] is Verdict.REGRESSION
     # the same run key cannot silently switch to another commit
     with pytest.raises(Exception, match="already measured commit"):
-        pipeline.fetch(config, "fake", run_key=first.run_key, sha=c1)
+        fetch(config, "fake", run_key=first.run_key, sha=c1)
 
 
 def test_a_crashing_device_never_loses_the_other_devices_results(
@@ -132,7 +138,7 @@ def test_timeout_kills_the_shard_and_the_run_is_not_a_baseline(
     (shard,) = n1.shards
     assert shard.status is ShardStatus.TIMEOUT
     assert not n1.accepted
-    assert pipeline.open_store(config).get_run(n1.run_key).status is RunStatus.FAILED
+    assert open_store(config).get_run(n1.run_key).status is RunStatus.FAILED
 
 
 def test_malformed_results_fail_the_shard_with_file_and_line(
@@ -182,7 +188,7 @@ def test_an_unreachable_upstream_fails_fetch_clearly_and_stores_nothing(tmp_path
     config = parse_config(data)
     with pytest.raises(GitError, match="does-not-exist"):
         run_nightly(config, "fake", run_label="n1")
-    assert pipeline.open_store(config).list_runs() == []
+    assert open_store(config).list_runs() == []
 
 
 def test_a_failed_environment_is_reported_not_lost(upstream: Upstream, tmp_path: Path) -> None:
@@ -194,7 +200,7 @@ def test_a_failed_environment_is_reported_not_lost(upstream: Upstream, tmp_path:
     (shard,) = n1.shards
     assert shard.status is ShardStatus.FAILED and "worktree/environment failed" in (shard.error or "")
     assert "no compiler here" in (config.artifacts_dir / "fake").joinpath(
-        pipeline.slug(n1.run_key), "env.log").read_text()
+        slug(n1.run_key), "env.log").read_text()
     assert not n1.accepted and n1.report.markdown.exists()
 
 
@@ -207,4 +213,4 @@ def test_two_nights_on_postgresql(upstream: Upstream, make_config: Callable[...,
     n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
     assert verdicts(n2)["delta"] is Verdict.REGRESSION
     assert count_rows(config)["runs"] == 2
-    pipeline.open_store(config).dispose()
+    open_store(config).dispose()

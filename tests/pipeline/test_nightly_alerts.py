@@ -19,11 +19,11 @@ import yaml
 from fake_slack import CHANNEL_ID, TOKEN, FakeSlack, fake_slack_server
 from fake_upstream import Upstream
 
-from zlops import pipeline
 from zlops.alerts import AlertState
 from zlops.cli import main
 from zlops.config import Config
 from zlops.slack import RETRY_COUNT
+from zlops.steps.context import RunContext, open_store
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,7 @@ def test_threads_outbox_and_ack_over_four_nights(upstream: Upstream, make_config
 
     # night 2: two regressions, two op families: two threads, each with its trend, then the summary
     night(2)
-    store = pipeline.open_store(config)
+    store = open_store(config)
     alpha, delta = sorted(store.alerts(suite="fake"), key=lambda a: a.case)
     assert (alpha.case, delta.case) == ("alpha", "delta")
     assert alpha.state is delta.state is AlertState.CONFIRMED and alpha.thread_ts != delta.thread_ts
@@ -80,7 +80,7 @@ def test_threads_outbox_and_ack_over_four_nights(upstream: Upstream, make_config
     assert all(b[:8] == b"\x89PNG\r\n\x1a\n" and len(b) > 10_000 for b in uploaded)  # real figures
     (summary2,) = [p for p in fake.posts() if p["text"].startswith("fake @")]
     assert "<https://slack.example/files/" in _texts(summary2)  # regression lines link to their figures
-    run_dir = pipeline.RunContext(config, "fake", "nightly:fake:n2", shas[1]).run_dir
+    run_dir = RunContext(config, "fake", "nightly:fake:n2", shas[1]).run_dir
     html = (run_dir / "report.html").read_text()
     assert 'src="plots/local__alpha__time.png"' in html and "run__ratio.png" in html
     assert (run_dir / "plots" / "local__alpha__time.png").stat().st_size > 10_000
@@ -100,7 +100,7 @@ def test_threads_outbox_and_ack_over_four_nights(upstream: Upstream, make_config
     night(3)  # the nightly still succeeds
     assert fake.methods() == ["chat.postMessage"] * (1 + RETRY_COUNT)
     assert [(i.kind, i.status) for i in store.outbox_items()] == [("summary", "failed"), ("summary-figures", "pending")]
-    payload = json.loads((pipeline.RunContext(config, "fake", "nightly:fake:n3", shas[2]).run_dir
+    payload = json.loads((RunContext(config, "fake", "nightly:fake:n3", shas[2]).run_dir
                           / "slack_payload.json").read_text())
     assert payload["status"] == "failed" and "delta" in json.dumps(payload["payload"])
     assert [e["kind"] for e in store.alert_events(delta.id)] == ["opened", "state", "worsened"]

@@ -50,7 +50,8 @@ def test_nightly_on_a_fake_pool_pins_and_samples_every_device(
 def test_auto_devices_pick_the_idle_range_once_per_run(
         upstream: Upstream, make_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch) -> None:
     """devices: auto on 8 fake NPUs with 2 and 3 busy: the run takes 4,5,6,7 and keeps that choice."""
-    from zlops import pipeline
+    from zlops.steps.context import context_for, open_store
+    from zlops.steps.fetch import fetch as fetch_step
 
     use_fakebin(monkeypatch, FAKE_NPU_BUSY="2,3")
     c1 = upstream.commit(BASE)
@@ -63,13 +64,13 @@ def test_auto_devices_pick_the_idle_range_once_per_run(
     n1 = run_nightly(auto_cfg, "fake", sha=c1, run_label="auto1")
     assert sorted(s.device for s in n1.shards) == [4, 5, 6, 7]
     assert all(s.status is ShardStatus.OK for s in n1.shards)
-    run = pipeline.open_store(auto_cfg).get_run(n1.run_key)
+    run = open_store(auto_cfg).get_run(n1.run_key)
     assert run is not None and run.meta["auto_devices"] == [["local", [4, 5, 6, 7]]]
     # a retried step of the same run keeps the devices chosen at fetch, even if the idle set changed
     monkeypatch.setenv("FAKE_NPU_BUSY", "4,5")
-    ctx = pipeline.fetch(auto_cfg, "fake", run_key=n1.run_key, replace=True)
+    ctx = fetch_step(auto_cfg, "fake", run_key=n1.run_key, replace=True)
     assert ctx.pool_devices("local") == [4, 5, 6, 7]
-    assert pipeline.context_for(auto_cfg, "fake", n1.run_key).pool_devices("local") == [4, 5, 6, 7]
+    assert context_for(auto_cfg, "fake", n1.run_key).pool_devices("local") == [4, 5, 6, 7]
 
 
 def test_a_dag_refuses_auto_devices(make_config: Callable[..., Config]) -> None:

@@ -105,9 +105,9 @@ def test_ab_confirms_a_real_step_the_same_night(tmp_path: Path, upstream: Upstre
     assert alpha.figures is not None and alpha.figures.runs_head == (1.1,) * 5
     ab_runs = sorted(p.name for p in (night.report.markdown.parent / "ab" / "local").iterdir())
     assert len(ab_runs) == 10 and sum(n.endswith("A") for n in ab_runs) == 5
-    from zlops import pipeline as _pipeline
+    from zlops.steps.context import open_store
 
-    cost = _pipeline.open_store(config).get_run(night.summary.run_key).meta["ab"]["local"]
+    cost = open_store(config).get_run(night.summary.run_key).meta["ab"]["local"]
     assert cost["runs"] == 10 and cost["stopped"] == "decided" and cost["cases"] == "all"
     # a rescore re-derives the night from its artifacts and decides the suspect by the night's own A/B
     # runs again (issue 12: "unchanged became suspect again" on a rescore)

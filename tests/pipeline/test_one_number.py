@@ -89,7 +89,7 @@ def test_every_rendering_shows_the_verdicts_own_numbers(upstream: Upstream, make
     assert main(["alert", "list", "--config", str(cfg)]) == 0
     listed = capsys.readouterr().out
     assert change in listed, listed
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
 
     items = open_store(config).outbox_items(statuses=("pending", "failed", "sent", "abandoned"),
                                             run_key=night.summary.run_key)

@@ -10,12 +10,13 @@ import pytest
 import yaml
 from fake_upstream import Upstream, git
 
-from zlops import pipeline, proc
+from zlops import proc
 from zlops.cli import main
 from zlops.config import Config, parse_config
 from zlops.errors import ConfigError
 from zlops.model import Verdict
 from zlops.prcompare import report, run_compare, validate_ref
+from zlops.steps.context import RunContext, open_store
 
 BASE = {"alpha": 1.0, "beta": 2.0}
 BAD_REFS = ["--upload-pack=x", "a;rm -rf /", "../x", "main..dev", "@{-1}", "", "feat\x01ure", "x.lock", "a//b",
@@ -81,7 +82,7 @@ def test_compare_on_one_device_in_the_seed_format(upstream: Upstream, make_confi
     assert "Overall: 1 of 2 examples improved, 1 regressed (based on time)" in lines
     assert "different devices" not in out.text
     assert out.markdown.exists() and out.slack.status == "written"
-    store = pipeline.open_store(config)
+    store = open_store(config)
     kinds = {r.run_key: r for r in store.list_runs(kind="pr")}
     assert set(kinds) == {plan.head_key, plan.base_key} and all(r.kind == "pr" for r in kinds.values())
     assert not any((config.worktrees_dir / "fake").iterdir())
@@ -96,8 +97,8 @@ def test_two_devices_run_base_and_head_in_parallel_and_say_so(upstream: Upstream
     config = make_config(devices=(0, 1))
     outcome = run_compare(config, {"suite": "fake", "ref": "pull/7/head"}, label="two")
     assert outcome.plan.devices == (0, 1) and not outcome.plan.same_device
-    run_dir = pipeline.RunContext(config, "fake", outcome.plan.head_key, outcome.plan.head_sha).run_dir
-    base_dir = pipeline.RunContext(config, "fake", outcome.plan.base_key or "", outcome.plan.base_sha or "").run_dir
+    run_dir = RunContext(config, "fake", outcome.plan.head_key, outcome.plan.head_sha).run_dir
+    base_dir = RunContext(config, "fake", outcome.plan.base_key or "", outcome.plan.base_sha or "").run_dir
     assert [p.name for p in (run_dir / "default").iterdir()] == ["head-00-dev1"]
     assert [p.name for p in (base_dir / "default").iterdir()] == ["base-00-dev0"]
     text = report(config, outcome).text
@@ -184,8 +185,8 @@ def test_a_device_held_by_another_benchmark_is_waited_for(upstream: Upstream, ma
     outcome = run_compare(config, {"suite": "fake", "ref": "feat"}, label="wait")
     holder.wait(timeout=30)
     assert time.monotonic() - t0 >= 9.0
-    run_dir = pipeline.RunContext(config, "fake", outcome.plan.base_key or "", outcome.plan.base_sha or "").run_dir
-    head_dir = pipeline.RunContext(config, "fake", outcome.plan.head_key, outcome.plan.head_sha).run_dir
+    run_dir = RunContext(config, "fake", outcome.plan.base_key or "", outcome.plan.base_sha or "").run_dir
+    head_dir = RunContext(config, "fake", outcome.plan.head_key, outcome.plan.head_sha).run_dir
     waits = [json.loads(m.read_text())["lock_wait_s"] for d in (run_dir, head_dir)
              for m in (d / "default").glob("*/manifest.json")]
     assert len(waits) == 2 and max(waits) >= 1.5  # whichever side ran first waited for the nightly
@@ -211,8 +212,13 @@ def test_a_compare_with_its_defaults_confirms_a_2x_change_by_adding_pairs(upstre
     assert rows["beta"].verdict is Verdict.UNCHANGED
     figures = rows["alpha"].figures
     assert figures is not None and figures.reference_label.startswith("A/B base")
-    pairs_run = pipeline.open_store(config).get_run(outcome.plan.head_key).meta["pairs_run"]
+    meta = open_store(config).get_run(outcome.plan.head_key).meta
+    pairs_run = meta["pairs_run"]
     assert config.noise.ab_min_pairs <= pairs_run <= config.noise.ab_pairs
+    # the PR's head run keeps the judging setup it was judged with, as a nightly run does (zlops.judging)
+    from zlops.judging import JudgingSetup, from_config
+
+    assert JudgingSetup.from_dict(meta["judging"]) == from_config(config)
     assert len(figures.runs_base) == len(figures.runs_head) == pairs_run
     text = report(config, outcome).text
     assert "0 regressed" not in text and "+100.00%" in text

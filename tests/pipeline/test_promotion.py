@@ -13,16 +13,16 @@ from collections.abc import Callable
 import pytest
 from fake_upstream import Upstream, git
 
-from zlops import pipeline
 from zlops.config import Config, parse_config
 from zlops.model import Verdict
 from zlops.nightly import run_nightly
+from zlops.steps.context import open_store
 
 pytestmark = pytest.mark.slow
 
 
 def _promotion(config: Config, run_key: str) -> dict[str, object]:
-    run = pipeline.open_store(config).get_run(run_key)
+    run = open_store(config).get_run(run_key)
     assert run is not None
     return dict(run.meta["promotion"])
 
@@ -42,7 +42,7 @@ def test_an_older_commit_is_reported_never_promoted(upstream: Upstream, make_con
     reason = str(_promotion(config, manual.run_key)["reason"])
     assert f"commit {c1[:7]} is older than the current baseline {c2[:7]} (nightly:fake:n2)" in reason
     assert "--promote" in reason
-    store = pipeline.open_store(config)
+    store = open_store(config)
     run = store.get_run(manual.run_key)
     assert run is not None and not run.accepted and run.status.value == "done"  # measured and reported
     # the report says why, in every rendering, before the promote step ran

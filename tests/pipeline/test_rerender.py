@@ -15,11 +15,11 @@ import pytest
 import yaml
 from fake_upstream import Upstream
 
-from zlops import pipeline
 from zlops.cli import main
 from zlops.config import Config, parse_config
 from zlops.model import Verdict
 from zlops.nightly import run_nightly
+from zlops.steps.context import context_for
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_report_of_an_old_run_after_later_nights(upstream: Upstream, make_config
     run_nightly(config, "fake", sha=c1, run_label="n1")
     n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
     assert {c.case: c.verdict for c in n2.summary.comparisons}["alpha"] is Verdict.REGRESSION
-    run_dir = pipeline.context_for(config, "fake", n2.run_key).run_dir
+    run_dir = context_for(config, "fake", n2.run_key).run_dir
     trend = next(p for p in n2.report.plots if "alpha" in p.name)
     original = _digests(run_dir)
     assert f"plots/{trend.name}" in original and "report.md" in original

@@ -7,13 +7,13 @@ from collections.abc import Callable
 import pytest
 from fake_upstream import Upstream
 
-from zlops import pipeline
 from zlops import ingest as ingest_mod
 from zlops import rescore as rescore_mod
 from zlops.config import Config, parse_config
 from zlops.model import CaseResult, ShardStatus, Verdict
 from zlops.nightly import run_nightly
 from zlops.rescore import rescore
+from zlops.steps.context import context_for, open_store
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def test_new_criteria_rejudge_and_the_old_verdicts_stay_beside(upstream: Upstrea
     moved = [c for c in result.changes if c.changed]
     assert [(c.case, c.before.verdict, c.after.verdict) for c in moved] == [
         ("alpha", Verdict.POTENTIAL, Verdict.REGRESSION)]
-    store = pipeline.open_store(config)
+    store = open_store(config)
     ((revision, _, reason, old),) = store.archived_comparisons(n2.run_key)
     assert revision == result.revision == 1 and "rescore" in reason
     assert {c.case: c.verdict for c in old}["alpha"] is Verdict.POTENTIAL
@@ -72,7 +72,7 @@ def test_a_fixed_parser_turns_a_failed_shard_into_data(upstream: Upstream, make_
     monkeypatch.setattr(ingest_mod, "parse_results", lenient)  # the one reader of results files
     result = rescore(config, n2.run_key)
     assert result.reparsed == 1 and result.failed == ()
-    store = pipeline.open_store(config)
+    store = open_store(config)
     assert store.shards(n2.run_key)[0].status is ShardStatus.OK
     assert {c.case: c.verdict for c in result.summary.comparisons}["x"] is Verdict.NEW
 
@@ -107,9 +107,9 @@ def test_rescore_refuses_when_the_artifacts_are_gone(upstream: Upstream, make_co
     c1 = upstream.commit(BASE)
     config = make_config()
     n1 = run_nightly(config, "fake", sha=c1, run_label="n1")
-    store = pipeline.open_store(config)
+    store = open_store(config)
     rows = store.comparisons(n1.run_key)
-    shutil.rmtree(pipeline.context_for(config, "fake", n1.run_key).run_dir)
+    shutil.rmtree(context_for(config, "fake", n1.run_key).run_dir)
     path = tmp_path / "zlops.yaml"
     path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
     assert main(["--plain", "rescore", n1.run_key, "--config", str(path)]) == 1
@@ -125,7 +125,7 @@ def test_rescore_judges_against_the_night_s_own_baseline(upstream: Upstream,
     config = make_config()
     n1 = run_nightly(config, "fake", sha=c1, run_label="n1")
     n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
-    store = pipeline.open_store(config)
+    store = open_store(config)
     assert store.get_run(n2.run_key).meta["baseline_runs"] == {"local": [n1.run_key]}
     assert {c.case: c.verdict for c in n2.summary.comparisons}["alpha"] is Verdict.POTENTIAL
     # a later accepted run of the same commit: the newest baseline candidate for c2 from now on
@@ -147,7 +147,7 @@ def test_rescore_keeps_the_flags_the_night_ran_with(upstream: Upstream, make_con
     allowed = parse_config({**data, "allow_caliber_mismatch": True})
     n2 = run_nightly(allowed, "fake", sha=c2, run_label="n2")
     assert {c.case: c.verdict for c in n2.summary.comparisons}["alpha"] is Verdict.POTENTIAL
-    store = pipeline.open_store(config)
+    store = open_store(config)
     assert store.get_run(n2.run_key).meta["compare_flags"] == {"allow_caliber_mismatch": True}
     result = rescore(parse_config(data), n2.run_key)  # today's config lacks the flag; the night had it
     assert {c.case: c.verdict for c in result.summary.comparisons}["alpha"] is Verdict.POTENTIAL
@@ -161,7 +161,7 @@ def test_rescore_applies_today_s_contention_limits_to_what_was_sampled(
     config = make_config()
     run_nightly(config, "fake", sha=c1, run_label="n1")
     n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
-    store = pipeline.open_store(config)
+    store = open_store(config)
     # what the sampler recorded beside the run: a host 1.8 cores busy with something else
     (shard,) = store.shards(n2.run_key)
     extra = store.shard_extras(n2.run_key)[(shard.pool, shard.device)]

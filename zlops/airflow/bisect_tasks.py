@@ -28,7 +28,7 @@ def request_bisect(suite: str, *, outlet_events: Any = None) -> dict[str, Any]:
 
     from zlops.bisect_run import alerts_to_bisect
     from zlops.config import config_from_env
-    from zlops.pipeline import make_run_key
+    from zlops.steps.context import make_run_key
 
     config = config_from_env()
     if not config.bisect.auto:

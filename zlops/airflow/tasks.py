@@ -1,4 +1,4 @@
-"""The nightly's reusable Airflow tasks; each body is one call into :mod:`zlops.pipeline`.
+"""The nightly's reusable Airflow tasks; each body is one call into a module of :mod:`zlops.steps`.
 
 Tasks do not pass paths to each other: every task derives the run key from its DAG run id and the
 suite, and the commit from the store, so a task retried on another worker (or host) rebuilds
@@ -27,41 +27,31 @@ def _config() -> Config:
 
 
 def _run_key(suite: str) -> str:
-    from zlops.pipeline import make_run_key
+    from zlops.steps.context import make_run_key
 
     return make_run_key("nightly", suite, get_current_context()["dag_run"].run_id)
 
 
 def _ctx(suite: str) -> Any:
-    from zlops.pipeline import context_for
+    from zlops.steps.context import context_for
 
     return context_for(_config(), suite, _run_key(suite))
 
 
 @task(retries=2, retry_delay=timedelta(minutes=2))
-def fetch(suite: str) -> dict[str, str]:
+def fetch(suite: str) -> dict[str, Any]:
     """Mirror, fetch the branch, resolve the commit (the ``sha`` param pins one), record the run
     (the ``promote`` param, a boolean, lets the promote step accept an older or caliber-break run).
 
     Clearing a completed, accepted DAG run fails here (its results stand); ``zlops nightly --run-id
     <run id> --replace`` re-measures it on purpose."""
-    from zlops.pipeline import fetch as do_fetch
-
-    params = get_current_context()["params"] or {}
-    sha = params.get("sha") or None
-    promote = params.get("promote", False)
-    if promote is None:
-        promote = False
-    if not isinstance(promote, bool):
-        raise ValueError(f"the promote param must be true or false, got {promote!r}")
-    config = _config()
-    ctx = do_fetch(config, suite, run_key=_run_key(suite), sha=sha, promote=promote)
     from zlops.airflow.links import airflow_meta
-    from zlops.pipeline import open_store
+    from zlops.steps.fetch import fetch_for_trigger
 
-    dag_run = get_current_context()["dag_run"]  # the zlops pages link back to it
-    open_store(config).update_run_meta(ctx.run_key, airflow_meta(dag_run.dag_id, dag_run.run_id))
-    return {"run_key": ctx.run_key, "sha": ctx.sha, "promote": promote}
+    context = get_current_context()
+    dag_run = context["dag_run"]  # the zlops pages link back to it
+    return fetch_for_trigger(_config(), suite, run_key=_run_key(suite), params=context["params"],
+                             links=airflow_meta(dag_run.dag_id, dag_run.run_id)).to_xcom()
 
 
 @task(retries=1, retry_delay=timedelta(minutes=1))
@@ -72,62 +62,40 @@ def prepare(suite: str) -> dict[str, Any]:
     the report still says why nothing was measured. A partitioned suite's plan (which device runs
     which cases, zlops.partition) is made here, once, before the device tasks fan out to their hosts.
     """
-    from zlops.errors import ZlopsError
-    from zlops.nightly import record_env_failure
-    from zlops.pipeline import plan_partition
-    from zlops.pipeline import prepare as do_prepare
+    from zlops.steps.prepare import env
 
-    ctx = _ctx(suite)
-    try:
-        p = do_prepare(ctx)
-        plans = plan_partition(ctx, p)
-    except ZlopsError as exc:
-        record_env_failure(ctx, str(exc))
-        raise
-    return {"worktree": str(p.worktree), "env_key": p.env_key, "reused": p.env_reused, "seconds": p.env_seconds,
-            "partition": {pool: plan.summary() for pool, plan in plans.items()}}
+    return env(_ctx(suite)).to_xcom()
 
 
 @task(retries=0)
 def run_device(suite: str, pool: str, device: int) -> dict[str, Any]:
     """One benchmark process on one device (the task's Airflow pool has one slot per device)."""
-    from zlops.model import ShardStatus
-    from zlops.pipeline import run_device as do_run
+    from zlops.steps.run_device import device_task
 
-    outcome = do_run(_ctx(suite), pool, device)
-    if outcome.status is not ShardStatus.OK:
-        raise RuntimeError(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
-    return {"pool": pool, "device": device, "status": outcome.status.value, "artifacts": str(outcome.artifact_dir),
-            "seconds": outcome.duration_s}
+    return device_task(_ctx(suite), pool, device).to_xcom()
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def ingest(suite: str) -> dict[str, int]:
     """Every planned shard has a stored record (crashed device tasks are recorded FAILED)."""
-    from zlops.pipeline import ingest as do_ingest
+    from zlops.steps.ingest import ingest as do_ingest
 
     return do_ingest(_ctx(suite))
 
 
 @task
 def compare(suite: str) -> dict[str, Any]:
-    from zlops.pipeline import compare as do_compare
-    from zlops.pipeline import summary_dict
+    from zlops.steps.compare import compare_task
 
-    return summary_dict(do_compare(_ctx(suite)))
+    return compare_task(_ctx(suite))
 
 
 @task
 def confirm(suite: str, pool: str) -> dict[str, Any]:
     """Same-device A/B of the pool's suspects (noise judge); runs in the pool's first device's pool."""
-    from zlops.confirm import confirm as do_confirm
-    from zlops.model import CompareSummary
-    from zlops.pipeline import open_store
+    from zlops.steps.confirm import confirm_pool
 
-    ctx = _ctx(suite)
-    rows = tuple(open_store(ctx.config).comparisons(ctx.run_key))
-    out = do_confirm(ctx, CompareSummary(ctx.run_key, suite, ctx.sha, rows), pools=[pool])
-    return {"pool": pool, **{v.value: out.count(v) for v in {c.verdict for c in out.comparisons}}}
+    return confirm_pool(_ctx(suite), pool).to_xcom()
 
 
 def _slack_client(config: Config) -> Any:
@@ -150,12 +118,10 @@ def _slack_client(config: Config) -> Any:
 
 @task
 def report(suite: str) -> dict[str, Any]:
-    from zlops.nightly import report as do_report
+    from zlops.steps.report import report as do_report
 
     ctx = _ctx(suite)
-    out = do_report(ctx, slack_client=_slack_client(ctx.config))
-    return {"markdown": str(out.markdown), "plots": [str(p) for p in out.plots],
-            "slack": out.slack.status if out.slack else None}
+    return do_report(ctx, slack_client=_slack_client(ctx.config)).to_xcom()
 
 
 @task(retries=0)
@@ -164,8 +130,8 @@ def flush_outbox() -> dict[str, Any]:
 
     Never fails for Slack: what is not taken now stays in the outbox for the next run of the DAG.
     """
-    from zlops.pipeline import open_store
     from zlops.slack import flush_outbox as do_flush
+    from zlops.steps.context import open_store
 
     config = _config()
     report = do_flush(open_store(config), _slack_client(config))
@@ -180,7 +146,7 @@ def post_digest(days: int = 7) -> dict[str, Any]:
     outbox and flushed: the zlops_digest DAG. Queuing one window again returns the same message."""
     from airflow.configuration import conf
 
-    from zlops.pipeline import open_store
+    from zlops.steps.context import open_store
     from zlops.trust import ledger_lines
     from zlops.trust import post_digest as do_post
 
@@ -201,28 +167,17 @@ def post_digest(days: int = 7) -> dict[str, Any]:
 def promote(suite: str) -> dict[str, Any]:
     """Accept the run as a baseline only when it moves the baseline forward on the branch line
     (zlops.promotion); the decision's reason is kept in the run's meta and returned."""
-    from zlops.pipeline import open_store
-    from zlops.pipeline import promote as do_promote
+    from zlops.steps.promote import promote_task
 
-    ctx = _ctx(suite)
-    accepted = do_promote(ctx)
-    run = open_store(ctx.config).get_run(ctx.run_key)
-    reason = (run.meta.get("promotion") or {}).get("reason") if run else None
-    return {"accepted": accepted, "reason": reason}
+    return promote_task(_ctx(suite)).to_xcom()
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def cleanup(suite: str) -> None:
     """Remove the worktree; runs whatever happened upstream (one per host: each host prepared its own)."""
-    from zlops.pipeline import cleanup as do_cleanup
-    from zlops.pipeline import open_store
+    from zlops.steps.cleanup import cleanup_task
 
-    config = _config()
-    run_key = _run_key(suite)
-    if open_store(config).get_run(run_key) is None:
-        log.info("run %s was never recorded; nothing to clean", run_key)
-        return
-    do_cleanup(_ctx(suite))
+    cleanup_task(_config(), suite, _run_key(suite))
 
 
 @task(trigger_rule=TriggerRule.ONE_FAILED, retries=0)

@@ -42,8 +42,8 @@ def _wants_json(request: Request) -> bool:
 
 def flush_outbox_now(config: Any) -> None:
     """Send what the outbox holds when this process has a Slack token (else the zlops_outbox DAG will)."""
-    from zlops.pipeline import open_store
     from zlops.slack import client_for, flush_outbox
+    from zlops.steps.context import open_store
 
     client = client_for(config.slack)
     if client is not None:
@@ -110,9 +110,8 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
                     case: str = Query(..., max_length=500), metric: str = Query(..., max_length=100),
                     nights: int = Query(30, ge=1, le=365)) -> HTMLResponse:
         from zlops.airflow.charts import night_label, series_figure
-        from zlops.triage_views import MAX_NIGHTS, series_view
-
         from zlops.bisect_messages import alert_culprit_block
+        from zlops.triage_views import MAX_NIGHTS, series_view
 
         store = pages.store()
         view = series_view(store, suite, pool, case, metric, nights=nights)

@@ -134,7 +134,7 @@ class Pages:
         return self._config if self._config is not None else config_from_env()
 
     def store(self) -> Any:
-        from zlops.pipeline import open_store
+        from zlops.steps.context import open_store
 
         return open_store(self.config)
 
@@ -197,7 +197,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
 
     def run_page(request: Request, run: RunRecord) -> HTMLResponse:
         from zlops.night_views import run_view
-        from zlops.pipeline import context_for
+        from zlops.steps.context import context_for
 
         run_dir = context_for(pages.config, run.suite, run.run_key).run_dir
         text = run_dir / "report.txt"
@@ -220,7 +220,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
                      run_id: str = Query(..., max_length=250)) -> HTMLResponse:
         """The zlops report of an Airflow DAG run (the "zlops report" tab and extra link)."""
         from zlops.errors import ZlopsError
-        from zlops.pipeline import make_run_key
+        from zlops.steps.context import make_run_key
 
         if not dag_id.startswith(NIGHTLY_DAG_PREFIX):
             return pages.render(request, "message.html", title="zlops report", css="muted", back=None,
@@ -238,7 +238,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
 
     @app.get("/plot")
     def plot(key: str = Query(..., max_length=250), name: str = Query(..., max_length=255)) -> Any:
-        from zlops.pipeline import context_for
+        from zlops.steps.context import context_for
 
         run = pages.store().get_run(key)
         if run is None:

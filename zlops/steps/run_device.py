@@ -1,0 +1,172 @@
+"""The device tasks (``run_<pool>_<device>``): one benchmark process on one device, then its ingest.
+
+A shard's results are stored as soon as it finishes, so they are safe whatever happens to the other
+devices; a shard an earlier attempt of the run measured is ingested from its artifacts, not measured
+again. :func:`run_all_devices` is the CLI's fan-out (one thread per device, the device lock guards).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from zlops import proc, telemetry
+from zlops.errors import ZlopsError
+from zlops.model import ShardOutcome, ShardStatus
+from zlops.progress import LogProgress, Progress
+from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
+from zlops.steps.context import RunContext
+from zlops.steps.prepare import plan_campaign, plan_partition, prepare
+
+log = logging.getLogger(__name__)
+
+
+class ShardNotOk(RuntimeError):
+    """A device task's shard did not end OK (its record, with the reason, is stored): the task fails."""
+
+
+@dataclass(frozen=True)
+class DeviceDone:
+    """What a device task hands on (its XCom)."""
+
+    outcome: ShardOutcome
+
+    def to_xcom(self) -> dict[str, Any]:
+        o = self.outcome
+        return {"pool": o.pool, "device": o.device, "status": o.status.value, "artifacts": str(o.artifact_dir),
+                "seconds": o.duration_s}
+
+
+def device_task(ctx: RunContext, pool: str, device: int) -> DeviceDone:
+    """The Airflow device task: :func:`run_device`, failing the task (the shard is stored first) unless OK."""
+    outcome = run_device(ctx, pool, device)
+    if outcome.status is not ShardStatus.OK:
+        raise ShardNotOk(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
+    return DeviceDone(outcome)
+
+
+def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
+    """Read a finished shard (:func:`zlops.ingest.read_shard`: parse, FAILED on a malformed file, INVALID
+    beside contention) and store shard + results in one transaction; nothing half-parsed reaches the store.
+    """
+    from zlops.ingest import read_shard
+
+    manifest = read_manifest(outcome.artifact_dir) or {}
+    summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
+    read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=summary)
+    # an invalid shard's results are kept as evidence; compare never judges them
+    ctx.store.record_shard(ctx.run_key, read.outcome, read.results, telemetry=summary,
+                                        identity=manifest.get("identity"))
+    return read.outcome
+
+
+def measured_shard(ctx: RunContext, pool: str, device: int) -> ShardOutcome | None:
+    """The shard as an earlier attempt of this run measured it, when its artifacts say it finished OK
+    (manifest of this run key and commit, status ok, results file present), else None.
+
+    A re-run (an Airflow retry, ``zlops nightly --run-id`` after a database outage) ingests these
+    instead of measuring again, so results already measured are never lost nor silently replaced;
+    after ``--replace`` only shards measured since the replace count.
+    """
+    art = ctx.shard_dir(pool, device)
+    manifest = read_manifest(art)
+    if not manifest or manifest.get("run_key") != ctx.run_key or manifest.get("commit") != ctx.sha:
+        return None
+    if manifest.get("status") != ShardStatus.OK.value:
+        return None  # a failed, skipped or unfinished shard is measured again
+    try:
+        outcome = outcome_from_manifest(manifest, art)
+    except (KeyError, ValueError, TypeError):
+        return None
+    if outcome.results_file is None or not outcome.results_file.is_file():
+        return None
+    run = ctx.store.get_run(ctx.run_key)
+    replaced_at = run.meta.get("replaced_at") if run is not None else None
+    if replaced_at and (outcome.ended_at is None or outcome.ended_at < datetime.fromisoformat(replaced_at)):
+        return None
+    return outcome
+
+
+def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | None = None) -> ShardOutcome:
+    """Run the suite on one device of one pool, then ingest it (its results are safe even if
+    another device crashes later). A shard this run already measured is ingested from its artifacts."""
+    progress = progress or LogProgress()
+    pool_cfg = ctx.config.pools[pool]
+    if device not in ctx.pool_devices(pool):
+        raise ZlopsError(f"device {device} is not in pool {pool} (devices: {ctx.pool_devices(pool)})")
+    done = measured_shard(ctx, pool, device)
+    if done is not None:
+        progress.note(f"shard {pool}/{device}: measured by an earlier attempt of this run; ingesting its artifacts")
+        return ingest_shard(ctx, done)
+    prepared = prepare(ctx, progress=progress)
+    if ctx.suite.campaign is not None:  # this device's lane of gang shards (zlops.campaign_run)
+        from zlops.campaign_run import run_lane
+
+        plan = plan_campaign(ctx, prepared).get(pool)
+        if plan is None:
+            raise ZlopsError(f"campaign of {ctx.run_key} has no plan for pool {pool}")
+        outcome = ingest_shard(ctx, run_lane(ctx, pool, device, prepared, plan, progress=progress))
+        if outcome.status is not ShardStatus.OK:
+            progress.note(f"campaign lane {pool}/{device} {outcome.status.value}: {outcome.error}")
+        return outcome
+    cases = None
+    if ctx.suite.partition is not None:  # this device's share of the cases (zlops.sharding)
+        plan = plan_partition(ctx, prepared).get(pool)
+        cases = plan.cases_of(device) if plan is not None else None
+        if cases is not None and not cases:
+            progress.note(f"shard {pool}/{device}: the partition left no case for this device")
+            outcome = ShardOutcome(pool=pool, device=device, backend=pool_cfg.backend, status=ShardStatus.OK,
+                                   artifact_dir=ctx.shard_dir(pool, device), exit_code=None, started_at=None,
+                                   ended_at=None)
+            ctx.store.record_shard(ctx.run_key, outcome)
+            return outcome
+    limits = ctx.config.host_limits(pool)
+    if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
+        from zlops.contention import wait_for_quiet
+
+        waited = wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
+        if waited.quiet and waited.waited_s > 2:
+            progress.note(f"shard {pool}/{device}: waited {waited.waited_s:.0f} s for the host to quiet down")
+        if not waited.quiet:
+            progress.note(f"shard {pool}/{device}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); "
+                          "running anyway, the run's own figures decide whether it is valid")
+    spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
+                     backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
+                     artifact_dir=ctx.shard_dir(pool, device), cases=cases)
+    with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12], device=f"{pool}/{device}"):
+        outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
+                            require_idle=pool_cfg.idle_required)
+        outcome = ingest_shard(ctx, outcome)
+    if outcome.status is not ShardStatus.OK:
+        progress.note(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
+    return outcome
+
+
+def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> list[ShardOutcome]:
+    """Every planned shard, devices in parallel (one process per device; the device lock guards)."""
+    shards = ctx.planned_shards()
+    interrupted_here = False
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
+            futures = [pool.submit(run_device, ctx, p, d, progress=progress) for p, _, d in shards]
+            outcomes = []
+            try:
+                for fut in futures:
+                    try:
+                        outcomes.append(fut.result())
+                    except (ZlopsError, OSError) as exc:  # env/worktree failure: ingest() records the shard failed
+                        log.error("device task failed: %s", exc)
+            except BaseException as exc:
+                # an interrupt lands in this (main) thread while the benchmarks run in the workers: end
+                # their process groups now, or leaving this block would wait for every benchmark
+                reason = "SIGINT" if isinstance(exc, KeyboardInterrupt) else getattr(exc, "signame",
+                                                                                     type(exc).__name__)
+                interrupted_here = proc.interrupt_all(reason) >= 0
+                raise
+            return outcomes
+    finally:
+        if interrupted_here:  # the workers are done (they recorded their shards): programs may run again
+            proc.clear_interrupt()
