@@ -127,7 +127,7 @@ def _nightly(args: argparse.Namespace) -> int:
             config.suite(name)
             result = run_nightly(config, name, sha=args.sha, run_label=args.run_id, progress=progress,
                                  slack_client=client, promote=args.promote, replace=args.replace)
-            progress.note(result.report.table)
+            progress.note(result.report.console)
             progress.note(f"report: {result.report.markdown}")
             for p in result.report.plots:
                 progress.note(f"plot:   {p}")
@@ -192,7 +192,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if run is None:
         raise ZlopsError(f"unknown run {args.run_key!r}; list runs with `zlops runs`")
     out = report(context_for(config, run.suite, run.run_key), rerender=True)
-    print(out.table)
+    print(out.console)
     print(f"report: {out.markdown}")
     note = out.markdown.parent / "rerender.txt"
     if note.exists():  # what the re-render read, and that the original artifacts were left alone

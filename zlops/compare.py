@@ -16,7 +16,8 @@ from typing import Any
 
 from zlops import metrics
 from zlops.identity import CaliberReport
-from zlops.judge import JUDGES, Judge
+from zlops.judge import JUDGES
+from zlops.judging import JudgingSetup
 from zlops.model import (
     BaselinePoint,
     CaseResult,
@@ -24,7 +25,6 @@ from zlops.model import (
     Comparison,
     Judgement,
     Summary,
-    Thresholds,
     Verdict,
 )
 
@@ -70,7 +70,6 @@ class JudgeInputs:
 
     history: Mapping[SeriesKey, Sequence[float]] = field(default_factory=dict)  # accepted medians, oldest first
     telemetry: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)    # per pool, tonight
-    policy: Any = None
     #: (pool, baseline run key) -> caliber check of tonight's identity against that baseline's
     caliber: Mapping[tuple[str, str], CaliberReport] = field(default_factory=dict)
     allow_caliber_mismatch: bool = False
@@ -93,9 +92,10 @@ def _with_note(judgement: Judgement, note: str) -> Judgement:
     return replace(judgement, note="; ".join(n for n in (judgement.note, note) if n)) if note else judgement
 
 
-def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, BaselinePoint]], thresholds: Thresholds,
+def _judge_all(setup: JudgingSetup, pending: list[tuple[SeriesKey, CaseResult, BaselinePoint]],
                extra: JudgeInputs) -> dict[SeriesKey, Judgement]:
-    """Every pending series' judgement; the noise judge runs vectorized over all of them at once."""
+    """Every pending series' judgement under the run's judging setup; the noise judge runs vectorized
+    over all of them at once, the simple one series by series."""
     from zlops.judge import noise_judge_many
 
     out: dict[SeriesKey, Judgement] = {}
@@ -108,14 +108,15 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
         refused, note = checked[at]
         if refused is not None:
             out[key] = refused
-        elif judge is JUDGES.get("noise"):
+        elif setup.judge == "noise":
             batch.append((key, res, base, note))
         else:
-            out[key] = _with_note(judge(base.summary, res.samples, res.lower_is_better, thresholds), note)
+            out[key] = _with_note(JUDGES[setup.judge](base.summary, res.samples, res.lower_is_better,
+                                                      setup.thresholds), note)
     if batch:
         judged = noise_judge_many(
             [(b, r.samples, r.lower_is_better, extra.history.get(k, ()), extra.telemetry.get(k[0]),
-              extra.processes.get(k, ())) for k, r, b, _ in batch], thresholds, policy=extra.policy)
+              extra.processes.get(k, ())) for k, r, b, _ in batch], setup.thresholds, policy=setup.policy)
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
             out[key] = _with_note(judgement, note)
     return out
@@ -123,9 +124,10 @@ def _judge_all(judge: Judge, pending: list[tuple[SeriesKey, CaseResult, Baseline
 
 def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey, CaseResult],
                       baselines: dict[SeriesKey, BaselinePoint], newest_baseline_run: dict[str, str],
-                      judge: Judge, thresholds: Thresholds, inputs: JudgeInputs | None = None,
+                      setup: JudgingSetup, inputs: JudgeInputs | None = None,
                       head_summaries: Mapping[SeriesKey, Summary] | None = None) -> list[Comparison]:
-    """Judge every series of tonight, plus the expected series tonight did not produce.
+    """Judge every series of tonight, plus the expected series tonight did not produce, under ``setup``
+    (the judge, its thresholds and noise policy: :mod:`zlops.judging`, built once per run).
 
     ``head_summaries``: tonight's side of each row when already computed (``Summary.of`` of its samples).
 
@@ -145,7 +147,7 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         bases[key] = base
         if base is not None:
             pending.append((key, res, base))
-    judged = _judge_all(judge, pending, thresholds, extra)
+    judged = _judge_all(setup, pending, extra)
     for key in sorted(head):
         pool, case, metric = key
         res = head[key]

@@ -250,6 +250,6 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
         summaries = [e.get("telemetry") or {} for e in extras]
         telemetry[pool] = max(summaries, key=lambda t: (t.get("below_90pct_peak_share") or 0.0,
                                                         t.get("temp_max_c") or 0.0))
-    return cmp.JudgeInputs(history=history, telemetry=telemetry, policy=policy, caliber=caliber,
+    return cmp.JudgeInputs(history=history, telemetry=telemetry, caliber=caliber,
                            allow_caliber_mismatch=setup.allow_caliber_mismatch, failed_pools=failed_pools,
                            processes=processes)

@@ -39,7 +39,6 @@ from zlops.errors import ConfigError, GitError, ZlopsError
 from zlops.evidence import series_histories
 from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
 from zlops.ingest import read_shard
-from zlops.judge import get_judge
 from zlops.model import BaselinePoint, CaseResult, Comparison, RunRecord, RunStatus, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
@@ -351,7 +350,6 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
     # one judging setup, built once from the config (zlops.judging) and stored with the PR's head run,
     # as the nightly does: a re-render or rescore reads what was applied, not a later config
     setup = dataclasses.replace(judging.from_config(config), allow_caliber_mismatch=allow_caliber_mismatch)
-    judge_fn = get_judge(setup.judge)
     noise = setup.judge == "noise" and setup.policy is not None
     out: dict[str, list[Comparison]] = {}
     nightly: dict[Any, Any] = {}
@@ -375,10 +373,10 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
         if noise:
             for key in heads:
                 history[key] = list(nightly.get((req.pool, key[1], key[2]), []))
-        inputs = JudgeInputs(history=history, policy=setup.policy, caliber={(pool, plan.base_key or ""): caliber},
+        inputs = JudgeInputs(history=history, caliber={(pool, plan.base_key or ""): caliber},
                              allow_caliber_mismatch=allow_caliber_mismatch)
         rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},
-                                 judge=judge_fn, thresholds=setup.thresholds, inputs=inputs)
+                                 setup=setup, inputs=inputs)
         if noise and plan.same_device:
             rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], setup.policy)
         out[variant] = rows

@@ -107,3 +107,15 @@ def test_small_deltas_use_the_base_values_precision_not_exponents() -> None:
     assert cells.fmt_delta(0.002043, "ms", scale=0.7438) == "+0.002 ms"
     assert cells.fmt_delta(367.8, "us", scale=1240.0) == "+368 us"
     assert cells.fmt_delta(1e-9, "ms", scale=0.2) == "0 ms"
+
+
+def test_a_big_table_is_brief_for_the_console_and_keeps_every_flag(summary: CompareSummary) -> None:
+    """A 20,000-series night must not print 20,000 lines to a terminal or a task log: above ``max_rows``
+    each pool is one line of counts, and the flagged series and the overall line stay whole."""
+    brief = compare_table(summary, max_rows=3)
+    assert "### npu: 3 series: 1 improved, 1 regression, 1 unchanged" in brief
+    assert "### cuda: 4 series: 1 missing, 1 new, 1 potential, 1 unchanged" in brief
+    assert "add_fp32" not in brief.split("Flagged:")[0]
+    assert "(7 rows, above 3: the per-pool tables are in report.txt)" in brief
+    assert brief.split("Flagged:")[1] == GOLDEN.split("Flagged:")[1]
+    assert compare_table(summary, max_rows=7) == GOLDEN   # at or under the limit: the whole table

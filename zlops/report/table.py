@@ -25,8 +25,13 @@ def compare_table(
     *,
     base_label: str | None = None,
     head_label: str | None = None,
+    max_rows: int | None = None,
 ) -> str:
     """Render ``summary`` as a plain-text compare table (pure and deterministic).
+
+    ``max_rows``: above that many rows the per-pool tables are left out (a terminal or a task log of a
+    20,000-series suite): each pool gets one line of counts instead, and the flagged series, the reasons
+    and the overall line follow as always; the full table is in the run's ``report.txt``.
 
     ``base_label`` / ``head_label`` replace the commit ids of the header line (for example
     ``"main@1a2b3c4"``); by default they are the short baseline sha (or ``several baselines``) and
@@ -40,9 +45,21 @@ def compare_table(
     groups = cells.by_pool(summary.comparisons)
     if not groups:
         lines += ["", "(no comparisons)"]
+    brief = max_rows is not None and len(summary.comparisons) > max_rows
+    if brief and groups:
+        lines.append("")
     for pool, comparisons in groups.items():
+        if brief:
+            counts: dict[str, int] = {}
+            for c in comparisons:
+                counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
+            lines += [f"### {pool}: {len(comparisons)} series: "
+                      + ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))]
+            continue
         lines += ["", f"### {pool}", ""]
         lines += _render_rows([COLUMNS, *pool_rows(comparisons)])
+    if brief:
+        lines += ["", f"({len(summary.comparisons)} rows, above {max_rows}: the per-pool tables are in report.txt)"]
 
     caliber = caliber_lines(summary.comparisons)
     if caliber:

@@ -15,7 +15,6 @@ from typing import Any
 
 from zlops import compare as cmp
 from zlops import evidence, gitops, judging
-from zlops.judge import get_judge
 from zlops.model import CompareSummary, ShardStatus, Summary, Verdict
 from zlops.progress import LogProgress, Progress
 from zlops.steps.context import RunContext
@@ -60,8 +59,7 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
         inputs = evidence.judge_inputs(ctx, store, head, baselines, set(shas), setup=setup, frame=window.history)
         points = series_points(head)  # tonight's median, n and spread per series: its row and its history point
         rows = cmp.build_comparisons(suite=ctx.suite_name, pools=ctx.suite.pools, head=head, baselines=baselines,
-                                     newest_baseline_run=newest, judge=get_judge(setup.judge),
-                                     thresholds=setup.thresholds, inputs=inputs,
+                                     newest_baseline_run=newest, setup=setup, inputs=inputs,
                                      head_summaries={(p.pool, p.case, p.metric): Summary(p.median, p.n)
                                                      for p in points})
         rows = evidence.invalid_rows(ctx.suite_name, rows, results, invalid, head, baselines)

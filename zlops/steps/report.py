@@ -34,6 +34,9 @@ class ReportOutput:
     table: str
     html: Path | None = None
     figures: RunFigures | None = None
+    #: what a terminal or a task log shows: the table when it has at most CONSOLE_ROWS rows, else counts
+    #: per pool, the flagged series and the overall line (the full table is ``text``)
+    console: str = ""
 
     def to_xcom(self) -> dict[str, Any]:
         return {"markdown": str(self.markdown), "plots": [str(p) for p in self.plots],
@@ -74,7 +77,10 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         out_dir = next_render_dir(ctx.run_dir) if rerender else ctx.run_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         run, baseline_line = with_promotion(ctx, run)
-        table = compare_table(summary) + (f"\nbaseline: {baseline_line}" if baseline_line else "")
+        tail = f"\nbaseline: {baseline_line}" if baseline_line else ""
+        table = compare_table(summary) + tail
+        console = table if len(summary.comparisons) <= CONSOLE_ROWS else \
+            compare_table(summary, max_rows=CONSOLE_ROWS) + tail + f"\nfull table: {out_dir / 'report.txt'}"
         if baseline_line:
             progress.note(f"baseline: {baseline_line}")
         text_path = out_dir / "report.txt"
@@ -118,14 +124,17 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
                              encoding="utf-8")
         if rerender:  # a re-render is a reading of the store: nothing is announced again
             return ReportOutput(text_path, md_path, tuple(figures.trends.values()),
-                                None, table, html_path, figures)
+                                None, table, html_path, figures, console)
         sent = announce(store, run=run, summary=summary, shards=shards, channel=channel, client=slack_client,
                         run_dir=ctx.run_dir, figures=figures, digest=digest, report_files=(md_path, html_path),
                         thresholds=pcts, judge=setup.judge, expected_pools=ctx.suite.pools)
-    return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures)
+    return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures,
+                        console)
 
 
 RERENDER_NOTE = "rerender.txt"
+#: the most rows a terminal or task log gets as a full table (ReportOutput.console)
+CONSOLE_ROWS = 200
 #: files whose presence means the run was rendered before: a re-render then goes to a new folder
 _RENDERED = ("report.md", "report.txt", "report.html", "plots")
 
