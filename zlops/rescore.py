@@ -9,7 +9,16 @@ finished before it started), with the flags the night ran with (``--allow-calibe
 keeps the compare table it replaces in the store's archive, so the original verdicts stay beside the
 new ones. It refuses, with a non-zero exit, when a shard that produced data has lost its artifacts: it
 re-derives verdicts from what was measured or not at all. A rescore that changes no row stores
-nothing and adds no archive revision. ``zlops rescore --show RUN`` lists the archived revisions.
+no compare table and adds no archive revision. ``zlops rescore --show RUN`` lists the archived revisions.
+
+The run's series points (per series the pooled median, n and spread: what the next nights' history and
+baselines read, :mod:`zlops.store.points`) are made of the same re-read results, and a rescore can
+change them: a newer adapter reads other samples or cases, today's contention limits turn a shard
+INVALID (its results become evidence, out of history) or OK again, a fixed parser turns a FAILED shard
+into data, and a campaign's derived series follow its lanes. Re-recording the shards drops the points
+(:func:`zlops.store.runs.record_shard`); the rescore writes them again from the stored results in the
+transaction that stores its table (:func:`zlops.store.series.refresh_series_points`), so history never
+keeps the figures of a parse the rescore replaced, nor loses the night.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from zlops.ingest import ShardRead, read_shard
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest
 from zlops.store.comparisons import archive_comparisons, save_comparisons
+from zlops.store.series import refresh_series_points
 
 log = logging.getLogger(__name__)
 
@@ -133,12 +143,15 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     after = {(c.pool, c.case, c.metric): c for c in summary.comparisons}
     changes = tuple(RescoreChange(*key, before.get(key), after.get(key)) for key in sorted(before.keys() | after))
     revision = None
-    if any(_differs(before.get(k), after.get(k)) for k in before.keys() | after):
-        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with store.session() as session:  # archive and replace in one transaction
+    with store.session() as session:  # the run's points, and its table when it changed, in one transaction
+        if any(_differs(before.get(k), after.get(k)) for k in before.keys() | after):
+            when = datetime.now(timezone.utc).isoformat(timespec="seconds")
             revision = archive_comparisons(session, run_key, when=datetime.now(timezone.utc),
                                            reason=f"rescore at {when} by zlops {__version__} (judge {config.judge})")
             save_comparisons(session, run_key, summary.comparisons)
+        # re-recording the shards dropped the run's series points (the next nights' history): write them
+        # again from the re-read results, so history reads the rescored figures from points, as for any night
+        refresh_series_points(session, run_key)
     log.info("rescored %s: %d changed", run_key, sum(c.changed for c in changes))
     return RescoreResult(run_key, revision, summary, changes, reparsed, tuple(failed), note)
 
