@@ -145,10 +145,11 @@ def detect_file_formats(path: Path, *, exclude: str | None = None) -> dict[str, 
     return detect_formats(text, exclude=exclude)
 
 
-def parse_results_with_report(fmt: str, path: Path) -> ParseReport:
+def parse_results_with_report(fmt: str, path: Path, *, root: Path | None = None) -> ParseReport:
     """Like :func:`parse_results`, plus what the adapter left out (its ``parse_with_report``, where it
-    has one; an adapter without one drops nothing it does not raise for)."""
-    text = _read(path)
+    has one; an adapter without one drops nothing it does not raise for). ``root``: the folder the
+    file must stay in, as for :func:`parse_results`."""
+    text = _read(path, root=root)
     get_parser(fmt)  # an unknown format raises here, listing the known ones
     with_report = getattr(importlib.import_module(_MODULES[fmt]), "parse_with_report", None)
     if with_report is None:
