@@ -262,7 +262,6 @@ def _finish_lane(ctx: RunContext, pool: str, device: int, backend: str, lane_dir
                  placements: Sequence[Placement], outcomes: Sequence[ShardOutcome], rows: list[dict[str, Any]],
                  results: list[CaseResult]) -> ShardOutcome:
     ok = [o for o in outcomes if o.status is ShardStatus.OK]
-    bad = [r for r in rows if r["status"] != ShardStatus.OK.value]
     starts = [o.started_at for o in outcomes if o.started_at is not None]
     ends = [o.ended_at for o in outcomes if o.ended_at is not None]
     results_file = lane_dir / LANE_RESULTS
@@ -272,16 +271,7 @@ def _finish_lane(ctx: RunContext, pool: str, device: int, backend: str, lane_dir
     else:
         results_file.unlink(missing_ok=True)
     _merge_telemetry(lane_dir, [shard_dir(lane_dir, p.shard) for p in placements])
-    if not placements:
-        status, error = ShardStatus.OK, None
-    elif ok and results:
-        status = ShardStatus.OK
-        error = None if not bad else (f"{len(bad)} of {len(rows)} campaign shards did not measure: "
-                                      + "; ".join(f"{r['series_case']} {r['status']}: {r['error']}" for r in bad))
-    else:
-        status = ShardStatus.FAILED
-        error = "every campaign shard of the lane failed: " + "; ".join(
-            f"{r['series_case']} {r['status']}: {r['error']}" for r in bad)
+    status, error = lane_status(rows, results)
     identity = next(((read_manifest(o.artifact_dir) or {}).get("identity") for o in ok), None)
     manifest = {"manifest_version": 1, "run_key": ctx.run_key, "suite": ctx.suite_name, "commit": ctx.sha,
                 "pool": pool, "device": device, "backend": backend, "campaign_lane": True,
@@ -295,6 +285,76 @@ def _finish_lane(ctx: RunContext, pool: str, device: int, backend: str, lane_dir
                         exit_code=manifest["exit_code"], started_at=min(starts) if starts else None,
                         ended_at=max(ends) if ends else None, error=error,
                         results_file=results_file if results else None)
+
+
+def lane_status(rows: Sequence[Mapping[str, Any]], results: Sequence[CaseResult]) -> tuple[ShardStatus, str | None]:
+    """A lane's status and error from its shards' rows (``series_case``, ``status``, ``error``): OK when
+    one measured (the others named in the error), FAILED when none did, OK and empty with no shard."""
+    bad = [r for r in rows if r["status"] != ShardStatus.OK.value]
+    if not rows:
+        return ShardStatus.OK, None
+    if len(bad) < len(rows) and results:
+        return ShardStatus.OK, None if not bad else (
+            f"{len(bad)} of {len(rows)} campaign shards did not measure: "
+            + "; ".join(f"{r['series_case']} {r['status']}: {r['error']}" for r in bad))
+    return ShardStatus.FAILED, "every campaign shard of the lane failed: " + "; ".join(
+        f"{r['series_case']} {r['status']}: {r['error']}" for r in bad)
+
+
+def reread_lane(ctx: RunContext, plan: CampaignPlan, lane: ShardOutcome) -> tuple[ShardOutcome, list[CaseResult]]:
+    """Lane ``lane`` read again from its gang shards' own results files, each as :func:`run_lane` read
+    it (:func:`lane_shard`, i.e. :func:`zlops.ingest.read_shard` with today's adapter), for a rescore.
+
+    The lane's ``campaign_results.json`` holds what the night's adapter made of those files; a rescore
+    that read only it would never apply a fixed adapter to a campaign. A gang shard whose benchmark
+    crashed or timed out (its manifest says so) stays as it was; one the night found malformed is
+    read again. Writes nothing. Returns the lane's outcome (status and error as :func:`run_lane`
+    settles them; the contention rule is the caller's, on the lane's telemetry) and its results.
+    """
+    from zlops.runner import outcome_from_manifest
+
+    rows: list[dict[str, Any]] = []
+    results: list[CaseResult] = []
+    for pl in plan.lane(lane.device):
+        art = shard_dir(lane.artifact_dir, pl.shard)
+        manifest = read_manifest(art)
+        try:
+            outcome = outcome_from_manifest(manifest, art) if manifest else None
+        except (KeyError, ValueError, TypeError):
+            outcome = None
+        if outcome is None:
+            rows.append({"series_case": pl.shard.series_case, "status": ShardStatus.FAILED.value,
+                         "error": f"no readable {MANIFEST} in {art}"})
+            continue
+        outcome, mine = lane_shard(ctx, pl.shard, outcome)
+        results += mine
+        rows.append({"series_case": pl.shard.series_case, "status": outcome.status.value, "error": outcome.error})
+    status, error = lane_status(rows, results)
+    return replace(lane, status=status, error=error), results
+
+
+def is_lane(outcome: ShardOutcome) -> bool:
+    """Whether a stored shard is a campaign lane (its folder holds the lane's ``campaign.json``)."""
+    return (outcome.artifact_dir / LANE_FILE).is_file()
+
+
+def lane_missing(lane: ShardOutcome) -> list[str]:
+    """What :func:`reread_lane` would need and is gone: the results files of the lane's shards that
+    measured OK (its ``campaign.json`` rows), or that file itself."""
+    try:
+        rows = json.loads((lane.artifact_dir / LANE_FILE).read_text(encoding="utf-8"))["shards"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [str(lane.artifact_dir / LANE_FILE)]
+    gone = []
+    for row in rows:
+        if not isinstance(row, Mapping) or row.get("status") != ShardStatus.OK.value:
+            continue
+        art = lane.artifact_dir / str(row.get("artifacts"))
+        manifest = read_manifest(art) or {}
+        results = manifest.get("results_file")
+        if not results or not Path(results).is_file():
+            gone.append(f"{row.get('series_case')} ({results or f'no manifest in {art}'})")
+    return gone
 
 
 # --- derived series -----------------------------------------------------------------------------------

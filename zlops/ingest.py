@@ -82,11 +82,21 @@ def read_shard(config: Config, suite_name: str, outcome: ShardOutcome, *, result
             return ShardRead(replace(outcome, status=ShardStatus.FAILED, error=f"{what}: {exc}"))
         if not results:
             return ShardRead(replace(outcome, status=ShardStatus.FAILED, error=f"results file {path} holds no cases"))
+    return apply_contention(config, outcome, results, telemetry)
+
+
+def apply_contention(config: Config, outcome: ShardOutcome, results: Sequence[CaseResult],
+                     telemetry: Mapping[str, Any] | None) -> ShardRead:
+    """The contention rule on a read shard: with ``telemetry``, an OK shard measured beside a busy host
+    or a foreign device process is INVALID with the figure behind it, its results kept as evidence.
+    :func:`read_shard` ends with it; a rescore of a campaign lane (read from its gang shards' own
+    files, :func:`zlops.campaign_run.reread_lane`) applies it to the lane as ingest does."""
+    kept = tuple(results) if outcome.status is ShardStatus.OK else ()
     if outcome.status is ShardStatus.OK and telemetry is not None:  # beside a busy host or a foreign process?
         from zlops.contention import shard_invalid_reason
 
         reason = shard_invalid_reason(telemetry, config.host_limits(outcome.pool))
         if reason:
             log.warning("shard %s/%s invalid: %s", outcome.pool, outcome.device, reason)
-            return ShardRead(replace(outcome, status=ShardStatus.INVALID, error=reason), results)
-    return ShardRead(outcome, results if outcome.status is ShardStatus.OK else ())
+            return ShardRead(replace(outcome, status=ShardStatus.INVALID, error=reason), kept)
+    return ShardRead(outcome, kept)

@@ -2,7 +2,8 @@
 
 Parsers and judging criteria change (the seed's IR-fingerprint criterion changed twice and moved 24
 operators between verdicts); re-running a screen costs hours, re-reading the artifacts seconds.
-Rescoring re-parses every shard's results file with today's adapter, replaces the run's result rows,
+Rescoring re-parses every shard's results file with today's adapter (a campaign lane: each of its gang
+shards' own files, :func:`zlops.campaign_run.reread_lane`), replaces the run's result rows,
 judges again with today's judge and thresholds against the night's own baseline (the baseline runs
 its compare recorded in the run's meta; for a run compared before they were recorded, the runs that
 finished before it started), with the flags the night ran with (``--allow-caliber-mismatch``), and
@@ -33,7 +34,8 @@ from typing import Any
 from zlops import __version__, pipeline
 from zlops.config import Config
 from zlops.errors import ZlopsError
-from zlops.ingest import ShardRead, read_shard
+from zlops.campaign_run import is_lane, lane_missing, reread_lane, store_derived, stored_plans
+from zlops.ingest import ShardRead, apply_contention, read_shard
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest
 from zlops.store.comparisons import archive_comparisons, save_comparisons
@@ -101,8 +103,13 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     ctx = pipeline.context_for(config, run.suite, run_key)
     shards = store.shards(run_key)
     files = {(o.pool, o.device): _results_path(o) for o in shards}
+    plans = stored_plans(run.meta) if ctx.suite.campaign is not None else {}
+    lanes = {(o.pool, o.device): plans[o.pool] for o in shards if o.pool in plans and is_lane(o)}
     gone = [f"{o.pool}/{o.device} ({files[(o.pool, o.device)] or 'no results file recorded'})" for o in shards
-            if o.status is ShardStatus.OK and not (files[(o.pool, o.device)] and files[(o.pool, o.device)].exists())]
+            if (o.pool, o.device) not in lanes and o.status is ShardStatus.OK
+            and not (files[(o.pool, o.device)] and files[(o.pool, o.device)].exists())]
+    gone += [f"{o.pool}/{o.device} campaign shard {what}" for o in shards if (o.pool, o.device) in lanes
+             for what in lane_missing(o)]
     if gone or not shards:
         what = ", ".join(gone) if gone else "the run has no shard"
         raise ZlopsError(f"cannot rescore {run_key}: the artifacts it would re-derive from are gone: {what}. Rescore "
@@ -113,10 +120,14 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     reparsed, failed = 0, []
     for outcome in shards:
         path = files[(outcome.pool, outcome.device)]
-        if path is None or not path.exists():
+        plan = lanes.get((outcome.pool, outcome.device))
+        if plan is None and (path is None or not path.exists()):
             continue  # nothing was written: the shard's status stands
         extra = extras.get((outcome.pool, outcome.device), {})
-        if outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
+        if plan is not None:  # a campaign lane: its gang shards' own files, each read as the lane read it
+            lane, results = reread_lane(ctx, plan, outcome)
+            read = apply_contention(config, lane, results, extra.get("telemetry") or {})
+        elif outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
             read = ShardRead(outcome)  # a crash stays a crash, whatever the file says
         else:  # the file read as the nightly reads it, today's contention limits on what was sampled
             read = read_shard(config, ctx.suite_name, replace(outcome, status=ShardStatus.OK, error=None),
@@ -127,8 +138,6 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
                            telemetry=extra.get("telemetry"), identity=extra.get("identity"))
         reparsed += 1
     if ctx.suite.campaign is not None:  # the derived series, from the re-parsed lanes
-        from zlops.campaign_run import store_derived
-
         store_derived(ctx, store)
     baseline_runs = run.meta.get("baseline_runs")
     if isinstance(baseline_runs, dict):

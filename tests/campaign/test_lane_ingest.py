@@ -211,3 +211,69 @@ def test_a_contended_campaign_ab_shard_is_invalid_as_a_plain_shard_is(monkeypatc
     # and a quiet one measures
     _, error = _ab(monkeypatch, tmp_path, config, GOOD, {"foreign_cpu_mean_pct": 3.0})
     assert str(error) == "."
+
+
+# --- a rescore reads a lane again from its gang shards' own files ----------------------------------------
+
+def test_rereading_a_lane_applies_today_s_adapter_to_its_gang_shards(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane file holds what the night's adapter made of the gang shards' files; a rescore reads those
+    files again (campaign_run.reread_lane), each as the lane read it, so a fixed adapter reaches campaigns."""
+    from zlops import ingest as ingest_mod
+    from zlops.campaign_run import reread_lane
+
+    config = _config(tmp_path)
+    ctx = RunContext(config, "coll", RUN_KEY, SHA)
+    _measured(ctx, GOOD)
+    lane, _ = _lane(ctx, tmp_path)
+    plan = make_plan("cpu2", [CASE], [0, 1], {})
+    night = {r.metric: r.samples for r in read_shard(config, "coll", lane).results}
+    again, results = reread_lane(ctx, plan, lane)  # the same adapter: the same lane
+    assert again == lane and {r.metric: r.samples for r in results} == night
+    parse = ingest_mod.parse_results
+
+    def newer(fmt: str, path: Path, **limits: Any) -> list[Any]:  # a newer collectives adapter: execute_s x2
+        from dataclasses import replace
+
+        out = parse(fmt, path, **limits)
+        return [replace(r, samples=tuple(2 * v for v in r.samples)) if fmt == "collectives" and r.metric == "execute_s"
+                else r for r in out]
+
+    monkeypatch.setattr(ingest_mod, "parse_results", newer)
+    again, results = reread_lane(ctx, plan, lane)
+    assert again.status is ShardStatus.OK
+    got = {r.metric: r.samples for r in results}
+    assert got["execute_s"] == tuple(2 * v for v in night["execute_s"]) and got["wall_s"] == night["wall_s"]
+    assert {r.case for r in results} == {CASE.series_case}
+    # the lane file itself still says what the night read (a rescore writes no artifact)
+    assert {r.metric: r.samples for r in read_shard(config, "coll", lane).results} == night
+
+
+def test_rereading_a_lane_turns_a_night_malformed_shard_into_data_and_keeps_a_crash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from zlops import ingest as ingest_mod
+    from zlops.campaign_run import reread_lane
+    from zlops.formats import parse_text
+
+    config = _config(tmp_path)
+    ctx = RunContext(config, "coll", RUN_KEY, SHA)
+    outcome = _measured(ctx, FILES["a string where a number belongs"][0])
+    lane, row = _lane(ctx, tmp_path)
+    plan = make_plan("cpu2", [CASE], [0, 1], {})
+    assert lane.status is ShardStatus.FAILED and row["status"] == "failed"
+    again, results = reread_lane(ctx, plan, lane)  # the same adapter: the same failure, word for word
+    assert (again.status, again.error, results) == (lane.status, lane.error, [])
+    def fixed(fmt: str, path: Path, **_: Any) -> list[Any]:  # a fixed adapter: it reads that file as GOOD's
+        return parse_text(fmt, GOOD, source=str(path))
+
+    monkeypatch.setattr(ingest_mod, "parse_results", fixed)
+    again, results = reread_lane(ctx, plan, lane)
+    assert again.status is ShardStatus.OK and again.error is None and {r.case for r in results} == {CASE.series_case}
+    # a gang shard whose benchmark crashed stays crashed, whatever a parser would make of its file
+    manifest = json.loads((outcome.artifact_dir / MANIFEST).read_text())
+    (outcome.artifact_dir / MANIFEST).write_text(json.dumps({**manifest, "status": "failed", "exit_code": 3,
+                                                             "error": "benchmark exited with code 3"}))
+    again, results = reread_lane(ctx, plan, lane)
+    assert again.status is ShardStatus.FAILED and results == []
+    assert again.error == f"every campaign shard of the lane failed: {CASE.series_case} failed: benchmark exited with code 3"
+
