@@ -233,6 +233,6 @@ def test_a_results_file_linked_from_outside_the_bundle_is_refused(tmp_path: Path
     outside = tmp_path / "elsewhere.json"
     (bundle / "results.json").rename(outside)
     (bundle / "results.json").symlink_to(outside)
-    assert verify_bundle(bundle).problems == (
-        f"results file does not parse as zlops-json: {bundle / 'results.json'}: the results file is a symlink "
-        f"leading out of the shard folder {bundle} (to {outside}); the benchmark must write a regular file there",)
+    said = (f"results file does not parse as zlops-json: {bundle / 'results.json'}: the results file is a symlink "
+            f"leading out of the shard folder {bundle} (to {outside}); the benchmark must write a regular file there")
+    assert verify_bundle(bundle).problems == (said,)

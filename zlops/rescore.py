@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from zlops import __version__, pipeline
+from zlops.campaign_run import is_lane, lane_missing, reread_lane, store_derived, stored_plans
 from zlops.config import Config
 from zlops.errors import ZlopsError
-from zlops.campaign_run import is_lane, lane_missing, reread_lane, store_derived, stored_plans
 from zlops.ingest import ShardRead, apply_contention, read_shard
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest

@@ -275,5 +275,6 @@ def test_rereading_a_lane_turns_a_night_malformed_shard_into_data_and_keeps_a_cr
                                                              "error": "benchmark exited with code 3"}))
     again, results = reread_lane(ctx, plan, lane)
     assert again.status is ShardStatus.FAILED and results == []
-    assert again.error == f"every campaign shard of the lane failed: {CASE.series_case} failed: benchmark exited with code 3"
+    assert again.error == (f"every campaign shard of the lane failed: {CASE.series_case} failed: "
+                           "benchmark exited with code 3")
 
