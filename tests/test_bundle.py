@@ -225,3 +225,14 @@ def test_cli_verify_ok_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert data["ok"] is False
     assert [b["ok"] for b in data["bundles"]] == [True, False]
     assert "no shard bundle" in data["bundles"][1]["problems"][0]
+
+
+def test_a_results_file_linked_from_outside_the_bundle_is_refused(tmp_path: Path) -> None:
+    """The bundle's results file is read as ingest reads a shard's: a link out of the bundle is not data."""
+    bundle = make_bundle(tmp_path / "b", CASES)
+    outside = tmp_path / "elsewhere.json"
+    (bundle / "results.json").rename(outside)
+    (bundle / "results.json").symlink_to(outside)
+    said = (f"results file does not parse as zlops-json: {bundle / 'results.json'}: the results file is a symlink "
+            f"leading out of the shard folder {bundle} (to {outside}); the benchmark must write a regular file there")
+    assert verify_bundle(bundle).problems == (said,)

@@ -107,12 +107,14 @@ def results_path(bundle: Path, manifest: dict[str, Any]) -> Path | None:
 
 
 def read_results(bundle: Path, manifest: dict[str, Any]) -> ParseReport:
-    """Parse the bundle's results file with the manifest's format; :class:`ParseError` names the file."""
+    """Parse the bundle's results file with the manifest's format; :class:`ParseError` names the file.
+    Read as ingest reads a shard's (zlops.formats: a regular file inside the bundle; a link out of it
+    is refused, a copied bundle must stand alone)."""
     fmt = manifest.get("format")
     path = results_path(bundle, manifest)
     if not isinstance(fmt, str) or path is None:
         raise ParseError(f"{MANIFEST} names no results file and format", path=str(bundle / MANIFEST))
-    return parse_results_with_report(fmt, path)
+    return parse_results_with_report(fmt, path, root=bundle)
 
 
 def verify_bundle(bundle: Path) -> BundleReport:

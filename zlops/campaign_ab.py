@@ -11,7 +11,9 @@ shards (case, P, variant, stack, size) of tonight's stored plan that produce it:
 
 One A/B run of a side runs exactly those shards, one after the other, each on the first P devices
 of the pool (the same gang for base and head) under a gang lease (:func:`zlops.runner.run_shard`
-with ``gang``), parses them like a lane does (:func:`zlops.campaign_run.shard_results`) and derives
+with ``gang``), reads them like a lane does (:func:`zlops.campaign_run.read_campaign_shard`, i.e.
+:func:`zlops.ingest.read_shard` with the shard's own telemetry: malformed is FAILED, contended is
+INVALID, as for every shard) and derives
 the derived series of that run (:func:`zlops.scaling.derive`), so an efficiency or a ratio gets one
 value per A/B run, like a measured series. The interleaving, the pairs added while undecided, the
 budget and the judgement are :mod:`zlops.confirm`'s own.
@@ -32,9 +34,8 @@ from typing import TYPE_CHECKING
 
 from zlops import scaling
 from zlops.campaign import CampaignCase
-from zlops.campaign_run import shard_results, stored_plans
-from zlops.contention import shard_invalid_reason
-from zlops.errors import DeviceBusy, ParseError, ZlopsError
+from zlops.campaign_run import read_campaign_shard, stored_plans
+from zlops.errors import DeviceBusy, ZlopsError
 from zlops.model import Comparison, ShardStatus
 from zlops.runner import ShardSpec, run_shard
 from zlops.telemetry import summarize_dir
@@ -168,12 +169,11 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
             raise DeviceBusy(f"A/B shard {shard.series_case} in {art} skipped: {outcome.error}")
         if outcome.status is not ShardStatus.OK or outcome.results_file is None:
             raise ZlopsError(f"A/B shard {shard.series_case} in {art} {outcome.status.value}: {outcome.error}")
-        reason = shard_invalid_reason(summarize_dir(art), ctx.config.host_limits(pool))
-        if reason:
-            raise ZlopsError(f"A/B shard {shard.series_case} in {art} invalid: {reason}")
-        try:
-            results += shard_results(ctx, shard, outcome)
-        except ParseError as exc:
-            raise ZlopsError(f"A/B shard {shard.series_case} in {art}: {exc}") from exc
+        read = read_campaign_shard(ctx, shard, outcome, telemetry=summarize_dir(art))
+        if read.outcome.status is ShardStatus.INVALID:
+            raise ZlopsError(f"A/B shard {shard.series_case} in {art} invalid: {read.outcome.error}")
+        if not read.usable:
+            raise ZlopsError(f"A/B shard {shard.series_case} in {art}: {read.outcome.error}")
+        results += read.results
     derived = scaling.derive(results, campaign.ratios, metric=campaign.scaling_metric)
     return {(r.case, r.metric): r.median for r in (*results, *derived)}, device_s

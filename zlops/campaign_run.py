@@ -6,7 +6,8 @@
   planned order; each waits for the shards planned before it on any of its devices, then takes the
   gang lease of all its P devices (:func:`zlops.locks.gang_lease`), checks each is idle, samples
   telemetry on all P and runs the command with ``{devices}`` etc. filled (:func:`zlops.runner.run_shard`).
-  Each shard's results (the suite's ``format``) are renamed to their series
+  Each shard's results (the suite's ``format``, read by :func:`zlops.ingest.read_shard` like any
+  shard's: a malformed file FAILs the shard with the same error) are renamed to their series
   (``<stem>/p<P>/<variant>/<stack>``) and the lane writes them as ONE zlops-json file, so the lane is
   an ordinary shard for ingest, re-runs, rescore and reports.
 - :func:`store_derived` adds the derived series (zlops.scaling) to the run after every lane is in.
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from zlops import scaling
 from zlops.campaign import CampaignCase, CampaignPlan, Placement, campaign_cases, make_plan, size_label
 from zlops.errors import ParseError, ZlopsError
-from zlops.formats import parse_results
+from zlops.ingest import ShardRead, read_shard
 from zlops.model import CaseResult, ShardOutcome, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import MANIFEST, ShardSpec, read_manifest, run_shard
@@ -133,22 +134,35 @@ def _reused(ctx: RunContext, art: Path) -> ShardOutcome | None:
     return out if out.results_file is not None and out.results_file.is_file() else None
 
 
-def shard_results(ctx: RunContext, case: CampaignCase, outcome: ShardOutcome) -> list[CaseResult]:
-    """The shard's results in the suite's format, renamed to the shard's series, with the shard in
-    ``params["campaign"]`` (its devices and its seconds too: the next nights' weights)."""
-    assert outcome.results_file is not None
-    parsed = parse_results(ctx.suite.format, outcome.results_file, root=outcome.artifact_dir,
-                           max_bytes=ctx.config.results_max_bytes(ctx.suite_name),
-                           timeout_s=ctx.config.results_parse_timeout_s)
+def read_campaign_shard(ctx: RunContext, case: CampaignCase, outcome: ShardOutcome, *,
+                        telemetry: Mapping[str, Any] | None = None) -> ShardRead:
+    """One gang shard read as every shard is read (:func:`zlops.ingest.read_shard`, in the suite's
+    ``format``): a malformed, refused or empty file makes it FAILED with the same error a plain
+    shard's would get, and with ``telemetry`` a contended shard is INVALID. Its results are renamed
+    to the shard's series (:func:`as_shard_series`); a file that measures one metric for two cases
+    is malformed too."""
     manifest = read_manifest(outcome.artifact_dir) or {}
+
+    def adapt(parsed: Sequence[CaseResult]) -> list[CaseResult]:
+        return as_shard_series(case, parsed, devices=manifest.get("devices"), duration_s=outcome.duration_s,
+                               source=str(outcome.results_file))
+
+    return read_shard(ctx.config, ctx.suite_name, outcome, fmt=ctx.suite.format, telemetry=telemetry, adapt=adapt)
+
+
+def as_shard_series(case: CampaignCase, parsed: Sequence[CaseResult], *, devices: Any, duration_s: float | None,
+                    source: str) -> list[CaseResult]:
+    """The shard's results renamed to the shard's series, with the shard in ``params["campaign"]``
+    (its devices and its seconds too: the next nights' weights). Raises ParseError when a metric
+    appears for two cases: a campaign shard measures one case."""
     shard = {**case.to_dict(), "size_label": None if case.size is None else size_label(case.size),
-             "shard_id": case.shard_id, "devices": manifest.get("devices"), "duration_s": outcome.duration_s}
+             "shard_id": case.shard_id, "devices": devices, "duration_s": duration_s}
     out, seen = [], set()
     for r in parsed:
-        if (r.metric,) in seen:
-            raise ParseError(f"{outcome.results_file}: metric {r.metric} appears for two cases ({r.case}); a "
+        if r.metric in seen:
+            raise ParseError(f"{source}: metric {r.metric} appears for two cases ({r.case}); a "
                              "campaign shard measures one case")
-        seen.add((r.metric,))
+        seen.add(r.metric)
         out.append(replace(r, case=case.series_case,
                            params={**r.params, "harness_case": r.case, "campaign": shard}))
     return out
@@ -186,6 +200,20 @@ def _merge_telemetry(lane_dir: Path, dirs: Sequence[Path]) -> None:
         (lane_dir / "telemetry.err").write_text("\n".join(errors) + "\n", encoding="utf-8")
 
 
+def lane_shard(ctx: RunContext, case: CampaignCase, outcome: ShardOutcome) -> tuple[ShardOutcome, list[CaseResult]]:
+    """A finished gang shard's place in its lane: its outcome (FAILED when its file does not read, with
+    :func:`zlops.ingest.read_shard`'s error) and its renamed results (none unless it is OK).
+
+    No telemetry here: the lane's merged telemetry is judged once, when the lane is ingested as one
+    shard (the same :func:`zlops.ingest.read_shard`, its contention rule on the whole lane)."""
+    if outcome.status is not ShardStatus.OK:
+        return outcome, []
+    read = read_campaign_shard(ctx, case, outcome)
+    if read.outcome.status is ShardStatus.OK and not read.results:  # OK without a results file to read
+        return replace(read.outcome, status=ShardStatus.FAILED, error="the shard wrote no results file"), []
+    return read.outcome, list(read.results)
+
+
 def run_lane(ctx: RunContext, pool: str, device: int, prepared: Prepared, plan: CampaignPlan, *,
              progress: Progress | None = None) -> ShardOutcome:
     """Run lane ``device`` of ``pool`` (every shard whose window starts there) and leave ONE shard
@@ -220,19 +248,9 @@ def run_lane(ctx: RunContext, pool: str, device: int, prepared: Prepared, plan: 
                                device=f"{pool}/{','.join(map(str, pl.devices))} {pl.shard.series_case}"):
                 outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
                                     require_idle=pool_cfg.idle_required)
+        outcome, mine = lane_shard(ctx, pl.shard, outcome)
+        results += mine
         error = outcome.error
-        if outcome.status is ShardStatus.OK:
-            try:
-                mine = shard_results(ctx, pl.shard, outcome)
-            except ParseError as exc:
-                outcome, error = replace(outcome, status=ShardStatus.FAILED, error=f"malformed results: {exc}"), \
-                    f"malformed results: {exc}"
-            else:
-                if mine:
-                    results += mine
-                else:
-                    outcome = replace(outcome, status=ShardStatus.FAILED, error="results file holds no cases")
-                    error = outcome.error
         outcomes.append(outcome)
         rows.append({**pl.shard.to_dict(), "series_case": pl.shard.series_case, "devices": list(pl.devices),
                      "planned_start_s": pl.start, "planned_s": pl.weight, "status": outcome.status.value,
@@ -244,7 +262,6 @@ def _finish_lane(ctx: RunContext, pool: str, device: int, backend: str, lane_dir
                  placements: Sequence[Placement], outcomes: Sequence[ShardOutcome], rows: list[dict[str, Any]],
                  results: list[CaseResult]) -> ShardOutcome:
     ok = [o for o in outcomes if o.status is ShardStatus.OK]
-    bad = [r for r in rows if r["status"] != ShardStatus.OK.value]
     starts = [o.started_at for o in outcomes if o.started_at is not None]
     ends = [o.ended_at for o in outcomes if o.ended_at is not None]
     results_file = lane_dir / LANE_RESULTS
@@ -254,16 +271,7 @@ def _finish_lane(ctx: RunContext, pool: str, device: int, backend: str, lane_dir
     else:
         results_file.unlink(missing_ok=True)
     _merge_telemetry(lane_dir, [shard_dir(lane_dir, p.shard) for p in placements])
-    if not placements:
-        status, error = ShardStatus.OK, None
-    elif ok and results:
-        status = ShardStatus.OK
-        error = None if not bad else (f"{len(bad)} of {len(rows)} campaign shards did not measure: "
-                                      + "; ".join(f"{r['series_case']} {r['status']}: {r['error']}" for r in bad))
-    else:
-        status = ShardStatus.FAILED
-        error = "every campaign shard of the lane failed: " + "; ".join(
-            f"{r['series_case']} {r['status']}: {r['error']}" for r in bad)
+    status, error = lane_status(rows, results)
     identity = next(((read_manifest(o.artifact_dir) or {}).get("identity") for o in ok), None)
     manifest = {"manifest_version": 1, "run_key": ctx.run_key, "suite": ctx.suite_name, "commit": ctx.sha,
                 "pool": pool, "device": device, "backend": backend, "campaign_lane": True,
@@ -277,6 +285,76 @@ def _finish_lane(ctx: RunContext, pool: str, device: int, backend: str, lane_dir
                         exit_code=manifest["exit_code"], started_at=min(starts) if starts else None,
                         ended_at=max(ends) if ends else None, error=error,
                         results_file=results_file if results else None)
+
+
+def lane_status(rows: Sequence[Mapping[str, Any]], results: Sequence[CaseResult]) -> tuple[ShardStatus, str | None]:
+    """A lane's status and error from its shards' rows (``series_case``, ``status``, ``error``): OK when
+    one measured (the others named in the error), FAILED when none did, OK and empty with no shard."""
+    bad = [r for r in rows if r["status"] != ShardStatus.OK.value]
+    if not rows:
+        return ShardStatus.OK, None
+    if len(bad) < len(rows) and results:
+        return ShardStatus.OK, None if not bad else (
+            f"{len(bad)} of {len(rows)} campaign shards did not measure: "
+            + "; ".join(f"{r['series_case']} {r['status']}: {r['error']}" for r in bad))
+    return ShardStatus.FAILED, "every campaign shard of the lane failed: " + "; ".join(
+        f"{r['series_case']} {r['status']}: {r['error']}" for r in bad)
+
+
+def reread_lane(ctx: RunContext, plan: CampaignPlan, lane: ShardOutcome) -> tuple[ShardOutcome, list[CaseResult]]:
+    """Lane ``lane`` read again from its gang shards' own results files, each as :func:`run_lane` read
+    it (:func:`lane_shard`, i.e. :func:`zlops.ingest.read_shard` with today's adapter), for a rescore.
+
+    The lane's ``campaign_results.json`` holds what the night's adapter made of those files; a rescore
+    that read only it would never apply a fixed adapter to a campaign. A gang shard whose benchmark
+    crashed or timed out (its manifest says so) stays as it was; one the night found malformed is
+    read again. Writes nothing. Returns the lane's outcome (status and error as :func:`run_lane`
+    settles them; the contention rule is the caller's, on the lane's telemetry) and its results.
+    """
+    from zlops.runner import outcome_from_manifest
+
+    rows: list[dict[str, Any]] = []
+    results: list[CaseResult] = []
+    for pl in plan.lane(lane.device):
+        art = shard_dir(lane.artifact_dir, pl.shard)
+        manifest = read_manifest(art)
+        try:
+            outcome = outcome_from_manifest(manifest, art) if manifest else None
+        except (KeyError, ValueError, TypeError):
+            outcome = None
+        if outcome is None:
+            rows.append({"series_case": pl.shard.series_case, "status": ShardStatus.FAILED.value,
+                         "error": f"no readable {MANIFEST} in {art}"})
+            continue
+        outcome, mine = lane_shard(ctx, pl.shard, outcome)
+        results += mine
+        rows.append({"series_case": pl.shard.series_case, "status": outcome.status.value, "error": outcome.error})
+    status, error = lane_status(rows, results)
+    return replace(lane, status=status, error=error), results
+
+
+def is_lane(outcome: ShardOutcome) -> bool:
+    """Whether a stored shard is a campaign lane (its folder holds the lane's ``campaign.json``)."""
+    return (outcome.artifact_dir / LANE_FILE).is_file()
+
+
+def lane_missing(lane: ShardOutcome) -> list[str]:
+    """What :func:`reread_lane` would need and is gone: the results files of the lane's shards that
+    measured OK (its ``campaign.json`` rows), or that file itself."""
+    try:
+        rows = json.loads((lane.artifact_dir / LANE_FILE).read_text(encoding="utf-8"))["shards"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [str(lane.artifact_dir / LANE_FILE)]
+    gone = []
+    for row in rows:
+        if not isinstance(row, Mapping) or row.get("status") != ShardStatus.OK.value:
+            continue
+        art = lane.artifact_dir / str(row.get("artifacts"))
+        manifest = read_manifest(art) or {}
+        results = manifest.get("results_file")
+        if not results or not Path(results).is_file():
+            gone.append(f"{row.get('series_case')} ({results or f'no manifest in {art}'})")
+    return gone
 
 
 # --- derived series -----------------------------------------------------------------------------------

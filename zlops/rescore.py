@@ -2,14 +2,24 @@
 
 Parsers and judging criteria change (the seed's IR-fingerprint criterion changed twice and moved 24
 operators between verdicts); re-running a screen costs hours, re-reading the artifacts seconds.
-Rescoring re-parses every shard's results file with today's adapter, replaces the run's result rows,
+Rescoring re-parses every shard's results file with today's adapter (a campaign lane: each of its gang
+shards' own files, :func:`zlops.campaign_run.reread_lane`), replaces the run's result rows,
 judges again with today's judge and thresholds against the night's own baseline (the baseline runs
 its compare recorded in the run's meta; for a run compared before they were recorded, the runs that
 finished before it started), with the flags the night ran with (``--allow-caliber-mismatch``), and
 keeps the compare table it replaces in the store's archive, so the original verdicts stay beside the
 new ones. It refuses, with a non-zero exit, when a shard that produced data has lost its artifacts: it
 re-derives verdicts from what was measured or not at all. A rescore that changes no row stores
-nothing and adds no archive revision. ``zlops rescore --show RUN`` lists the archived revisions.
+no compare table and adds no archive revision. ``zlops rescore --show RUN`` lists the archived revisions.
+
+The run's series points (per series the pooled median, n and spread: what the next nights' history and
+baselines read, :mod:`zlops.store.points`) are made of the same re-read results, and a rescore can
+change them: a newer adapter reads other samples or cases, today's contention limits turn a shard
+INVALID (its results become evidence, out of history) or OK again, a fixed parser turns a FAILED shard
+into data, and a campaign's derived series follow its lanes. Re-recording the shards drops the points
+(:func:`zlops.store.runs.record_shard`); the rescore writes them again from the stored results in the
+transaction that stores its table (:func:`zlops.store.series.refresh_series_points`), so history never
+keeps the figures of a parse the rescore replaced, nor loses the night.
 """
 
 from __future__ import annotations
@@ -22,14 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from zlops import __version__
+from zlops.campaign_run import is_lane, lane_missing, reread_lane, store_derived, stored_plans
 from zlops.config import Config
 from zlops.errors import ZlopsError
-from zlops.ingest import ShardRead, read_shard
+from zlops.ingest import ShardRead, apply_contention, read_shard
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest
 from zlops.steps.compare import compare as compare_step
 from zlops.steps.context import context_for, open_store
 from zlops.store.comparisons import archive_comparisons, save_comparisons
+from zlops.store.series import refresh_series_points
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +105,13 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     ctx = context_for(config, run.suite, run_key)
     shards = store.shards(run_key)
     files = {(o.pool, o.device): _results_path(o) for o in shards}
+    plans = stored_plans(run.meta) if ctx.suite.campaign is not None else {}
+    lanes = {(o.pool, o.device): plans[o.pool] for o in shards if o.pool in plans and is_lane(o)}
     gone = [f"{o.pool}/{o.device} ({files[(o.pool, o.device)] or 'no results file recorded'})" for o in shards
-            if o.status is ShardStatus.OK and not (files[(o.pool, o.device)] and files[(o.pool, o.device)].exists())]
+            if (o.pool, o.device) not in lanes and o.status is ShardStatus.OK
+            and not (files[(o.pool, o.device)] and files[(o.pool, o.device)].exists())]
+    gone += [f"{o.pool}/{o.device} campaign shard {what}" for o in shards if (o.pool, o.device) in lanes
+             for what in lane_missing(o)]
     if gone or not shards:
         what = ", ".join(gone) if gone else "the run has no shard"
         raise ZlopsError(f"cannot rescore {run_key}: the artifacts it would re-derive from are gone: {what}. Rescore "
@@ -105,10 +122,14 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     reparsed, failed = 0, []
     for outcome in shards:
         path = files[(outcome.pool, outcome.device)]
-        if path is None or not path.exists():
+        plan = lanes.get((outcome.pool, outcome.device))
+        if plan is None and (path is None or not path.exists()):
             continue  # nothing was written: the shard's status stands
         extra = extras.get((outcome.pool, outcome.device), {})
-        if outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
+        if plan is not None:  # a campaign lane: its gang shards' own files, each read as the lane read it
+            lane, results = reread_lane(ctx, plan, outcome)
+            read = apply_contention(config, lane, results, extra.get("telemetry") or {})
+        elif outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
             read = ShardRead(outcome)  # a crash stays a crash, whatever the file says
         else:  # the file read as the nightly reads it, today's contention limits on what was sampled
             read = read_shard(config, ctx.suite_name, replace(outcome, status=ShardStatus.OK, error=None),
@@ -119,8 +140,6 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
                            telemetry=extra.get("telemetry"), identity=extra.get("identity"))
         reparsed += 1
     if ctx.suite.campaign is not None:  # the derived series, from the re-parsed lanes
-        from zlops.campaign_run import store_derived
-
         store_derived(ctx, store)
     baseline_runs = run.meta.get("baseline_runs")
     if isinstance(baseline_runs, dict):
@@ -135,12 +154,15 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     after = {(c.pool, c.case, c.metric): c for c in summary.comparisons}
     changes = tuple(RescoreChange(*key, before.get(key), after.get(key)) for key in sorted(before.keys() | after))
     revision = None
-    if any(_differs(before.get(k), after.get(k)) for k in before.keys() | after):
-        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with store.session() as session:  # archive and replace in one transaction
+    with store.session() as session:  # the run's points, and its table when it changed, in one transaction
+        if any(_differs(before.get(k), after.get(k)) for k in before.keys() | after):
+            when = datetime.now(timezone.utc).isoformat(timespec="seconds")
             revision = archive_comparisons(session, run_key, when=datetime.now(timezone.utc),
                                            reason=f"rescore at {when} by zlops {__version__} (judge {config.judge})")
             save_comparisons(session, run_key, summary.comparisons)
+        # re-recording the shards dropped the run's series points (the next nights' history): write them
+        # again from the re-read results, so history reads the rescored figures from points, as for any night
+        refresh_series_points(session, run_key)
     log.info("rescored %s: %d changed", run_key, sum(c.changed for c in changes))
     return RescoreResult(run_key, revision, summary, changes, reparsed, tuple(failed), note)
 

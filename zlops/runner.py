@@ -190,7 +190,8 @@ def _shard_identity(spec: ShardSpec, backend: Any, *, results_written: bool) -> 
     if results_written and not spec.suite.timer and not (harness or {}).get("timer"):
         from zlops.formats import results_timer
 
-        format_timer = results_timer(spec.suite.format, spec.results_file, backend=backend.name)
+        format_timer = results_timer(spec.suite.format, spec.results_file, backend=backend.name,
+                                     root=spec.artifact_dir)  # read as ingest will read it
     return build_identity(backend_identity=backend.identity(list(spec.devices)), rounds=spec.suite.rounds, pins=pins,
                           harness=harness, direct_repeat=_direct_repeat(spec.suite.env),
                           configured_timer=spec.suite.timer, format_timer=format_timer)

@@ -122,3 +122,46 @@ def test_two_campaigns_and_a_single_device_nightly_at_once_never_overlap_a_devic
         mine = sorted((float(a), float(b), tag) for a, b, devs, _pid, tag in holds if d in devs.split(","))
         for x, y in zip(mine, mine[1:]):
             assert x[1] <= y[0], f"device {d} held by {x[2]} and {y[2]} at once"
+
+
+def test_a_rescore_reads_each_lane_s_gang_shards_with_today_s_adapter(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A campaign run rescored: every gang shard's own results file is read again (not the lane file the
+    night's adapter wrote), the derived series follow, and the run's series points are the new ones."""
+    from dataclasses import replace
+
+    from zlops import ingest as ingest_mod
+    from zlops.rescore import rescore
+
+    up = CampaignUpstream(tmp_path / "up")
+    c1 = up.commit(timings(**GRID), "first")
+    config = parse_config(campaign_config(tmp_path / "home", up.path, devices=[0, 1], locks_dir=tmp_path / "locks"))
+    n1 = run_nightly(config, "coll", sha=c1, run_label="n1")
+    store = open_store(config)
+    head = {(c.case, c.metric): c.head_value for c in n1.summary.comparisons}
+    same = rescore(config, n1.run_key)
+    assert same.revision is None and same.failed == () and same.reparsed == 2
+    assert {(c.case, c.metric): c.head_value for c in store.comparisons(n1.run_key)} == head
+    parse = ingest_mod.parse_results
+
+    def newer(fmt: str, path: Path, **limits: object) -> list:  # type: ignore[type-arg]
+        """A newer collectives adapter that reads P=2 execute times twice as long."""
+        out = parse(fmt, path, **limits)  # type: ignore[arg-type]
+        return [replace(r, samples=tuple(2 * v for v in r.samples))
+                if fmt == "collectives" and r.metric == "execute_s" and r.params.get("p") == 2 else r for r in out]
+
+    monkeypatch.setattr(ingest_mod, "parse_results", newer)
+    result = rescore(config, n1.run_key)
+    assert result.failed == () and result.revision == 1
+    after = {(c.case, c.metric): c.head_value for c in result.summary.comparisons}
+    for (case, metric), value in head.items():
+        if metric == "execute_s" and "/p2/" in case:
+            assert after[(case, metric)] == pytest.approx(2 * value)
+        elif metric == "efficiency_p2":  # E(2) = t(1) / (2 t(2)): halved
+            assert after[(case, metric)] == pytest.approx(value / 2) == pytest.approx(0.4)
+        elif metric == "ratio_nccl_over_ring" or metric == "execute_s":
+            assert after[(case, metric)] == pytest.approx(value)
+    points = store.runs_frame("coll", store.compare_window(
+        "coll", ancestors=[c1], history_window=1).runs)
+    eff = points[points["metric"] == "efficiency_p2"]
+    assert len(eff) == 4 and eff["median"].tolist() == pytest.approx([0.4] * 4)

@@ -165,3 +165,32 @@ def test_one_case_in_two_modes_is_an_error() -> None:
         parse(text, source="r.log")
     assert "recorded in mode kernel/core and again in operator/core" in str(excinfo.value)
     assert excinfo.value.line == 2
+
+
+def test_the_runner_s_timer_probe_reads_the_file_as_ingest_does(tmp_path: Path) -> None:
+    """results_timer (the runner reads a record file's ``mode`` for the shard's identity) takes the
+    file as parse_results does: a real record in the shard folder gives its timer; a FIFO, or a link
+    out of the folder, gives None at once (it used to wait on the FIFO for ever, or follow the link)."""
+    import os
+    import threading
+
+    from zlops.formats import results_timer
+
+    shard = tmp_path / "shard"
+    shard.mkdir()
+    good = shard / "results.log"
+    good.write_text(_text(ABS), encoding="utf-8")
+    assert results_timer("flaggems-record", good, root=shard) == "triton.do_bench"
+    outside = tmp_path / "elsewhere.log"
+    outside.write_text(_text(ABS), encoding="utf-8")
+    link = shard / "linked.log"
+    link.symlink_to(outside)
+    assert results_timer("flaggems-record", link, root=shard) is None
+    fifo = shard / "fifo.log"
+    os.mkfifo(fifo)
+    got: list[object] = []
+    probe = threading.Thread(target=lambda: got.append(results_timer("flaggems-record", fifo, root=shard)),
+                             daemon=True)
+    probe.start()
+    probe.join(5)
+    assert not probe.is_alive() and got == [None]

@@ -179,3 +179,81 @@ def test_rescore_applies_today_s_contention_limits_to_what_was_sampled(
     back = rescore(config, n2.run_key)  # without the limit the same samples are judged again
     assert store.shards(n2.run_key)[0].status is ShardStatus.OK
     assert {c.case: c.verdict for c in back.summary.comparisons}["alpha"] is Verdict.POTENTIAL
+
+
+# --- the run's series points (the per-series median/n rows later nights' history reads) -------------------
+
+def _stored_points(config: Config, run_key: str) -> dict[tuple[str, str, str], tuple[float, int, float | None]]:
+    """The ``series_points`` rows of ``run_key`` as stored (never the history read's fallback to raw results)."""
+    from sqlalchemy import text
+
+    with open_store(config).engine.connect() as conn:
+        rows = conn.execute(text(
+            'SELECT series.pool, series."case", series.metric, series_points.median, series_points.n, '
+            "series_points.spread_pct FROM series_points JOIN series ON series.id = series_points.series_id "
+            "JOIN runs ON runs.id = series_points.run_id WHERE runs.run_key = :k"), {"k": run_key}).all()
+    return {(p, c, m): (median, n, spread) for p, c, m, median, n, spread in rows}
+
+
+def test_a_rescore_rewrites_the_run_s_series_points(upstream: Upstream, make_config: Callable[..., Config],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a rescore re-reads (samples, cases) is what the run's history points are made of: after it,
+    the stored points are those of the re-read results, and the next night judges against them."""
+    c1 = upstream.commit(BASE)
+    config = make_config()
+    n1 = run_nightly(config, "fake", sha=c1, run_label="n1")
+    nightly = _stored_points(config, n1.run_key)
+    assert {k[1] for k in nightly} == {"alpha", "beta"}
+    # a rescore that re-reads the same numbers leaves the very points the nightly wrote
+    same = rescore(config, n1.run_key)
+    assert same.revision is None and _stored_points(config, n1.run_key) == nightly
+
+    parse = ingest_mod.parse_results
+
+    def fixed(fmt: str, path: object, **limits: object) -> list[CaseResult]:
+        """A newer adapter: alpha's samples were in the wrong unit (read as ms, they are 10x)."""
+        out = parse(fmt, path, **limits)  # type: ignore[arg-type]
+        return [r if r.case != "alpha" else CaseResult(r.case, r.metric, r.unit, r.lower_is_better,
+                                                       tuple(v * 10 for v in r.samples), r.params) for r in out]
+
+    monkeypatch.setattr(ingest_mod, "parse_results", fixed)
+    rescore(config, n1.run_key)
+    points = _stored_points(config, n1.run_key)
+    alpha = next(k for k in points if k[1] == "alpha")
+    beta = next(k for k in points if k[1] == "beta")
+    assert points[alpha][0] == pytest.approx(10 * nightly[alpha][0]) and points[alpha][1] == nightly[alpha][1]
+    assert points[beta] == nightly[beta]
+    # the stored row is the re-read results pooled: the same figures the rescore judged tonight's side with
+    head = {(c.pool, c.case, c.metric): c.head_value for c in open_store(config).comparisons(n1.run_key)}
+    assert points[alpha][0] == pytest.approx(head[alpha])
+    # the next night (the old adapter back: alpha at its old 1x) judges against the rescored point
+    monkeypatch.setattr(ingest_mod, "parse_results", parse)
+    n2 = run_nightly(config, "fake", sha=c1, run_label="n2")
+    row = {c.case: c for c in n2.summary.comparisons}["alpha"]
+    assert row.base.run_key == n1.run_key and row.base.median == pytest.approx(points[alpha][0])
+    assert row.verdict is Verdict.IMPROVED
+
+
+def test_a_rescore_that_invalidates_a_shard_takes_its_points_out_of_history(
+        upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    """A shard turned INVALID by today's contention limits is evidence, not history: its points go;
+    judged OK again, they come back as they were."""
+    c1 = upstream.commit(BASE)
+    config = make_config()
+    n1 = run_nightly(config, "fake", sha=c1, run_label="n1")
+    nightly = _stored_points(config, n1.run_key)
+    store = open_store(config)
+    (shard,) = store.shards(n1.run_key)
+    extra = store.shard_extras(n1.run_key)[(shard.pool, shard.device)]
+    results = [r for _, _, r in store.results(n1.run_key)]
+    store.record_shard(n1.run_key, shard, results, telemetry={**extra["telemetry"], "foreign_cpu_mean_pct": 180.0},
+                       identity=extra["identity"])
+    data = config.model_dump()
+    data["pools"]["local"]["max_foreign_cpu_pct"] = 25
+    data["contention"]["gate"] = True
+    rescore(parse_config(data), n1.run_key)
+    assert store.shards(n1.run_key)[0].status is ShardStatus.INVALID
+    assert _stored_points(config, n1.run_key) == {}
+    rescore(config, n1.run_key)
+    assert store.shards(n1.run_key)[0].status is ShardStatus.OK
+    assert _stored_points(config, n1.run_key) == nightly

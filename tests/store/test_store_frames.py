@@ -15,7 +15,7 @@ from zlops.model import Comparison, Judgement, ShardStatus, Summary, Verdict
 from zlops.stats.noise import robust_relative_spread
 from zlops.store import Store
 from zlops.store.frames import HISTORY_COLUMNS, VERDICT_COLUMNS
-from zlops.store.points import SeriesPoint, pool_device_results, spread_pct, spreads
+from zlops.store.points import SeriesPoint, pool_device_results, series_points, spread_pct, spreads
 
 LAT = "latency"
 
@@ -112,6 +112,33 @@ def test_recording_a_shard_drops_its_pools_points(store: Store, make) -> None:
     frame = store.history_frame("ops", ancestors=[make.sha(1)], window=5)
     npu = frame[(frame["pool"] == "npu") & (frame["case"] == "c0")]
     assert npu["median"].tolist() == [10.75] and npu["n"].tolist() == [4]  # 10, 10.5, 11 + 99
+
+
+def _stored(store: Store) -> list[tuple[object, ...]]:
+    with store.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(
+            'SELECT run_id, pool, "case", metric, unit, median, n, spread_pct FROM series_points JOIN series '
+            'ON series.id = series_id ORDER BY run_id, pool, "case", metric')).all()]
+
+
+def test_refreshing_a_run_s_points_stores_what_the_compare_step_would(store: Store, make) -> None:
+    """After its results were replaced (a rescore), a run's points are summarized again from them: the
+    rows the compare step's pooling gives (an INVALID shard is evidence, not history), and the figures
+    the history read gave meanwhile from the raw results."""
+    _night(store, make, "r", sha=1, day=1)
+    written = _stored(store)
+    assert store.refresh_series_points("r") == 4 and _stored(store) == written  # nothing changed: same rows
+    store.record_shard("r", make.shard("npu", 1), [make.result("c0", LAT, (99.0,))])
+    store.record_shard("r", make.shard("cpu", 0, status=ShardStatus.INVALID), [make.result("c0", LAT, (1.0,))])
+    assert _stored(store) == []  # re-recording dropped both pools' points
+    meanwhile = store.history_frame("ops", ancestors=[make.sha(1)], window=5)
+    assert store.refresh_series_points("r") == 2
+    ok = [(p, d, r) for p, d, r in store.results("r") if p == "npu"]
+    assert [r[1:] for r in _stored(store)] == [(p.pool, p.case, p.metric, p.unit, p.median, p.n, p.spread_pct)
+                                               for p in series_points(pool_device_results(ok))]
+    assert _stored(store)[0][1:7] == ("npu", "c0", LAT, "us", 10.75, 4)  # 10, 10.5, 11 (device 0) + 99
+    after = store.history_frame("ops", ancestors=[make.sha(1)], window=5)
+    pd.testing.assert_frame_equal(after, meanwhile)
 
 
 # --- history_frame ---------------------------------------------------------------------------------

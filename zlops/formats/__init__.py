@@ -145,10 +145,11 @@ def detect_file_formats(path: Path, *, exclude: str | None = None) -> dict[str, 
     return detect_formats(text, exclude=exclude)
 
 
-def parse_results_with_report(fmt: str, path: Path) -> ParseReport:
+def parse_results_with_report(fmt: str, path: Path, *, root: Path | None = None) -> ParseReport:
     """Like :func:`parse_results`, plus what the adapter left out (its ``parse_with_report``, where it
-    has one; an adapter without one drops nothing it does not raise for)."""
-    text = _read(path)
+    has one; an adapter without one drops nothing it does not raise for). ``root``: the folder the
+    file must stay in, as for :func:`parse_results`."""
+    text = _read(path, root=root)
     get_parser(fmt)  # an unknown format raises here, listing the known ones
     with_report = getattr(importlib.import_module(_MODULES[fmt]), "parse_with_report", None)
     if with_report is None:
@@ -157,18 +158,22 @@ def parse_results_with_report(fmt: str, path: Path) -> ParseReport:
     return report
 
 
-def results_timer(fmt: str, path: Path, *, backend: str | None = None) -> str | None:
+def results_timer(fmt: str, path: Path, *, backend: str | None = None, root: Path | None = None,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
     """The timer a results file says its latencies were measured with (the format module's
     ``timer(text, backend=...)``), or None when the format does not say or the file cannot be read:
     FlagGems' record ``mode`` ``kernel`` is ``triton.do_bench``, ``cudagraph`` is
-    ``triton.do_bench_cudagraph``, ``operator``/``wrapper`` a host wall clock."""
+    ``triton.do_bench_cudagraph``, ``operator``/``wrapper`` a host wall clock.
+
+    The file is read as :func:`parse_results` reads it (``root``, ``max_bytes``): a FIFO, a device or
+    a symlink out of the shard folder is not read (None), never waited on or read without end."""
     module = _MODULES.get(fmt)
     timer = getattr(importlib.import_module(module), "timer", None) if module else None
     if timer is None:
         return None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = _read(path, root=root, max_bytes=max_bytes)
+    except ParseError:
         return None
     found: str | None = timer(text, backend=backend)
     return found

@@ -194,15 +194,19 @@ def _point_frame(session: Session, suite: str, runs: Sequence[WindowRun],
             Run.id.in_(sorted({rid for rid, _ in missing})), has_points))}
         missing = [(rid, pool) for rid, pool in missing if rid not in with_points]
     if missing:
-        fallback = _points_from_results(session, missing, series, pairs)
+        fallback = points_from_results(session, missing, series, pairs)
         if len(fallback):
             points = pd.concat([points, fallback], ignore_index=True) if len(points) else fallback
     return points
 
 
-def _points_from_results(session: Session, pairs: Sequence[tuple[int, str]],
-                         series: Collection[SeriesKey] | None = None,
-                         only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
+def points_from_results(session: Session, pairs: Sequence[tuple[int, str]],
+                        series: Collection[SeriesKey] | None = None,
+                        only: Collection[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """Columns :data:`_POINT_COLUMNS` of the (run id, pool) ``pairs`` summarized from their ok shards' raw
+    results (samples pooled per series over the pool's devices, as the compare step pools them): the
+    history's fallback for a run without points, and what :func:`zlops.store.series.refresh_series_points`
+    stores. ``series`` / ``only``: as in :func:`_point_frame`."""
     wanted = set(pairs)
     cases = None if only is None else sorted({case for case, _ in only})
     records: list[dict[str, Any]] = []

@@ -173,6 +173,25 @@ def series_history(session: Session, suite: str, pool: str, case: str, metric: s
             for run_key, sha, when, unit, samples in points.values()]
 
 
+def refresh_series_points(session: Session, run_key: str) -> int:
+    """REPLACE the run's series points with its stored results summarized again; returns how many.
+
+    The points are what the compare step writes for the run (its ok shards' samples pooled per
+    series: :func:`~zlops.store.points.pool_samples`, then median, n and spread), computed by the very
+    function the history reads fall back to for a run without points
+    (:func:`~zlops.store.frames.points_from_results`), so a refreshed run reads the same either way.
+    For a writer that replaced the run's results after its compare step (a rescore): re-recording a
+    shard drops its pool's points (:func:`~zlops.store.runs.record_shard`).
+    """
+    from zlops.store import frames  # pandas on first use only (see zlops.store.store._frames)
+
+    run = require_run(session, run_key)
+    pools = session.scalars(select(Shard.pool).where(Shard.run_id == run.id, Shard.status == ShardStatus.OK.value)
+                            .distinct()).all()
+    points = frames.points_from_results(session, [(run.id, pool) for pool in pools])
+    return save_series_points(session, run_key, points.to_dict("records"))
+
+
 def save_series_points(session: Session, run_key: str,
                        points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | Mapping[str, Any]]) -> int:
     """REPLACE the pooled series points of ``run_key`` with ``points``; returns how many were stored.

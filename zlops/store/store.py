@@ -321,6 +321,11 @@ class Store:
         plain rows); returns how many were stored. Idempotent."""
         return self._write(series.save_series_points, run_key, points)
 
+    def refresh_series_points(self, run_key: str) -> int:
+        """Replace the run's series points with its stored results summarized again (a run whose results
+        changed after its compare step, e.g. rescored; see :func:`.series.refresh_series_points`)."""
+        return self._write(series.refresh_series_points, run_key)
+
     def series_history(self, suite: str, pool: str, case: str, metric: str, *, limit: int = 60,
                        kind: str = "nightly", include_run_key: str | None = None,
                        before: datetime | None = None) -> list[HistoryPoint]:
