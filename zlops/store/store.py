@@ -329,6 +329,22 @@ class Store:
         return self._query(series.series_history, suite, pool, case, metric, limit=limit,
                            kind=kind, include_run_key=include_run_key, before=before)
 
+    def series_histories(self, suite: str, keys: Collection[SeriesKey], *, limit: int = 60,
+                         kind: str = "nightly", include_run_key: str | None = None,
+                         before: datetime | None = None, depth: int | None = None,
+                         ) -> dict[SeriesKey, list[HistoryPoint]]:
+        """:meth:`series_history` of many series in one read transaction, a constant number of queries
+        whatever their number, looking back at most ``depth`` runs per pool (see :func:`.series.series_histories`)."""
+        return self._query(series.series_histories, suite, keys, limit=limit, kind=kind,
+                           include_run_key=include_run_key, before=before, depth=depth)
+
+    def run_telemetry(self, run_keys: Sequence[str]) -> dict[str, dict[tuple[str, int], dict[str, Any]]]:
+        """:meth:`shard_extras` of many runs at once (run_key -> (pool, device) -> telemetry, identity); a
+        run without shards is absent. One query per 500 runs."""
+        from zlops.store import pages  # pandas (through frames) on first use only
+
+        return self._query(pages.run_telemetry, run_keys)
+
     # -- comparisons and notifications -------------------------------------------------------
 
     def save_comparisons(self, run_key: str, comparisons: Sequence[Comparison]) -> None:
