@@ -178,8 +178,8 @@ def test_series_histories_take_a_constant_number_of_queries(store: Store, make) 
     for n in (2, 40):
         statements: list[str] = []
 
-        def count(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
-            statements.append(sql)
+        def count(_conn: object, _cursor: object, sql: str, *_args: object, seen: list[str] = statements) -> None:
+            seen.append(sql)
 
         event.listen(store.engine, "before_cursor_execute", count)
         try:

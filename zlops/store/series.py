@@ -217,7 +217,7 @@ def series_histories(session: Session, suite: str, keys: Collection[SeriesKey], 
     for rid, pool, run_key, sha, started_at in listed:
         meta[rid] = (run_key, sha, started_at)
         per_pool.setdefault(pool, []).append(rid)
-    for pool, ids in per_pool.items():  # newest first, as series_history orders them
+    for ids in per_pool.values():  # newest first, as series_history orders them
         ids.sort(key=lambda rid: (meta[rid][2], rid), reverse=True)
         del ids[depth:]
     # (pool, case, metric) -> run id -> (unit, samples pooled in device order)
