@@ -410,6 +410,10 @@ class Store:
         """Alerts, newest first; ``states`` None means all."""
         return self._query(_alerts.list_alerts, suite=suite, states=states, limit=limit)
 
+    def alerts_by_id(self, alert_ids: Collection[int]) -> dict[int, Alert]:
+        """Many alerts at once (an unknown id is absent): one query per 500 ids."""
+        return self._query(_alerts.alerts_by_id, alert_ids)
+
     def alert_events(self, alert_id: int) -> list[dict[str, Any]]:
         return self._query(_alerts.alert_events, alert_id)
 
@@ -441,6 +445,10 @@ class Store:
     def bisection_of_alert(self, alert_id: int) -> Any:
         """The bisection an alert belongs to, or None."""
         return self._query(_bisections.bisection_of_alert, alert_id)
+
+    def bisections_of_alerts(self, alert_ids: Collection[int]) -> dict[int, Any]:
+        """alert id -> its bisection (:class:`zlops.bisect.Bisection`) for the alerts in one, in bulk."""
+        return self._query(_bisections.bisections_of_alerts, alert_ids)
 
     def culprits_of_alerts(self, alert_ids: list[int]) -> dict[int, str]:
         """alert id -> the culprit sha a finished bisection found for it (one query)."""
