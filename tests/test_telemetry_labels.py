@@ -82,11 +82,11 @@ def test_run_figures_take_the_clock_name_from_the_shard_backend(tmp_path: Path, 
     shard = ShardOutcome("cpu", 0, "cpu", ShardStatus.OK, shard_dir, 0, now, now)
 
     class NoHistory:  # the store surface draw_run_figures reads
-        def series_history(self, *a: object, **k: object) -> list[HistoryPoint]:
-            return []
+        def series_histories(self, *a: object, **k: object) -> dict[object, list[HistoryPoint]]:
+            return {}
 
-        def shard_extras(self, run_key: str) -> dict[tuple[str, int], dict[str, object]]:
-            return {("cpu", 0): {"telemetry": {"sm_clock_median_mhz": 2598.0}}}
+        def run_telemetry(self, run_keys: list[str]) -> dict[str, dict[tuple[str, int], dict[str, object]]]:
+            return {key: {("cpu", 0): {"telemetry": {"sm_clock_median_mhz": 2598.0}}} for key in run_keys}
 
         def results(self, run_key: str) -> list[object]:
             return []

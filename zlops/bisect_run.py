@@ -186,12 +186,11 @@ class BisectOutcome:
 
 def _group(store: Store, alert: Alert, commits: Sequence[str]) -> list[Alert]:
     """The alert and the open alerts of its suite, pool and range not yet in another bisection."""
-    out = [alert]
-    for other in store.alerts(suite=alert.suite, states=BISECTABLE):
-        if (other.id != alert.id and other.pool == alert.pool and other.first_base_sha == alert.first_base_sha
-                and other.first_head_sha == alert.first_head_sha and store.bisection_of_alert(other.id) is None):
-            out.append(other)
-    return out
+    same = [other for other in store.alerts(suite=alert.suite, states=BISECTABLE)
+            if other.id != alert.id and other.pool == alert.pool and other.first_base_sha == alert.first_base_sha
+            and other.first_head_sha == alert.first_head_sha]
+    bisected = store.bisections_of_alerts([other.id for other in same]) if same else {}  # one read, not one per alert
+    return [alert, *(other for other in same if other.id not in bisected)]
 
 
 def _device(config: Config, pool: str) -> int:
@@ -270,8 +269,8 @@ def announce(config: Config, store: Store, b: Bisection) -> list[int]:
         group += [o for o in store.bisections_with_culprit(b.suite, b.culprit_sha) if o.id != b.id]
     with_steps: list[tuple[Bisection, Sequence[StepRecord]]] = [(x, store.bisection_steps(x.id)) for x in group]
     kind = f"culprit-{b.culprit_sha[:12]}" if b.state is State.FOUND and b.culprit_sha else f"bisect-{b.id}"
-    roots = sorted({a.thread_notification_id for x in group for a in (store.alert(i) for i in x.alert_ids)
-                    if a.thread_notification_id is not None})
+    alerts = store.alerts_by_id({i for x in group for i in x.alert_ids})  # one read for every alert of the group
+    roots = sorted({a.thread_notification_id for a in alerts.values() if a.thread_notification_id is not None})
     newest = max(x.id for x in group)
     queued = []
     for root_id in roots:
@@ -301,28 +300,38 @@ def alerts_to_bisect(config: Config, run_key: str) -> list[int]:
     """The alerts the nightly's report step at ``run_key`` asks to bisect: newly confirmed there, over a
     range of more than one commit, plus open alerts whose bisection is paused (to resume it)."""
     store = open_store(config)
-    fresh = sorted({alert.id for alert, e in store.run_alert_events(run_key)
-                    if e["to_state"] == AlertState.CONFIRMED.value and e["kind"] in ("opened", "state")})
+    # the alerts as they are now come with their events; which of them are bisected already is one read
+    fresh = {alert.id: alert for alert, e in store.run_alert_events(run_key)
+             if e["to_state"] == AlertState.CONFIRMED.value and e["kind"] in ("opened", "state")}
+    bisected = store.bisections_of_alerts(list(fresh)) if fresh else {}
     run = store.get_run(run_key)
     out: list[int] = []
     mirror = None
-    for aid in fresh:
-        alert = store.alert(aid)
-        if store.bisection_of_alert(aid) is not None:
+    lengths: dict[tuple[str, str], int | ZlopsError] = {}  # commits per range: the alerts of a night share few
+    for aid in sorted(fresh):
+        alert = fresh[aid]
+        if aid in bisected:
             continue
         mirror = mirror or gitops.ensure_mirror(config.suite(alert.suite).repo,
                                                 config.mirrors_dir / f"{alert.suite}.git")
-        try:
-            n = len(gitops.first_parent_range(mirror, alert.first_base_sha, alert.first_head_sha,
-                                              max_commits=config.bisect.max_commits)) - 1
-        except ZlopsError as exc:
-            log.info("alert #%d is not bisected: %s", aid, exc)
+        span = (alert.first_base_sha, alert.first_head_sha)
+        if span not in lengths:
+            try:
+                lengths[span] = len(gitops.first_parent_range(mirror, *span,
+                                                              max_commits=config.bisect.max_commits)) - 1
+            except ZlopsError as exc:
+                lengths[span] = exc
+        n = lengths[span]
+        if isinstance(n, ZlopsError):
+            log.info("alert #%d is not bisected: %s", aid, n)
             continue
         if n > 1:
             out.append(aid)
     if run is not None:
-        for alert in store.alerts(suite=run.suite, states=BISECTABLE):
-            b = store.bisection_of_alert(alert.id)
+        waiting = store.alerts(suite=run.suite, states=BISECTABLE)
+        paused = store.bisections_of_alerts([a.id for a in waiting]) if waiting else {}
+        for alert in waiting:
+            b = paused.get(alert.id)
             if b is not None and not b.state.finished and alert.id == b.alert_ids[0]:
                 out.append(alert.id)
     return sorted(set(out))

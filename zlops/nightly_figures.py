@@ -6,7 +6,8 @@ functions of :mod:`zlops.report.plots` and :mod:`zlops.report.figures`:
 - a trend per flagged, suspect or improved series (and per series with an open alert, with the
   alert's reference drawn in), with its baseline band and a telemetry strip: the median clock
   and the max temperature of the pool's shards on each night (from the shard telemetry summaries
-  the store keeps);
+  the store keeps); the histories of all the trends are one windowed read
+  (:meth:`~zlops.store.Store.series_histories`) and their nights' telemetry another, never a query per series;
 - the paired-ratio chart of the run; the phase breakdown (simpler-style results); strong scaling
   (collectives results with a device count ``p``); a telemetry timeline per shard (its telemetry.csv).
 
@@ -19,13 +20,13 @@ from __future__ import annotations
 import logging
 import re
 import statistics
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from zlops.model import CompareSummary, ShardOutcome, ShardStatus, Verdict
+from zlops.model import CompareSummary, HistoryPoint, ShardOutcome, ShardStatus, Verdict
 from zlops.store import Store
 from zlops.telemetry import CSV_NAME, clock_axis_label, clock_label, read_csv
 
@@ -40,6 +41,8 @@ SCALING_METRIC = "execute_s"
 #: most trend figures a report draws (each is ~0.1-0.3 s of matplotlib): a night where a compiler change
 #: moved thousands of series must still report in seconds; the rest are listed, not drawn
 MAX_TRENDS = 60
+#: the accepted nights a trend figure looks back over (before leaving out the run itself and other lines)
+TREND_NIGHTS = 60
 #: the order trends are drawn in when there are more candidates than MAX_TRENDS
 _PRIORITY = {Verdict.SEVERE: 0, Verdict.REGRESSION: 1, Verdict.POTENTIAL: 2, Verdict.IMPROVED: 3,
              Verdict.SUSPECT: 4, Verdict.SUSPECT_IMPROVED: 5}
@@ -97,17 +100,12 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
     ``references`` (value, unit, label) per series: the open alerts' references; these series get
     a trend whatever their verdict, with the reference drawn in. A trend's history is the run's as
     of then: runs started before ``as_of`` whose commit is in ``ancestors`` (when given), so a
-    re-render of an old run never draws the nights that came after it.
+    re-render of an old run never draws the nights that came after it. The histories of all the
+    trends are one read (:func:`trend_histories`), their nights' telemetry another: the store is never
+    queried per series.
     """
     from zlops.report import figures
     from zlops.report.plots import trend_plot
-
-    nights: dict[str, dict[str, tuple[float | None, float | None]]] = {}
-
-    def night(key: str, pool: str) -> tuple[float | None, float | None]:
-        if key not in nights:
-            nights[key] = telemetry_by_pool(store.shard_extras(key))
-        return nights[key].get(pool, (None, None))
 
     trends: dict[SeriesKey, Path] = {}
     references = references or {}
@@ -117,10 +115,18 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
     ok_pools = sorted({s.pool for s in shards if s.status is ShardStatus.OK})
     samples = store.run_samples(run_key, ok_pools, keys={(c.pool, c.case, c.metric) for c in candidates
                                                          if c.head is not None}) if candidates else {}
+    histories = trend_histories(store, suite, candidates, run_key=run_key, as_of=as_of, ancestors=ancestors)
+    # the telemetry strip: each drawn night's clock and temperature per pool, one read for every trend
+    drawn_nights = sorted({h.run_key for history in histories.values() for h in history} | {run_key})
+    extras = store.run_telemetry(drawn_nights) if candidates else {}
+    nights = {key: telemetry_by_pool(shards_of) for key, shards_of in extras.items()}
+
+    def night(key: str, pool: str) -> tuple[float | None, float | None]:
+        return nights.get(key, {}).get(pool, (None, None))
+
     for c in candidates:
         key = (c.pool, c.case, c.metric)
-        history = [h for h in store.series_history(suite, c.pool, c.case, c.metric, before=as_of)
-                   if h.run_key != run_key and (ancestors is None or h.sha in ancestors)]
+        history = histories.get(key, [])
         telemetry = [night(h.run_key, c.pool) for h in history]
         if c.head is not None:
             telemetry.append(night(run_key, c.pool))
@@ -161,6 +167,20 @@ def draw_run_figures(store: Store, *, run_key: str, suite: str, summary: Compare
         if drawn is not None:
             timelines[(s.pool, s.device)] = drawn
     return RunFigures(trends, ratio, phases, scaling, timelines, efficiency, stack_ratio)
+
+
+def trend_histories(store: Store, suite: str, candidates: Sequence[Any], *, run_key: str,
+                    as_of: datetime | None, ancestors: Collection[str] | None,
+                    limit: int = TREND_NIGHTS) -> dict[SeriesKey, list[HistoryPoint]]:
+    """The accepted history each trend draws, oldest first: per series its newest ``limit`` points of
+    runs started before ``as_of`` (:meth:`Store.series_histories`, one read for every series), less
+    the run itself and, when ``ancestors`` is given, the runs off its ancestor line."""
+    if not candidates:
+        return {}
+    read = store.series_histories(suite, {(c.pool, c.case, c.metric) for c in candidates}, limit=limit,
+                                  before=as_of)
+    return {key: [h for h in history if h.run_key != run_key and (ancestors is None or h.sha in ancestors)]
+            for key, history in read.items()}
 
 
 def telemetry_by_pool(extras: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, tuple[float | None,

@@ -101,3 +101,47 @@ def test_upgrade_from_0002_keeps_the_outbox(store: Store, make) -> None:
     store.mark_notification(item.id, "abandoned", error="stale")  # the new status is allowed now
     with store.session() as s:
         assert s.scalars(select(Notification.status)).all() == ["abandoned"]
+
+
+def test_a_night_of_many_alerts_takes_the_statements_of_a_night_of_few(store: Store, make) -> None:
+    """Opening, updating and closing N alerts, and reading what a night did to them, in a number of
+    statements that does not grow with N (no statement per series)."""
+    from sqlalchemy import event
+
+    for prefix in ("a", "b"):
+        for n in (2, 3):
+            store.upsert_run(make.run(f"{prefix}{n}", sha=n, day=n))
+    counts: dict[int, list[int]] = {}
+    for prefix, size in (("a", 3), ("b", 30)):
+        cases = [f"{prefix}_op{i:02d}" for i in range(size)]  # plan_night orders by case
+        statements: list[str] = []
+
+        def count(_conn: object, _cursor: object, sql: str, *_args: object, seen: list[str] = statements) -> None:
+            seen.append(sql)
+
+        event.listen(store.engine, "before_cursor_execute", count)
+        try:
+            opened = _night(store, f"{prefix}2", [_cmp(Verdict.REGRESSION, 4.0, 4.4 + i / 100, case)
+                                                  for i, case in enumerate(cases)])
+            after_open = len(statements)
+            # night 3: the even ones are fixed, the odd ones stay (a silent update)
+            moved = _night(store, f"{prefix}3", [_cmp(Verdict.IMPROVED if i % 2 == 0 else Verdict.UNCHANGED,
+                                                      4.4, 4.0 if i % 2 == 0 else 4.41, case)
+                                                 for i, case in enumerate(cases)])
+            after_move = len(statements)
+            read = store.run_alert_events(f"{prefix}3")
+        finally:
+            event.remove(store.engine, "before_cursor_execute", count)
+        counts[size] = [after_open, after_move - after_open, len(statements) - after_move]
+        assert [(a.alert.case, a.alert.state, a.event_id is not None) for a in opened] == [
+            (case, AlertState.CONFIRMED, True) for case in cases]
+        assert len({a.event_id for a in opened}) == size
+        assert [(a.alert.case, a.alert.state, a.event_id is not None, a.alert.last_run) for a in moved] == [
+            (case, AlertState.FIXED if i % 2 == 0 else AlertState.CONFIRMED, i % 2 == 0, f"{prefix}3")
+            for i, case in enumerate(cases)]
+        assert [a.alert.worst_worse_pct for a in moved] == pytest.approx([10.0 + i / 4 for i in range(size)])
+        # the night's events, in order, with each alert as it is now
+        assert [(a.case, a.state, e["to_state"]) for a, e in read] == [
+            (case, AlertState.FIXED, "fixed") for case in cases[::2]]
+        assert [e["id"] for _, e in read] == sorted(e["id"] for _, e in read)
+    assert counts[3] == counts[30], counts

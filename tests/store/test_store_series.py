@@ -111,3 +111,81 @@ def test_history_skips_runs_whose_series_only_failed(store: Store, make) -> None
     store.record_shard("n2", make.shard("npu", 0), [make.result("add", LAT, (4.0,))])
     assert [p.run_key for p in store.series_history("ops", "npu", "add", LAT, limit=1)] == ["n2"]
     assert [c[3].run_key for c in store.baseline_candidates("ops", shas=[make.sha(1)])] == ["n2"]
+
+
+def _gappy_store(store: Store, make) -> None:
+    """Twelve nights of npu (devices 0 and 1, device 2 failed) and cpu: ``add`` every night, ``mul`` only on
+    even nights (a series with gaps), ``div`` from night 9 on (a young series, fewer points than the
+    limit); an unaccepted night, a PR run and another suite's night in between."""
+    for day in range(12):
+        store.upsert_run(make.run(f"n{day}", sha=day + 1, day=day, finished_day=day + 0.1, accepted=True))
+        store.record_shard(f"n{day}", make.shard("npu", 1), [make.result("add", LAT, (day + 2.0,))]
+                           + ([make.result("mul", LAT, (day + 3.0, day + 4.0))] if day % 2 == 0 else []))
+        store.record_shard(f"n{day}", make.shard("npu", 0), [make.result("add", LAT, (float(day), day + 1.0))]
+                           + ([make.result("div", LAT, (day + 5.0,))] if day >= 9 else []))
+        store.record_shard(f"n{day}", make.shard("npu", 2, ShardStatus.FAILED), [make.result("add", LAT, (999.0,))])
+        store.record_shard(f"n{day}", make.shard("cpu", 0), [make.result("add", LAT, (day * 10.0,), unit="ms")])
+    _nightly(store, make, "unaccepted", sha=50, day=4.5, accepted=False, base=50)
+    _nightly(store, make, "a-pr", sha=51, day=5.5, kind="pr", base=51)
+    _nightly(store, make, "other-suite", sha=52, day=6.5, suite="other", base=52)
+    _nightly(store, make, "tonight", sha=60, day=20, accepted=False, base=90)
+
+
+KEYS = [("npu", "add", LAT), ("npu", "mul", LAT), ("npu", "div", LAT), ("cpu", "add", LAT), ("cpu", "mul", LAT),
+        ("npu", "nope", LAT), ("gpu", "add", LAT)]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 5, 60])
+@pytest.mark.parametrize("before_day", [None, 7.5])
+def test_series_histories_equal_series_history_of_each_series(store: Store, make, limit: int,
+                                                              before_day: float | None) -> None:
+    _gappy_store(store, make)
+    before = None if before_day is None else make.when(before_day)
+    got = store.series_histories("ops", KEYS, limit=limit, before=before)
+    for key in KEYS:
+        one = store.series_history("ops", *key, limit=limit, before=before)
+        assert got.get(key, []) == one, (key, limit, before_day)
+    assert ("npu", "nope", LAT) not in got and ("gpu", "add", LAT) not in got
+    if limit == 3 and before_day is None:  # the gaps: mul's 3 newest points span 6 nights, div has 3
+        assert [p.run_key for p in got[("npu", "mul", LAT)]] == ["n6", "n8", "n10"]
+        assert [p.samples for p in got[("npu", "add", LAT)]][-1] == (11.0, 12.0, 13.0)  # device order, no failed one
+        assert [p.run_key for p in got[("npu", "div", LAT)]] == ["n9", "n10", "n11"]
+    with_tonight = store.series_histories("ops", KEYS[:1], limit=limit, include_run_key="tonight")
+    assert with_tonight[KEYS[0]] == store.series_history("ops", *KEYS[0], limit=limit, include_run_key="tonight")
+    assert store.series_histories("ops", KEYS, kind="pr", limit=limit) == {
+        k: store.series_history("ops", *k, kind="pr", limit=limit) for k in (("npu", "add", LAT), ("npu", "mul", LAT),
+                                                                            ("cpu", "add", LAT))}
+
+
+def test_series_histories_look_back_at_most_depth_runs_of_the_pool(store: Store, make) -> None:
+    _gappy_store(store, make)
+    # mul is on even nights: its 3 newest points need 6 runs; a depth of 4 runs finds two of them
+    assert [p.run_key for p in store.series_histories("ops", [("npu", "mul", LAT)], limit=3, depth=4)[
+        ("npu", "mul", LAT)]] == ["n8", "n10"]
+    assert store.series_histories("ops", [], limit=3) == {}
+    with pytest.raises(ValueError, match="limit"):
+        store.series_histories("ops", KEYS, limit=0)
+
+
+def test_series_histories_take_a_constant_number_of_queries(store: Store, make) -> None:
+    from sqlalchemy import event
+
+    for day in range(6):
+        store.upsert_run(make.run(f"n{day}", sha=day + 1, day=day, finished_day=day + 0.1, accepted=True))
+        store.record_shard(f"n{day}", make.shard("npu", 0),
+                           [make.result(f"op{i}", LAT, (float(day + i),)) for i in range(40)])
+    counts = []
+    for n in (2, 40):
+        statements: list[str] = []
+
+        def count(_conn: object, _cursor: object, sql: str, *_args: object, seen: list[str] = statements) -> None:
+            seen.append(sql)
+
+        event.listen(store.engine, "before_cursor_execute", count)
+        try:
+            got = store.series_histories("ops", [("npu", f"op{i}", LAT) for i in range(n)], limit=4)
+        finally:
+            event.remove(store.engine, "before_cursor_execute", count)
+        assert len(got) == n and all(len(h) == 4 for h in got.values())
+        counts.append(len([s for s in statements if s.lstrip().upper().startswith("SELECT")]))
+    assert counts[0] == counts[1] <= 3, counts  # the runs, then one batch of results

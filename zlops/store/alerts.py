@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, insert, or_, select, update
+from sqlalchemy import Select, bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from zlops.alerts import OPEN_STATES, Alert, AlertError, AlertState, EventKind, SeriesKey, Step, check_human_transition
@@ -21,6 +21,8 @@ from zlops.store.models import AlertEvent, AlertRow, Run, utcnow
 from zlops.store.runs import require_run
 
 _OPEN = tuple(s.value for s in OPEN_STATES)
+#: alert ids per IN (...) list
+IDS = 500
 
 
 @dataclass(frozen=True)
@@ -68,53 +70,103 @@ def night_state(session: Session, suite: str, run_key: str) -> tuple[dict[Series
 
 def apply_steps(session: Session, run_key: str, suite: str, steps: Sequence[Step], *,
                 band_pct: float) -> list[Applied]:
-    """Write one night's steps: new alerts, state changes, updates and their events."""
+    """Write one night's steps: new alerts, state changes, updates and their events.
+
+    In bulk, never a statement per step (a night that moved thousands of series has thousands of steps):
+    the alerts the steps change are read and locked in IN lists of :data:`IDS`, the new ones inserted,
+    the changed ones updated and the events inserted each in one executemany, and the alerts as they
+    now are read back in IN lists. A step that cannot be written (no baseline, an unknown alert) raises
+    AlertError before anything is written.
+    """
     run = require_run(session, run_key)
     now = utcnow()
-    out: list[Applied] = []
+    changed = sorted({step.alert_id for step in steps if step.alert_id is not None})
+    worst_of: dict[int, float | None] = {}
+    for start in range(0, len(changed), IDS):  # locked: a person's change of one waits for this night's
+        rows = session.execute(select(AlertRow.id, AlertRow.worst_worse_pct)
+                               .where(AlertRow.id.in_(changed[start:start + IDS])).with_for_update())
+        worst_of.update({alert_id: worst for alert_id, worst in rows})
+    new_rows: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
     for step in steps:
         c = step.comparison
         if step.alert_id is None:
             base = _reference(c)
             if base is None or c.base is None:
                 raise AlertError(f"cannot open an alert for {c.pool}/{c.case}/{c.metric}: it has no baseline")
-            alert_id = session.execute(insert(AlertRow).values(
+            new_rows.append(dict(
                 suite=suite, pool=c.pool, case=c.case, metric=c.metric, unit=c.unit,
                 lower_is_better=c.lower_is_better, state=step.to_state.value, opened_run_id=run.id,
                 last_run_id=run.id, base_value=base, band_pct=band_pct, first_base_sha=c.base.sha,
                 first_head_sha=run.sha, last_head_sha=run.sha, last_change_pct=step.change_pct,
-                worst_worse_pct=step.worse_pct, note="", opened_at=now, updated_at=now,
-            ).returning(AlertRow.id)).scalar_one()
-        else:
-            alert_id = step.alert_id
-            row = session.get(AlertRow, alert_id, with_for_update=True)
-            if row is None:
-                raise AlertError(f"unknown alert #{alert_id}")
-            worst = row.worst_worse_pct
-            if step.worse_pct is not None and (worst is None or step.worse_pct > worst):
-                worst = step.worse_pct
-            values: dict[str, Any] = {"state": step.to_state.value, "last_run_id": run.id, "last_head_sha": run.sha,
-                                      "last_change_pct": step.change_pct, "worst_worse_pct": worst,
-                                      "updated_at": now}
-            if step.from_state is not step.to_state and not step.to_state.is_open:
-                values["closed_at"] = now
-            session.execute(update(AlertRow).where(AlertRow.id == alert_id).values(**values))
-        event_id = None
-        if step.event is not None:
-            event_id = _event(session, alert_id, run_id=run.id, kind=step.event, from_state=step.from_state,
-                              to_state=step.to_state, change_pct=step.change_pct, note=step.note, actor="zlops",
-                              announced=step.announce)
-        out.append(Applied(get_alert(session, alert_id), step, event_id))
+                worst_worse_pct=step.worse_pct, note="", opened_at=now, updated_at=now))
+            continue
+        if step.alert_id not in worst_of:
+            raise AlertError(f"unknown alert #{step.alert_id}")
+        worst = worst_of[step.alert_id]
+        if step.worse_pct is not None and (worst is None or step.worse_pct > worst):
+            worst = step.worse_pct
+        values: dict[str, Any] = {"id": step.alert_id, "state": step.to_state.value, "last_run_id": run.id,
+                                  "last_head_sha": run.sha, "last_change_pct": step.change_pct,
+                                  "worst_worse_pct": worst, "updated_at": now}
+        if step.from_state is not step.to_state and not step.to_state.is_open:
+            values["closed_at"] = now
+        updates.append(values)
+    # RETURNING is matched to the steps by series and by alert, not by parameter order (SQLite keeps that
+    # order only one row per statement): one step per series and alert, as plan_night makes them
+    if (len({(r["pool"], r["case"], r["metric"]) for r in new_rows}) < len(new_rows)
+            or len(changed) < len(updates)):
+        raise AlertError("two steps of one night for the same series or alert")
+    opened = {(pool, case, metric): int(alert_id) for alert_id, pool, case, metric in session.execute(
+        insert(AlertRow).returning(AlertRow.id, AlertRow.pool, AlertRow.case, AlertRow.metric), new_rows)} \
+        if new_rows else {}
+    for closing in (False, True):  # one executemany per set of columns (the ORM's would be a statement a row here)
+        group = [values for values in updates if ("closed_at" in values) is closing]
+        if group:
+            table = AlertRow.__table__
+            columns = [name for name in group[0] if name != "id"]
+            session.connection().execute(
+                update(table).where(table.c.id == bindparam("b_id"))
+                .values({name: bindparam(f"b_{name}", type_=table.c[name].type) for name in columns}),
+                [{f"b_{name}": value for name, value in values.items()} for values in group])
+    alert_ids = [step.alert_id if step.alert_id is not None else
+                 opened[(step.comparison.pool, step.comparison.case, step.comparison.metric)] for step in steps]
+    events = [_event_row(alert_id, run_id=run.id, kind=step.event, from_state=step.from_state, to_state=step.to_state,
+                         change_pct=step.change_pct, note=step.note, actor="zlops", announced=step.announce)
+              for alert_id, step in zip(alert_ids, steps, strict=True) if step.event is not None]
+    event_ids = {int(alert_id): int(event_id) for event_id, alert_id in session.execute(
+        insert(AlertEvent).returning(AlertEvent.id, AlertEvent.alert_id), events)} if events else {}
+    alerts = alerts_by_id(session, alert_ids)
+    return [Applied(alerts[alert_id], step, event_ids.get(alert_id) if step.event is not None else None)
+            for alert_id, step in zip(alert_ids, steps, strict=True)]
+
+
+def alerts_by_id(session: Session, alert_ids: Collection[int]) -> dict[int, Alert]:
+    """The alerts of ``alert_ids`` as they are now (an unknown id is absent), in IN lists of :data:`IDS`."""
+    ordered = sorted(set(alert_ids))
+    out: dict[int, Alert] = {}
+    for start in range(0, len(ordered), IDS):
+        # populate_existing: rows this session loaded before a bulk update are read again, not reused
+        rows = session.execute(_alerts_query().where(AlertRow.id.in_(ordered[start:start + IDS]))
+                               .execution_options(populate_existing=True))
+        for row, opened_key, last_key in rows:
+            out[row.id] = _alert(row, opened_key, last_key)
     return out
+
+
+def _event_row(alert_id: int, *, run_id: int | None, kind: EventKind, from_state: AlertState | None,
+               to_state: AlertState, change_pct: float | None, note: str, actor: str, announced: bool,
+               ) -> dict[str, Any]:
+    return {"alert_id": alert_id, "run_id": run_id, "at": utcnow(), "kind": kind.value,
+            "from_state": None if from_state is None else from_state.value, "to_state": to_state.value,
+            "change_pct": change_pct, "note": note, "actor": actor[:100], "announced": announced}
 
 
 def _event(session: Session, alert_id: int, *, run_id: int | None, kind: EventKind, from_state: AlertState | None,
            to_state: AlertState, change_pct: float | None, note: str, actor: str, announced: bool) -> int:
-    return int(session.execute(insert(AlertEvent).values(
-        alert_id=alert_id, run_id=run_id, at=utcnow(), kind=kind.value,
-        from_state=None if from_state is None else from_state.value, to_state=to_state.value,
-        change_pct=change_pct, note=note, actor=actor[:100], announced=announced,
-    ).returning(AlertEvent.id)).scalar_one())
+    return int(session.execute(insert(AlertEvent).values(_event_row(
+        alert_id, run_id=run_id, kind=kind, from_state=from_state, to_state=to_state, change_pct=change_pct,
+        note=note, actor=actor, announced=announced)).returning(AlertEvent.id)).scalar_one())
 
 
 def get_alert(session: Session, alert_id: int) -> Alert:
@@ -188,10 +240,8 @@ def alert_events(session: Session, alert_id: int) -> list[dict[str, Any]]:
 def run_events(session: Session, run_key: str) -> list[tuple[Alert, dict[str, Any]]]:
     """What the nightly did to alerts at ``run_key``: (the alert now, the event), in order."""
     run = require_run(session, run_key)
-    rows = session.execute(select(AlertEvent).where(AlertEvent.run_id == run.id).order_by(AlertEvent.id))
-    out = []
-    for (e,) in rows:
-        out.append((get_alert(session, e.alert_id),
-                    {"id": e.id, "kind": e.kind, "from_state": e.from_state, "to_state": e.to_state,
-                     "change_pct": e.change_pct, "note": e.note, "announced": e.announced}))
-    return out
+    events = session.scalars(select(AlertEvent).where(AlertEvent.run_id == run.id).order_by(AlertEvent.id)).all()
+    alerts = alerts_by_id(session, {e.alert_id for e in events})  # one read for all, not one per event
+    return [(alerts[e.alert_id], {"id": e.id, "kind": e.kind, "from_state": e.from_state, "to_state": e.to_state,
+                                  "change_pct": e.change_pct, "note": e.note, "announced": e.announced})
+            for e in events]

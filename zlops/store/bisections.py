@@ -6,7 +6,7 @@ so an Airflow retry or a rerun of ``zlops bisect`` finds what the first attempt 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,9 +23,11 @@ def _targets_json(targets: Sequence[Target]) -> list[dict[str, Any]]:
             for t in targets]
 
 
-def _bisection(session: Session, row: BisectionRow) -> Bisection:
-    alerts = session.scalars(select(BisectionAlert.alert_id).where(BisectionAlert.bisection_id == row.id)
-                             .order_by(BisectionAlert.alert_id)).all()
+def _bisection(session: Session, row: BisectionRow, alert_ids: Sequence[int] | None = None) -> Bisection:
+    """The bisection of ``row``; its alerts are read unless given (``alert_ids``, ascending)."""
+    alerts = alert_ids if alert_ids is not None else session.scalars(
+        select(BisectionAlert.alert_id).where(BisectionAlert.bisection_id == row.id)
+        .order_by(BisectionAlert.alert_id)).all()
     return Bisection(id=row.id, suite=row.suite, pool=row.pool, device=row.device, good_sha=row.good_sha,
                      bad_sha=row.bad_sha, commits=tuple(row.commits),
                      targets=tuple(Target(str(t["case"]), str(t["metric"]), str(t.get("unit") or ""),
@@ -67,6 +69,29 @@ def get_bisection(session: Session, bisection_id: int) -> Bisection | None:
 def bisection_of_alert(session: Session, alert_id: int) -> Bisection | None:
     bid = session.scalar(select(BisectionAlert.bisection_id).where(BisectionAlert.alert_id == alert_id))
     return None if bid is None else get_bisection(session, bid)
+
+
+def bisections_of_alerts(session: Session, alert_ids: Collection[int]) -> dict[int, Bisection]:
+    """alert id -> the bisection it belongs to (an alert in none is absent): three queries per 500 alerts,
+    never one per alert (the nightly's bisect requests and a bisection's group look at every open alert)."""
+    ids = sorted(set(alert_ids))
+    links: dict[int, int] = {}
+    for start in range(0, len(ids), 500):
+        links.update({int(a): int(b) for a, b in session.execute(
+            select(BisectionAlert.alert_id, BisectionAlert.bisection_id)
+            .where(BisectionAlert.alert_id.in_(ids[start:start + 500])))})
+    bids = sorted(set(links.values()))
+    members: dict[int, list[int]] = {}
+    found: dict[int, Bisection] = {}
+    for start in range(0, len(bids), 500):
+        chunk = bids[start:start + 500]
+        for alert_id, bid in session.execute(select(BisectionAlert.alert_id, BisectionAlert.bisection_id)
+                                             .where(BisectionAlert.bisection_id.in_(chunk))
+                                             .order_by(BisectionAlert.alert_id)):
+            members.setdefault(int(bid), []).append(int(alert_id))
+        for row in session.scalars(select(BisectionRow).where(BisectionRow.id.in_(chunk))):
+            found[row.id] = _bisection(session, row, members.get(row.id, []))
+    return {alert_id: found[bid] for alert_id, bid in links.items() if bid in found}
 
 
 def culprits_of_alerts(session: Session, alert_ids: Sequence[int]) -> dict[int, str]:

@@ -192,6 +192,87 @@ def refresh_series_points(session: Session, run_key: str) -> int:
     return save_series_points(session, run_key, points.to_dict("records"))
 
 
+#: How far back :func:`series_histories` looks for a series' points, in multiples of its ``limit`` (runs of
+#: the series' pool): a series with fewer points than that (a young one, one with gaps) stops there.
+HISTORY_DEPTH = 4
+
+
+def series_histories(session: Session, suite: str, keys: Collection[SeriesKey], *, limit: int = 60,
+                     kind: str = "nightly", include_run_key: str | None = None, before: datetime | None = None,
+                     depth: int | None = None) -> dict[SeriesKey, list[HistoryPoint]]:
+    """:func:`series_history` of every series of ``keys`` in one read (the report's trend figures): a
+    number of queries that does not depend on the number of series, and never all of the history.
+
+    The runs (one query: run ids, keys, shas, dates and pools, no results) are walked newest first per
+    pool: the raw results of the ``keys`` are read from the newest ``limit`` runs of their pools, and
+    only the series with fewer than ``limit`` points there are looked for further back, in batches
+    that double (``limit``, ``2 limit``, ...), never beyond the newest ``depth`` runs of the pool
+    (``HISTORY_DEPTH * limit`` by default; ``depth`` >= ``limit``). So a series' points are exactly
+    :func:`series_history`'s whenever its newest ``limit`` points lie within the newest ``depth`` runs
+    of its pool; with fewer, it gets the points it has there. Queries: one for the runs, then per batch
+    (at most ``1 + log2(depth / limit)``) one per :data:`~zlops.store.frames.CHUNK` runs. A series
+    without points is absent from the answer.
+    """
+    from zlops.store.frames import CHUNK, chunks
+
+    if limit < 1:
+        raise ValueError(f"series_histories: limit must be >= 1, got {limit}")
+    depth = max(limit, HISTORY_DEPTH * limit if depth is None else depth)
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    runs: ColumnElement[bool] = and_(Run.kind == kind, Run.accepted.is_(True))
+    if include_run_key is not None:
+        runs = or_(runs, Run.run_key == include_run_key)
+    listed = session.execute(
+        select(Run.id, Shard.pool, Run.run_key, Run.sha, Run.started_at)
+        .join(Shard, Shard.run_id == Run.id)
+        .where(Run.suite == suite, runs, Shard.status == ShardStatus.OK.value,
+               Shard.pool.in_(sorted({k[0] for k in wanted})),
+               *(() if before is None else (Run.started_at < before,)))
+        .distinct())
+    meta: dict[int, tuple[str, str, datetime]] = {}
+    per_pool: dict[str, list[int]] = {}
+    for rid, pool, run_key, sha, started_at in listed:
+        meta[rid] = (run_key, sha, started_at)
+        per_pool.setdefault(pool, []).append(rid)
+    for ids in per_pool.values():  # newest first, as series_history orders them
+        ids.sort(key=lambda rid: (meta[rid][2], rid), reverse=True)
+        del ids[depth:]
+    # (pool, case, metric) -> run id -> (unit, samples pooled in device order)
+    found: dict[SeriesKey, dict[int, tuple[str, list[float]]]] = {}
+    pending = {k for k in wanted if k[0] in per_pool}
+    start, size = 0, limit
+    while pending and start < depth:
+        pools = {k[0] for k in pending}
+        batch = {(rid, pool) for pool in pools for rid in per_pool[pool][start:start + size]}
+        cases, metrics = sorted({k[1] for k in pending}), sorted({k[2] for k in pending})
+        for chunk in chunks(sorted({rid for rid, _ in batch})):
+            query = (select(Shard.run_id, Shard.pool, Result.case, Result.metric, Result.unit, Result.samples)
+                     .join(Result, Result.shard_id == Shard.id)
+                     .where(Shard.run_id.in_(chunk), Shard.status == ShardStatus.OK.value,
+                            Shard.pool.in_(sorted(pools)))
+                     .order_by(Shard.run_id, Shard.device))
+            if len(cases) <= CHUNK:
+                query = query.where(Result.case.in_(cases))
+            if len(metrics) <= CHUNK:
+                query = query.where(Result.metric.in_(metrics))
+            for rid, pool, case, metric, unit, samples in session.connection().execute(query):
+                key = (pool, case, metric)
+                if key in pending and (rid, pool) in batch:
+                    point = found.setdefault(key, {}).setdefault(rid, (unit, []))
+                    point[1].extend(float(v) for v in samples)
+        start += size
+        size = min(2 * size, depth - start)
+        pending = {k for k in pending if len(found.get(k, ())) < limit and len(per_pool[k[0]]) > start}
+    out: dict[SeriesKey, list[HistoryPoint]] = {}
+    for key, points in found.items():
+        newest = sorted(points, key=lambda rid: (meta[rid][2], rid), reverse=True)[:limit]
+        out[key] = [HistoryPoint(run_key=meta[rid][0], sha=meta[rid][1], when=meta[rid][2], unit=points[rid][0],
+                                 samples=tuple(points[rid][1])) for rid in reversed(newest)]
+    return out
+
+
 def save_series_points(session: Session, run_key: str,
                        points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | Mapping[str, Any]]) -> int:
     """REPLACE the pooled series points of ``run_key`` with ``points``; returns how many were stored.

@@ -334,6 +334,22 @@ class Store:
         return self._query(series.series_history, suite, pool, case, metric, limit=limit,
                            kind=kind, include_run_key=include_run_key, before=before)
 
+    def series_histories(self, suite: str, keys: Collection[SeriesKey], *, limit: int = 60,
+                         kind: str = "nightly", include_run_key: str | None = None,
+                         before: datetime | None = None, depth: int | None = None,
+                         ) -> dict[SeriesKey, list[HistoryPoint]]:
+        """:meth:`series_history` of many series in one read transaction, a constant number of queries
+        whatever their number, looking back at most ``depth`` runs per pool (see :func:`.series.series_histories`)."""
+        return self._query(series.series_histories, suite, keys, limit=limit, kind=kind,
+                           include_run_key=include_run_key, before=before, depth=depth)
+
+    def run_telemetry(self, run_keys: Sequence[str]) -> dict[str, dict[tuple[str, int], dict[str, Any]]]:
+        """:meth:`shard_extras` of many runs at once (run_key -> (pool, device) -> telemetry, identity); a
+        run without shards is absent. One query per 500 runs."""
+        from zlops.store import pages  # pandas (through frames) on first use only
+
+        return self._query(pages.run_telemetry, run_keys)
+
     # -- comparisons and notifications -------------------------------------------------------
 
     def save_comparisons(self, run_key: str, comparisons: Sequence[Comparison]) -> None:
@@ -399,6 +415,10 @@ class Store:
         """Alerts, newest first; ``states`` None means all."""
         return self._query(_alerts.list_alerts, suite=suite, states=states, limit=limit)
 
+    def alerts_by_id(self, alert_ids: Collection[int]) -> dict[int, Alert]:
+        """Many alerts at once (an unknown id is absent): one query per 500 ids."""
+        return self._query(_alerts.alerts_by_id, alert_ids)
+
     def alert_events(self, alert_id: int) -> list[dict[str, Any]]:
         return self._query(_alerts.alert_events, alert_id)
 
@@ -430,6 +450,10 @@ class Store:
     def bisection_of_alert(self, alert_id: int) -> Any:
         """The bisection an alert belongs to, or None."""
         return self._query(_bisections.bisection_of_alert, alert_id)
+
+    def bisections_of_alerts(self, alert_ids: Collection[int]) -> dict[int, Any]:
+        """alert id -> its bisection (:class:`zlops.bisect.Bisection`) for the alerts in one, in bulk."""
+        return self._query(_bisections.bisections_of_alerts, alert_ids)
 
     def culprits_of_alerts(self, alert_ids: list[int]) -> dict[int, str]:
         """alert id -> the culprit sha a finished bisection found for it (one query)."""
