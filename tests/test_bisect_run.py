@@ -9,11 +9,12 @@ import pytest
 from sqlalchemy import event
 
 import zlops.gitops as gitops
-from zlops import bisect_run, pipeline
+from zlops import bisect_run
 from zlops.alerts import plan_night
 from zlops.bisect import Target
 from zlops.config import Config, parse_config
 from zlops.model import BaselinePoint, Comparison, Judgement, RunRecord, RunStatus, Summary, Verdict
+from zlops.steps.context import open_store
 from zlops.store import alerts as store_alerts
 
 
@@ -32,7 +33,7 @@ def _config(tmp_path: Path) -> Config:
 def _night(config: Config, n: int) -> list[int]:
     """Night 2 confirms ``n`` regressions over the range night 1 .. night 2 (one alert each); the first
     three are already in a bisection that is paused (not finished)."""
-    store = pipeline.open_store(config)
+    store = open_store(config)
     for night in (1, 2):
         store.upsert_run(RunRecord(f"n{night}", "nightly", "ops", sha(night), "main", RunStatus.DONE))
     rows = [Comparison("ops", "npu", f"op{i:03d}", "time", "ms", True, BaselinePoint("n1", sha(1), "ms", 4.0, 1),
@@ -58,7 +59,7 @@ def test_alerts_to_bisect_reads_the_store_and_git_once_for_all_alerts(tmp_path: 
         return [good, sha(7), sha(8), bad]
 
     monkeypatch.setattr(gitops, "first_parent_range", first_parent_range)
-    store = pipeline.open_store(config)
+    store = open_store(config)
     statements: list[str] = []
 
     def count(_conn: object, _cursor: object, sql: str, *_args: object) -> None:

@@ -38,10 +38,13 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
     with progress.step("compare", suite=ctx.suite_name, commit=ctx.sha[:12]):
         mirror = gitops.ensure_mirror(ctx.suite.repo, ctx.mirror_path)
         shas = gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)
-        invalid = {(o.pool, o.device): o.error or "invalid" for o in store.shards(ctx.run_key)
-                   if o.status is ShardStatus.INVALID}
+        shards = store.shards(ctx.run_key)
+        invalid = {(o.pool, o.device): o.error or "invalid" for o in shards if o.status is ShardStatus.INVALID}
+        # tonight is what the OK shards measured: the rule the history's points follow too
+        # (zlops.store.frames.points_from_results), so tonight and its later history are one pooling
+        ok = {(o.pool, o.device) for o in shards if o.status is ShardStatus.OK}
         results = store.results(ctx.run_key)
-        head = cmp.pool_results([r for r in results if (r[0], r[1]) not in invalid])
+        head = cmp.pool_results([r for r in results if (r[0], r[1]) in ok])
         setup = setup or judging.from_config(ctx.config)
         # the past in one read (issue 13): the judge's window of nights (window + 1, so last night can be
         # re-judged against the window before it: zlops.stats.judge_tonight) and every series' baseline
