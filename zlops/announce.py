@@ -106,7 +106,7 @@ def alert_digest(store: Store, *, run_key: str, suite: str) -> tuple[AlertDigest
         marks[alert.key] = f"#{alert.id} {label}"
         if event["announced"]:  # quiet changes (a watch opened or dropped, an acked one worse) are only counted
             lines.append(alert_messages.digest_line(alert, event))
-    open_now = store.alerts(suite=suite, states=OPEN_STATES)
+    open_now = store.alerts(suite=suite, states=OPEN_STATES, limit=None)
     for alert in open_now:
         marks.setdefault(alert.key, f"#{alert.id} {alert.state.value.replace('_', ' ')}")
     still_open = sum(1 for a in open_now if a.id not in changed and a.state is not AlertState.NEW)

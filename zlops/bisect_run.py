@@ -186,7 +186,7 @@ class BisectOutcome:
 
 def _group(store: Store, alert: Alert, commits: Sequence[str]) -> list[Alert]:
     """The alert and the open alerts of its suite, pool and range not yet in another bisection."""
-    same = [other for other in store.alerts(suite=alert.suite, states=BISECTABLE)
+    same = [other for other in store.alerts(suite=alert.suite, states=BISECTABLE, limit=None)
             if other.id != alert.id and other.pool == alert.pool and other.first_base_sha == alert.first_base_sha
             and other.first_head_sha == alert.first_head_sha]
     bisected = store.bisections_of_alerts([other.id for other in same]) if same else {}  # one read, not one per alert
@@ -328,7 +328,7 @@ def alerts_to_bisect(config: Config, run_key: str) -> list[int]:
         if n > 1:
             out.append(aid)
     if run is not None:
-        waiting = store.alerts(suite=run.suite, states=BISECTABLE)
+        waiting = store.alerts(suite=run.suite, states=BISECTABLE, limit=None)
         paused = store.bisections_of_alerts([a.id for a in waiting]) if waiting else {}
         for alert in waiting:
             b = paused.get(alert.id)

@@ -160,7 +160,7 @@ def series_view(store: Store, suite: str, pool: str, case: str, metric: str, *, 
     """One series over its last ``nights`` accepted nights (see the module docstring)."""
     per_pool, backends = _nights(store, suite, case, metric, pools=[pool], nights=nights)
     rows = tuple(per_pool.get(pool, ()))
-    alert = next((a for a in store.alerts(suite=suite, states=OPEN_STATES)
+    alert = next((a for a in store.alerts(suite=suite, states=OPEN_STATES, limit=None)
                   if (a.pool, a.case, a.metric) == (pool, case, metric)), None)
     return SeriesView(suite, pool, case, metric, backends.get(pool), rows, alert, tuple(change_marks(rows)))
 

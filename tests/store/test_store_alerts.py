@@ -145,3 +145,19 @@ def test_a_night_of_many_alerts_takes_the_statements_of_a_night_of_few(store: St
             (case, AlertState.FIXED, "fixed") for case in cases[::2]]
         assert [e["id"] for _, e in read] == sorted(e["id"] for _, e in read)
     assert counts[3] == counts[30], counts
+
+
+def test_a_suite_with_more_open_alerts_than_a_page_counts_them_all(store: Store, make) -> None:
+    """The night's digest ("N still open") and the report's references read every open alert: a capped
+    list (500, the CLI's page) silently dropped the oldest and the count went wrong."""
+    from zlops.announce import alert_digest
+
+    for n in (2, 3):
+        store.upsert_run(make.run(f"n{n}", sha=n, day=n))
+    cases = [f"op{i:04d}" for i in range(520)]
+    _night(store, "n2", [_cmp(Verdict.REGRESSION, 4.0, 4.4, case) for case in cases])
+    _night(store, "n3", [_cmp(Verdict.UNCHANGED, 4.4, 4.41, case) for case in cases])
+    digest, _ = alert_digest(store, run_key="n3", suite="ops")
+    assert digest.still_open == 520 and len(digest.marks) == 520
+    assert len(store.alerts(suite="ops", states={AlertState.CONFIRMED})) == 500   # a page, as asked
+    assert len(store.alerts(suite="ops", states={AlertState.CONFIRMED}, limit=None)) == 520

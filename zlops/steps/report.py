@@ -97,7 +97,7 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         band = thresholds.potential_pct
         channel = ctx.config.slack.channel if ctx.config.slack else "#perf-nightly"
         nightly = run.kind == "nightly"
-        watched = store.alerts(suite=ctx.suite_name, states=OPEN_STATES) if nightly and not rerender else []
+        watched = store.alerts(suite=ctx.suite_name, states=OPEN_STATES, limit=None) if nightly and not rerender else []
         figures = draw_run_figures(store, run_key=ctx.run_key, suite=ctx.suite_name, summary=summary, shards=shards,
                                    out_dir=out_dir / "plots", band_pct=band,
                                    references={a.key: (a.base_value, a.unit, f"alert #{a.id} reference")

@@ -178,7 +178,7 @@ def get_alert(session: Session, alert_id: int) -> Alert:
 
 
 def list_alerts(session: Session, *, suite: str | None = None,
-                states: Collection[AlertState] | None = None, limit: int = 500) -> list[Alert]:
+                states: Collection[AlertState] | None = None, limit: int | None = 500) -> list[Alert]:
     """Alerts, newest opened first; ``states`` None means every state."""
     query = _alerts_query().order_by(AlertRow.id.desc()).limit(limit)
     if suite is not None:

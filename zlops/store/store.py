@@ -411,8 +411,9 @@ class Store:
         return self._query(_alerts.get_alert, alert_id)
 
     def alerts(self, *, suite: str | None = None, states: Collection[AlertState] | None = None,
-               limit: int = 500) -> list[Alert]:
-        """Alerts, newest first; ``states`` None means all."""
+               limit: int | None = 500) -> list[Alert]:
+        """Alerts, newest first; ``states`` None means all; ``limit`` None: every one (what a count or a
+        night's references need: a capped list would silently drop the oldest)."""
         return self._query(_alerts.list_alerts, suite=suite, states=states, limit=limit)
 
     def alerts_by_id(self, alert_ids: Collection[int]) -> dict[int, Alert]:
