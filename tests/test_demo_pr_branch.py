@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from timing import TIMING_RERUNS
 
 from zlops import gitops
 from zlops.demo import HISTORY, PR_BRANCH, create_upstream, demo_config_data
 
 BRANCH, MESSAGE, FILES, EXPECTED = PR_BRANCH
+
 
 
 def test_the_branch_is_one_commit_off_main_changing_softmax_only(tmp_path: Path) -> None:
@@ -32,6 +34,7 @@ def test_the_branch_is_one_commit_off_main_changing_softmax_only(tmp_path: Path)
 
 
 @pytest.mark.slow
+@TIMING_RERUNS
 def test_a_pr_compare_of_the_branch_finds_softmax_faster(tmp_path: Path) -> None:
     from zlops.config import parse_config
     from zlops.model import Verdict
