@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from timing import TIMING_RERUNS
+from timing import real_timings
 
 from zlops.demo import OPS, run_demo
 from zlops.model import Verdict
@@ -19,7 +19,7 @@ from zlops.model import Verdict
 pytestmark = pytest.mark.slow
 
 
-@TIMING_RERUNS
+@real_timings
 def test_demo_finds_the_scripted_regression_and_improvement(tmp_path: Path) -> None:
     # the gate off: this test checks the verdicts of real timings, not how busy the CI host is
     # (tests/pipeline/test_contention_nightly.py runs the demo's nights with the gate on)

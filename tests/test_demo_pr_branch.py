@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from timing import TIMING_RERUNS
+from timing import real_timings
 
 from zlops import gitops
 from zlops.demo import HISTORY, PR_BRANCH, create_upstream, demo_config_data
@@ -34,7 +34,7 @@ def test_the_branch_is_one_commit_off_main_changing_softmax_only(tmp_path: Path)
 
 
 @pytest.mark.slow
-@TIMING_RERUNS
+@real_timings
 def test_a_pr_compare_of_the_branch_finds_softmax_faster(tmp_path: Path) -> None:
     from zlops.config import parse_config
     from zlops.model import Verdict

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from timing import TIMING_RERUNS
+from timing import real_timings
 
 pytest.importorskip("airflow")
 
@@ -141,7 +141,7 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
 
 
 @pytest.mark.slow
-@TIMING_RERUNS
+@real_timings
 def test_dag_on_the_demo_upstream_flags_the_softmax_regression(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """dag.test() over two real nights of the demo upstream (real numpy timing, CPU pool)."""
