@@ -74,7 +74,10 @@ def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", 
         ["--warmup", "3", "--timed", "10", "--iters", "20"]
     return {
         "home": str(home), "locks_dir": str(home / "locks"),
-        "pools": {"h200": {"backend": backend, "devices": "auto" if backend != "cpu" else [0, 1]}},
+        # cpu: the CI variant runs on a shared development host, where other users' load would make every
+        # shard invalid; contention is then measured and reported but gates nothing
+        "pools": {"h200": {"backend": backend, "devices": "auto"} if backend != "cpu" else
+                  {"backend": backend, "devices": [0, 1], "contention_gate": False}},
         "suites": {"collectives": {
             "repo": str(upstream), "branch": "main", "install": [], "system_site_packages": True,
             # the interpreter that has torch, by absolute path: the suite's venv (on PATH) is made from a
