@@ -134,7 +134,8 @@ class PoolAB:
 def confirm_pool(ctx: pipeline.RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
                  budget: PoolBudget, decide_fn: object = None) -> PoolAB:
     """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device, or,
-    for a campaign suite (``budget.shards``), of the suspects' shards on the pool's first P devices.
+    for a campaign suite (``budget.plan``), of the suspects' shards packed over the pool's devices
+    (zlops.campaign_ab).
 
     Runs ``ab_min_pairs`` pairs, then adds pairs while ``decide_fn(samples)`` reports undecided
     suspects, up to ``ab_pairs``, never starting a pair the remaining budget cannot pay for.
