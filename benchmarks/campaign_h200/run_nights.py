@@ -101,6 +101,20 @@ def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", 
     }
 
 
+def _row(c) -> dict[str, object]:  # type: ignore[no-untyped-def]  # a zlops.model.Comparison
+    """One verdict row of nights.json: what the report shows (``base``/``head``: the verdict's own figures,
+    the A/B's medians when an A/B decided it), the night's baseline and tonight's value, the line the
+    judge applied, its reason and the A/B's per-run values (what a replay re-decides the verdict from)."""
+    f = c.figures
+    return {"case": c.case, "metric": c.metric, "verdict": c.verdict.value, "base": c.base_value,
+            "head": c.head_value, "change_pct": f.change_pct if f else None,
+            "baseline": c.base.median if c.base is not None else None,
+            "tonight": c.head.median if c.head is not None else None, "lower_is_better": c.lower_is_better,
+            "threshold_pct": c.judgement.threshold_pct, "note": c.judgement.note,
+            "reference_label": f.reference_label if f else None,
+            "ab_base": list(f.runs_base) if f else [], "ab_head": list(f.runs_head) if f else []}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", type=Path, required=True)
@@ -140,9 +154,7 @@ def main() -> int:
     for i, sha in ((i, shas[i - 1]) for i in wanted):
         t0 = time.time()
         res = run_nightly(cfg, "collectives", sha=sha, run_label=f"n{i}")
-        rows = [{"case": c.case, "metric": c.metric, "verdict": c.verdict.value, "base": c.base_value,
-                 "head": c.head_value, "change_pct": c.figures.change_pct if c.figures else None}
-                for c in res.summary.comparisons]
+        rows = [_row(c) for c in res.summary.comparisons]
         run = pipeline.open_store(cfg).get_run(res.run_key)
         ab = (run.meta.get("ab") or {}) if run is not None else {}
         summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab})
