@@ -10,10 +10,11 @@ Then runs ``zlops nightly`` (the library call) once per commit on a ``devices: a
 The judge is the production one by default (``judge: noise``): a change is a suspect, confirmed or
 cleared by the campaign A/B (zlops.campaign_ab: the suspects' shards re-run interleaved base/head,
 each run packed over the two devices like a night, every shard on the same gang for both sides),
-with 4 pairs at alpha 0.05 and ``--ab-budget-s`` device-seconds per night. 800 covers the whole grid:
-a shard of 64 MiB took 7-9 s on 2 H200s (a P=2 one costs twice that in device-seconds), so one run of
-all 8 shards is ~95 device-seconds and 4 pairs ~760; packed, a run takes about half its
-device-seconds in wall time, so a night (~60 s) and its A/B (~400 s) fit one 600 s device call.
+with 4 pairs at alpha 0.05 and ``--ab-budget-s`` device-seconds per night. 900 covers the whole grid
+with some room: a shard of 64 MiB took 7-9 s on 2 H200s (a P=2 one costs twice that in device-seconds),
+so one run of all 8 shards is ~97 device-seconds and 4 pairs ~780 (a budget below that would stop
+the A/B at 3 pairs, which cannot reach alpha: every suspect would stay one); packed, a run takes about
+half its device-seconds in wall time, so a night (~60 s) and its A/B (~400 s) fit one 600 s device call.
 ``--resume`` keeps ``--home`` and the upstream, so each night can be its own device call:
 
     python3 -m pip install --no-index --no-deps --target /tmp/zdeps WHEELS/*.whl   # zlops' deps, offline
@@ -72,7 +73,7 @@ def make_upstream(path: Path) -> list[str]:
 
 
 def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", *, judge: str = "noise",
-           ab_budget_s: float = 800.0) -> dict[str, object]:
+           ab_budget_s: float = 900.0) -> dict[str, object]:
     gloo = ["--backend", "gloo", "--warmup", "1", "--timed", "5", "--iters", "3"] if backend == "cpu" else \
         ["--warmup", "3", "--timed", "10", "--iters", "20"]
     return {
@@ -126,7 +127,7 @@ def main() -> int:
                     "2 docs, 3 the slowdown); e.g. 1,3 on a short device budget")
     ap.add_argument("--judge", default="noise", choices=("noise", "simple"),
                     help="noise (default): suspects confirmed or cleared by the campaign A/B; simple: the plain rule")
-    ap.add_argument("--ab-budget-s", type=float, default=800.0, help="A/B device-seconds per night (noise judge)")
+    ap.add_argument("--ab-budget-s", type=float, default=900.0, help="A/B device-seconds per night (noise judge)")
     ap.add_argument("--resume", action="store_true", help="keep --home and the upstream of an earlier call "
                     "(run one night per device call)")
     a = ap.parse_args()
