@@ -5,7 +5,8 @@ every (case, size, P, variant, stack) of a grid, or of what a generator command 
 that runs on P devices at once under a gang lease (:func:`zlops.locks.gang_lease`).
 
 The plan is list scheduling, longest first (Graham's LPT generalised to jobs that need several
-machines at once): shards sorted by their measured seconds (heaviest, then widest, first), each
+machines at once): shards sorted by their measured device-seconds (seconds x P, the most first, then
+widest: a narrow shard placed between gangs would idle the gang's other devices while it runs), each
 placed on the window of P consecutive devices of the pool that frees up earliest (ties: the lowest
 window). Consecutive, because the idle rule (zlops.devices) picks consecutive ranges and a
 collective's links are best between neighbours. Each shard runs in the *lane* of its window's first
@@ -275,8 +276,9 @@ def estimate(cases: Sequence[CampaignCase], measured_s: Mapping[str, float]) -> 
 
 def gang_lpt(cases: Sequence[CampaignCase], devices: Sequence[int], weights: Mapping[str, float]
              ) -> tuple[list[Placement], list[CampaignCase]]:
-    """Place every shard on P consecutive devices of ``devices`` (in their listed order), heaviest
-    first (then widest, then by id), each on the window that frees up earliest (ties: lowest).
+    """Place every shard on P consecutive devices of ``devices`` (in their listed order), the most
+    device-seconds (``weights`` x P) first (then widest, then by id), each on the window that frees up
+    earliest (ties: lowest).
 
     Deterministic. Returns the placements (in placing order) and the shards wider than the pool.
     """
@@ -288,7 +290,7 @@ def gang_lpt(cases: Sequence[CampaignCase], devices: Sequence[int], weights: Map
     last: dict[int, str] = {}
     placed: list[Placement] = []
     unplaced: list[CampaignCase] = []
-    for c in sorted(cases, key=lambda c: (-weights[c.shard_id], -c.p, c.shard_id)):
+    for c in sorted(cases, key=lambda c: (-weights[c.shard_id] * c.p, -c.p, c.shard_id)):
         if c.p > len(devices):
             unplaced.append(c)
             continue

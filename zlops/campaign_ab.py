@@ -9,11 +9,14 @@ shards (case, P, variant, stack, size) of tonight's stored plan that produce it:
   group's smallest planned P (``E(P)`` is computed from both);
 - a stack ratio ``ratio_<a>_over_<b>`` of ``<stem>/p<P>/<variant>``: the shards of stacks ``a`` and ``b``.
 
-One A/B run of a side runs exactly those shards, one after the other, each on the first P devices
-of the pool (the same gang for base and head) under a gang lease (:func:`zlops.runner.run_shard`
-with ``gang``), reads them like a lane does (:func:`zlops.campaign_run.read_campaign_shard`, i.e.
-:func:`zlops.ingest.read_shard` with the shard's own telemetry: malformed is FAILED, contended is
-INVALID, as for every shard) and derives
+One A/B run of a side runs exactly those shards, packed over the pool's devices like a night
+(:func:`ab_plan`: the gang LPT of :mod:`zlops.campaign` on tonight's seconds), so a P=1 shard runs
+on one device while another runs beside it; the plan is made once per A/B, so every run of both
+sides puts each shard on the same devices in the same order (the same gang for base and head). Each
+shard runs under a gang lease (:func:`zlops.runner.run_shard` with ``gang``), one thread per lane,
+waiting for the shards planned before it on its devices (:func:`run_packed`); each shard is read like
+a lane's (:func:`zlops.campaign_run.read_campaign_shard`, i.e. :func:`zlops.ingest.read_shard`
+with the shard's own telemetry: malformed is FAILED, contended is INVALID, as for every shard) and derives
 the derived series of that run (:func:`zlops.scaling.derive`), so an efficiency or a ratio gets one
 value per A/B run, like a measured series. The interleaving, the pairs added while undecided, the
 budget and the judgement are :mod:`zlops.confirm`'s own.
@@ -27,16 +30,18 @@ tonight.
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from zlops import scaling
-from zlops.campaign import CampaignCase
+from zlops.campaign import CampaignCase, CampaignPlan, Placement, make_plan
 from zlops.campaign_run import read_campaign_shard, stored_plans
 from zlops.errors import DeviceBusy, ZlopsError
-from zlops.model import Comparison, ShardStatus
+from zlops.model import CaseResult, Comparison, ShardStatus
 from zlops.runner import ShardSpec, run_shard
 from zlops.telemetry import summarize_dir
 
@@ -44,6 +49,7 @@ if TYPE_CHECKING:
     from zlops.confirm import PoolBudget
     from zlops.steps.context import Prepared, RunContext
 
+T = TypeVar("T")
 _EFF = re.compile(r"^efficiency_p(\d+)$")
 _RATIO = re.compile(r"^ratio_(.+)_over_(.+)$")
 
@@ -134,37 +140,86 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tu
     seconds = cfg.ab_budget_s if cfg.ab_budget_s is not None else cfg.ab_budget_share * night_s
     chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements], cost, seconds=seconds,
                                    min_pairs=cfg.ab_min_pairs)
-    return PoolBudget(seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards), chosen
+    packed = ab_plan(pool, shards, ctx.pool_devices(pool), cost)
+    return PoolBudget(seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards,
+                      plan=packed), chosen
+
+
+def ab_plan(pool: str, shards: Sequence[CampaignCase], devices: Sequence[int],
+            cost: Mapping[str, float]) -> CampaignPlan:
+    """Where every run of an A/B puts ``shards``: the night's gang LPT (:func:`zlops.campaign.make_plan`)
+    over the pool's ``devices``, weighted by tonight's seconds of each shard (``cost`` is device-seconds,
+    P x seconds). Deterministic, so base and head runs place each shard alike. A shard wider than the
+    pool stays unplaced (:func:`run_side` refuses such a plan)."""
+    seconds = {s.shard_id: cost[s.shard_id] / s.p for s in shards if s.shard_id in cost}
+    return make_plan(pool, shards, devices, seconds)
+
+
+def run_packed(plan: CampaignPlan, run_one: Callable[[Placement], T]) -> list[tuple[Placement, T | Exception]]:
+    """Run every placement of ``plan`` with ``run_one``: one thread per lane (the first device of a
+    placement's window), each lane in placing order, a placement starting once the placements planned
+    before it on any of its devices (``after``) have ended, whether they succeeded or not.
+
+    The placing order of :func:`zlops.campaign.gang_lpt` is a topological order of ``after``, so no
+    lane waits on one that waits on it. Returns (placement, result or the Exception it raised) in
+    placing order; anything else than an Exception (an interrupt) propagates once every lane ended.
+    """
+    ended = {p.shard.shard_id: threading.Event() for p in plan.placements}
+    lanes = sorted({p.lane for p in plan.placements})
+
+    def lane(device: int) -> dict[str, T | Exception]:
+        done: dict[str, T | Exception] = {}
+        for pl in (p for p in plan.placements if p.lane == device):
+            try:
+                for before in pl.after:
+                    if before in ended:
+                        ended[before].wait()
+                done[pl.shard.shard_id] = run_one(pl)
+            except Exception as exc:  # noqa: BLE001 - recorded; the caller decides what a failed shard means
+                done[pl.shard.shard_id] = exc
+            finally:
+                ended[pl.shard.shard_id].set()
+        return done
+
+    results: dict[str, T | Exception] = {}
+    if lanes:
+        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="zlops-ab-lane") as pool:
+            for part in pool.map(lane, lanes):
+                results.update(part)
+    return [(p, results[p.shard.shard_id]) for p in plan.placements]
 
 
 def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: str, out: Path,
-             shards: Sequence[CampaignCase]) -> tuple[dict[tuple[str, str], float], float]:
-    """One A/B run of one side: ``shards`` in order, each on the pool's first P devices under a gang
-    lease, then the derived series of this run. Returns per (case, metric) the run's value (a measured
-    series' median, a derived series' one value) and the device-seconds the run took.
+             plan: CampaignPlan) -> tuple[dict[tuple[str, str], float], float]:
+    """One A/B run of one side: the shards of ``plan`` (:func:`ab_plan`) on their devices, lanes in
+    parallel (:func:`run_packed`), each under a gang lease, then the derived series of this run.
+    Returns per (case, metric) the run's value (a measured series' median, a derived series' one
+    value) and the device-seconds the run took (each shard's seconds times its P).
 
     A shard that never started because its devices stayed leased raises DeviceBusy; a failed or
     malformed shard, or one measured beside a busy host, ZlopsError (its suspects stay suspects)."""
     campaign = ctx.suite.campaign
     if campaign is None:
         raise ZlopsError(f"suite {ctx.suite_name} is not a campaign")
+    if plan.unplaced:
+        raise ZlopsError(f"{', '.join(s.series_case for s in plan.unplaced)} need more devices than pool {pool} "
+                         f"has ({len(plan.devices)})")
     pool_cfg = ctx.config.pools[pool]
-    devices = ctx.pool_devices(pool)
-    results = []
     device_s = 0.0
-    for shard in shards:
-        if shard.p > len(devices):
-            raise ZlopsError(f"{shard.series_case} needs {shard.p} devices; pool {pool} has {len(devices)}")
-        gang = tuple(devices[: shard.p])
-        art = out / shard.shard_id
+    lock = threading.Lock()
+
+    def one(pl: Placement) -> list[CaseResult]:
+        nonlocal device_s
+        shard, art = pl.shard, out / pl.shard.shard_id
         spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
-                         pool=pool, backend=pool_cfg.backend, device=gang[0], worktree=prepared.worktree,
-                         venv=prepared.venv, artifact_dir=art, variant=shard.variant, gang=gang,
-                         placeholders=tuple(shard.placeholders(gang).items()))
+                         pool=pool, backend=pool_cfg.backend, device=pl.devices[0], worktree=prepared.worktree,
+                         venv=prepared.venv, artifact_dir=art, variant=shard.variant, gang=pl.devices,
+                         placeholders=tuple(shard.placeholders(pl.devices).items()))
         t0 = time.monotonic()
         outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
                             require_idle=pool_cfg.idle_required)
-        device_s += (time.monotonic() - t0) * shard.p
+        with lock:
+            device_s += (time.monotonic() - t0) * shard.p
         if outcome.status is ShardStatus.SKIPPED:
             raise DeviceBusy(f"A/B shard {shard.series_case} in {art} skipped: {outcome.error}")
         if outcome.status is not ShardStatus.OK or outcome.results_file is None:
@@ -174,6 +229,16 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
             raise ZlopsError(f"A/B shard {shard.series_case} in {art} invalid: {read.outcome.error}")
         if not read.usable:
             raise ZlopsError(f"A/B shard {shard.series_case} in {art}: {read.outcome.error}")
-        results += read.results
+        return list(read.results)
+
+    results: list[CaseResult] = []
+    failures: list[Exception] = []
+    for _pl, got in run_packed(plan, one):
+        if isinstance(got, Exception):
+            failures.append(got)
+        else:
+            results += got
+    if failures:   # a busy gang first (the caller says the devices were held), else the first failure
+        raise next((f for f in failures if isinstance(f, DeviceBusy)), failures[0])
     derived = scaling.derive(results, campaign.ratios, metric=campaign.scaling_metric)
     return {(r.case, r.metric): r.median for r in (*results, *derived)}, device_s

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zlops import campaign_ab
-from zlops.campaign import CampaignCase
+from zlops.campaign import CampaignCase, CampaignPlan
 from zlops.errors import DeviceBusy, ZlopsError
 from zlops.ingest import read_shard
 from zlops.judge import confirm_suspect
@@ -62,6 +62,8 @@ class PoolBudget:
     #: a campaign suite's A/B: the shards one run executes, each on its gang (zlops.campaign_ab);
     #: then ``seconds``, ``night_s`` and ``run_s`` are device-seconds
     shards: tuple[CampaignCase, ...] = ()
+    #: where every A/B run puts those shards (zlops.campaign_ab.ab_plan): the same devices for base and head
+    plan: CampaignPlan | None = None
 
 
 def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
@@ -129,12 +131,14 @@ class PoolAB:
     seconds: float
     budget: PoolBudget
     stopped: str
+    wall_s: float = 0.0   # wall-clock seconds of the whole A/B, both sides' preparation included
 
 
 def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
                  budget: PoolBudget, decide_fn: object = None) -> PoolAB:
     """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device, or,
-    for a campaign suite (``budget.shards``), of the suspects' shards on the pool's first P devices.
+    for a campaign suite (``budget.plan``), of the suspects' shards packed over the pool's devices
+    (zlops.campaign_ab).
 
     Runs ``ab_min_pairs`` pairs, then adds pairs while ``decide_fn(samples)`` reports undecided
     suspects, up to ``ab_pairs``, never starting a pair the remaining budget cannot pay for.
@@ -147,12 +151,15 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
 
     devices = ctx.pool_devices(pool)
     device = devices[0]
-    where = f"{pool}/{device}" if not budget.shards else \
-        f"{pool}/{','.join(map(str, devices[:max(s.p for s in budget.shards)]))}"
+    if budget.shards and budget.plan is None:
+        raise ZlopsError(f"the campaign A/B of pool {pool} has no plan of its shards")
+    where = f"{pool}/{device}" if budget.plan is None else \
+        f"{pool}/{','.join(map(str, sorted({d for p in budget.plan.placements for d in p.devices})))}"
     base_ctx = RunContext(ctx.config, ctx.suite_name, f"{ctx.run_key}:ab-base", base_sha, ctx.auto_devices)
     samples: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
     order = interleaved_order(max(cfg.ab_pairs, cfg.ab_min_pairs), seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()))
     spent, runs, stopped = 0.0, 0, "max pairs"
+    wall0 = time.monotonic()
     try:
         with progress.step("ab", suite=ctx.suite_name, commit=f"{base_sha[:7]}..{ctx.sha[:7]}",
                            device=where):
@@ -169,8 +176,8 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
                     side = order[i]
                     side_ctx, prepared = sides[side]
                     out = ctx.run_dir / "ab" / pool / f"{i:02d}{side}"
-                    if budget.shards:   # device-seconds of the gang shards
-                        medians, took = campaign_ab.run_side(ctx, side_ctx, prepared, pool, out, budget.shards)
+                    if budget.plan is not None:   # device-seconds of the gang shards, lanes in parallel
+                        medians, took = campaign_ab.run_side(ctx, side_ctx, prepared, pool, out, budget.plan)
                     else:
                         t0 = time.monotonic()
                         medians = run_side(ctx, side_ctx, prepared, pool, device, out, budget.cases)
@@ -184,7 +191,7 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
                             samples[(c.case, c.metric)][0 if side == "A" else 1].append(value)
     finally:
         cleanup(base_ctx)
-    return PoolAB(dict(samples), runs, spent, budget, stopped)
+    return PoolAB(dict(samples), runs, spent, budget, stopped, wall_s=time.monotonic() - wall0)
 
 
 def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None = None,
@@ -263,7 +270,8 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         costs[pool] = {"runs": ab.runs, "seconds": round(ab.seconds, 2), "night_s": round(budget.night_s, 2),
                        "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": len(chosen),
                        "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped,
-                       **({"shards": list(budget.cases or ()), "unit": "device-seconds"} if budget.shards else {})}
+                       **({"shards": list(budget.cases or ()), "unit": "device-seconds",
+                           "wall_s": round(ab.wall_s, 2)} if budget.shards else {})}
     store = open_store(cfg)
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})

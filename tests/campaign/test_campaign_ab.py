@@ -148,3 +148,62 @@ def test_the_budget_takes_the_most_severe_suspects_whose_shards_fit_and_free_rid
     # nothing fits: the most severe re-measurable suspect alone (its A/B is then skipped, with the reason)
     chosen, run, run_s = choose([unknown, big, eff], shards, cost, seconds=10, min_pairs=1)
     assert chosen == [big] and run_s == 40 and len(run) == 2
+
+
+def test_an_ab_run_packs_its_shards_over_the_pool_like_a_night_and_the_same_for_both_sides() -> None:
+    from zlops.campaign_ab import ab_plan
+
+    shards = [_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring")]
+    cost = {s.shard_id: 8.0 * s.p if s.p == 2 else 7.0 for s in shards}   # device-seconds, as measured tonight
+    plan = ab_plan("cpu2", shards, [0, 1], cost)
+    assert plan == ab_plan("cpu2", list(reversed(shards)), [0, 1], cost)   # deterministic: base and head alike
+    by_id = {p.shard.shard_id: p for p in plan.placements}
+    assert all(by_id[s.shard_id].devices == (0, 1) for s in shards if s.p == 2)
+    # the four P=1 shards share the two devices (two each), after the gangs: 4 x 8 + 2 x 7 seconds, not 4 x 8 + 4 x 7
+    assert sorted(p.devices for p in plan.placements if p.shard.p == 1) == [(0,), (0,), (1,), (1,)]
+    assert plan.makespan == pytest.approx(4 * 8 + 2 * 7)
+    # a shard the pool is too small for is left out of the plan (run_side refuses such a plan)
+    assert ab_plan("cpu2", [_shard(2, "ring", "nccl")], [0], cost).unplaced == (_shard(2, "ring", "nccl"),)
+
+
+def test_run_packed_runs_lanes_in_parallel_never_two_shards_on_a_device_and_keeps_going_past_a_failure() -> None:
+    import threading
+    import time as _time
+
+    from zlops.campaign_ab import ab_plan, run_packed
+
+    shards = [_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring")]
+    plan = ab_plan("cpu2", shards, [0, 1], {s.shard_id: 1.0 * s.p for s in shards})
+    lock = threading.Lock()
+    busy: dict[int, str] = {}
+    spans: dict[str, tuple[float, float]] = {}
+    clashes: list[str] = []
+
+    def one(pl):  # type: ignore[no-untyped-def]
+        with lock:
+            clashes.extend(f"{pl.shard.shard_id} on {d} beside {busy[d]}" for d in pl.devices if d in busy)
+            busy.update({d: pl.shard.shard_id for d in pl.devices})
+        t0 = _time.monotonic()
+        _time.sleep(0.05)
+        with lock:
+            for d in pl.devices:
+                del busy[d]
+        spans[pl.shard.shard_id] = (t0, _time.monotonic())
+        if pl.shard == _shard(2, "tree", "ring"):
+            raise RuntimeError("this shard failed")
+        return pl.shard.series_case
+
+    out = run_packed(plan, one)
+    assert not clashes, clashes
+    assert [p for p, _ in out] == list(plan.placements)   # every shard, in placing order
+    failed = [(p.shard, r) for p, r in out if isinstance(r, Exception)]
+    assert len(failed) == 1 and failed[0][0] == _shard(2, "tree", "ring")
+    assert {r for _, r in out if not isinstance(r, Exception)} == {
+        s.series_case for s in shards if s != _shard(2, "tree", "ring")}
+    # each shard started after the shards planned before it on its devices had ended
+    for p in plan.placements:
+        for before in p.after:
+            assert spans[p.shard.shard_id][0] >= spans[before][1]
+    # the P=1 shards of the two lanes overlapped in time (lanes run in parallel)
+    p1 = [spans[s.shard_id] for s in shards if s.p == 1]
+    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(p1) for b in p1[i + 1:])

@@ -185,7 +185,7 @@ def _ab(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, config: Config, text: s
                         env_seconds=0.0)
     out = tmp_path / "ab" / "run-00"
     try:
-        campaign_ab.run_side(ctx, ctx, prepared, "cpu2", out, (CASE,))
+        campaign_ab.run_side(ctx, ctx, prepared, "cpu2", out, campaign_ab.ab_plan("cpu2", (CASE,), [0, 1], {}))
     except ZlopsError as exc:
         return made[-1], Path(str(exc))
     return made[-1], Path()

@@ -109,6 +109,22 @@ def test_single_device_shards_pack_in_parallel_and_gangs_take_every_device() -> 
     assert by["c/p1/default/a"].start == by["c/p1/default/b"].start == 1.0
 
 
+def test_the_most_device_seconds_go_first_so_a_narrow_shard_never_idles_a_gang_device() -> None:
+    # the recorded 2xH200 night 3 (tests/data/campaign_h200x2): P=1 shards of ~8 s beside P=2 shards of ~8 s.
+    # Placed by seconds alone, a P=1 shard went between the gangs and device 1 idled while it ran; by
+    # device-seconds (seconds x P) the gangs go first and the P=1 shards then share the two devices.
+    sec = {(1, "ring", "nccl"): 7.07, (1, "ring", "ring"): 7.07, (1, "tree", "nccl"): 8.12, (1, "tree", "ring"): 8.07,
+           (2, "ring", "nccl"): 9.09, (2, "ring", "ring"): 8.07, (2, "tree", "nccl"): 8.06, (2, "tree", "ring"): 8.07}
+    cases = {k: CampaignCase("allreduce", k[0], k[1], k[2], 64 << 20) for k in sec}
+    plan = make_plan("h200", list(cases.values()), [0, 1], {cases[k].shard_id: v for k, v in sec.items()})
+    gangs = [p for p in plan.placements if p.shard.p == 2]
+    assert [p.start for p in plan.placements[:4]] == [g.start for g in gangs] and max(g.end for g in gangs) == \
+        pytest.approx(9.09 + 8.07 + 8.06 + 8.07)
+    assert sorted(len([p for p in plan.placements if p.shard.p == 1 and p.lane == d]) for d in (0, 1)) == [2, 2]
+    # the lower bound is 48.455 s; placed by seconds alone the makespan was 56.55 s
+    assert plan.makespan == pytest.approx(33.29 + 8.12 + 7.07)
+
+
 def test_wider_than_the_pool_is_unplaced_and_said() -> None:
     plan = make_plan("g", [CampaignCase("c", 4), CampaignCase("c", 1)], [0, 1], {})
     assert [c.series_case for c in plan.unplaced] == ["c/p4/default/default"]
