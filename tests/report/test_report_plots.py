@@ -83,3 +83,22 @@ def test_long_history_thins_tick_labels(history: list[HistoryPoint], tmp_path: P
     long = [dataclasses.replace(history[i % len(history)], run_key=f"n{i}") for i in range(60)]
     _check_png(trend_plot(long, comparison("npu", "m", Verdict.UNCHANGED, 1240.0, 1241.0),
                           tmp_path / "long.png"))
+
+
+def test_tonight_s_legend_names_the_numbers_its_change_comes_from() -> None:
+    """Seen on the 2xH200 campaign proof (night 3): the dot was tonight's 0.03174 eff against a 0.06273
+    baseline line, but the legend printed the A/B's -50.66% (0.06543 -> 0.03229 over 8 runs), which no
+    number on the plot gave. The legend now says which two numbers the change is between."""
+    from zlops.model import Figures, Judgement
+    from zlops.report.plots import tonight_label
+
+    plain = comparison("npu", "matmul_bf16", Verdict.REGRESSION, 1240.0, 1608.0)
+    assert tonight_label(plain) == "HEAD: 1608 us (regression, +29.68%)"
+    ab = Figures(reference=0.06543, reference_label="A/B base, 8 runs", value=0.03229, value_label="A/B head, 8 runs",
+                 lower_is_better=False, unit="eff")
+    c = dataclasses.replace(comparison("h200", "allreduce/64MiB/tree/nccl", Verdict.SEVERE, 0.06273, 0.03174,
+                                       metric="efficiency_p2", unit="eff", lower_is_better=False),
+                            judgement=Judgement(Verdict.SEVERE, ab.change_pct, -ab.change_pct, 3.0, figures=ab))
+    label = tonight_label(c)
+    assert label.startswith("HEAD: 0.03174 eff tonight\nsevere, -50.65%: A/B base, 8 runs 0.06543 eff -> ")
+    assert label.endswith("A/B head, 8 runs 0.03229 eff")

@@ -7,6 +7,7 @@ pyplot, so no global backend or figure state is touched.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -180,13 +181,27 @@ def _draw_tonight(ax: Axes, x: int, c: Comparison, samples: Sequence[float] | No
     if samples:
         below, above = median - min(samples), max(samples) - median
     colour = VERDICT_COLOURS[c.verdict]
-    change = cells.fmt_change(cells.change_pct(c))
-    verdict = c.verdict.value if change == cells.NONE else f"{c.verdict.value}, {change}"
+    label = tonight_label(c)
     ax.errorbar(
         [x], [median], yerr=[[below], [above]], fmt="o", color=colour, ecolor=colour,
-        elinewidth=1.6, capsize=4, markersize=10, markeredgecolor="black", zorder=5,
-        label=f"HEAD: {cells.format_value(median, c.unit)} ({verdict})",
+        elinewidth=1.6, capsize=4, markersize=10, markeredgecolor="black", zorder=5, label=label,
     )
+
+
+def tonight_label(c: Comparison) -> str:
+    """The legend line of tonight's dot: its value and the verdict's change. When the verdict's change
+    comes from other numbers than the dot (an A/B's runs: :class:`zlops.model.Figures`), the line says
+    which two, so the change printed is derivable from what the plot shows, as in the tables."""
+    assert c.head is not None  # checked by the caller
+    median = c.head.median
+    change = cells.fmt_change(cells.change_pct(c))
+    verdict = c.verdict.value if change == cells.NONE else f"{c.verdict.value}, {change}"
+    fig = c.figures
+    if fig is not None and change != cells.NONE and not math.isclose(fig.value, median, rel_tol=1e-9):
+        return (f"HEAD: {cells.format_value(median, c.unit)} tonight\n{verdict}: {fig.reference_label} "
+                f"{cells.format_value(fig.reference, c.unit)} -> {fig.value_label} "
+                f"{cells.format_value(fig.value, c.unit)}")
+    return f"HEAD: {cells.format_value(median, c.unit)} ({verdict})"
 
 
 def _draw_telemetry(ax: Axes, nights: Sequence[tuple[float | None, float | None]],
