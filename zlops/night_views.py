@@ -171,7 +171,12 @@ def run_view(store: Store, run: RunRecord, *, airflow: tuple[str, str] | None,
             plans[pool] = Plan.from_dict(raw)
         except (KeyError, TypeError, ValueError):
             continue  # a plan this zlops cannot read: shown as no plan, never a wrong prediction
-    real = realized(shards)
+    busy = None
+    if run.meta.get("campaign"):  # a gang shard holds every device of its gang (zlops.partition.gang_busy)
+        from zlops.partition import gang_busy
+
+        busy = gang_busy(store.results(run.run_key))
+    real = realized(shards, busy)
     out = []
     for pool, r in real.items():
         plan = plans.get(pool)

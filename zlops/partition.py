@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import statistics
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -258,12 +258,38 @@ class Realized:
         return self.idle_s / held if held > 0 else 0.0
 
 
-def realized(shards: Sequence[ShardOutcome]) -> dict[str, Realized]:
+def gang_busy(results: Iterable[tuple[str, int, Any]]) -> dict[tuple[str, int], float]:
+    """Per (pool, device): the seconds a campaign's gang shards held it, each shard's ``duration_s`` on each
+    of its ``devices`` (``params["campaign"]`` of its results, zlops.campaign_run), every shard once.
+
+    A lane's process runs on its first device only, but a P=2 gang shard it leads holds the other device
+    too: the schedule of a campaign run counts that time on every device of the gang."""
+    seen: set[tuple[str, str]] = set()
+    busy: dict[tuple[str, int], float] = {}
+    for pool, _device, r in results:
+        shard = r.params.get("campaign") if isinstance(getattr(r, "params", None), Mapping) else None
+        if not isinstance(shard, Mapping):
+            continue
+        sid, seconds, devices = shard.get("shard_id"), shard.get("duration_s"), shard.get("devices")
+        if not isinstance(sid, str) or not isinstance(seconds, (int, float)) or not isinstance(devices, list):
+            continue
+        if (pool, sid) in seen:
+            continue
+        seen.add((pool, sid))
+        for d in devices:
+            busy[(pool, int(d))] = busy.get((pool, int(d)), 0.0) + float(seconds)
+    return busy
+
+
+def realized(shards: Sequence[ShardOutcome], busy: Mapping[tuple[str, int], float] | None = None,
+             ) -> dict[str, Realized]:
     """Per pool: the realized makespan (last end - first start) and each device's busy and idle time.
 
     Times are the benchmark processes' own (``started_at``/``ended_at`` of the shards, taken after
     the device lock was acquired), so Airflow's queueing and the environment build are not in them.
     A shard that never started (skipped, failed before running) counts as idle for the whole window.
+    ``busy`` (:func:`gang_busy`, a campaign run): a pool it names counts each device busy for the gang
+    shards that held it, not for its own lane process's span.
     """
     by_pool: dict[str, list[ShardOutcome]] = {}
     for s in shards:
@@ -279,22 +305,27 @@ def realized(shards: Sequence[ShardOutcome]) -> dict[str, Realized]:
         end = max(s.ended_at for s in timed if s.ended_at is not None)
         window = max(0.0, (end - start).total_seconds())
         devices = []
+        gang = gang_pools(busy, pool)
         for s in sorted(items, key=lambda s: s.device):
-            busy = (s.ended_at - s.started_at).total_seconds() if s.started_at and s.ended_at else 0.0
-            busy = min(max(0.0, busy), window)
-            devices.append(DeviceTime(s.device, busy, window - busy))
+            if gang:
+                held = (busy or {}).get((pool, s.device), 0.0)
+            else:
+                held = (s.ended_at - s.started_at).total_seconds() if s.started_at and s.ended_at else 0.0
+            held = min(max(0.0, held), window)
+            devices.append(DeviceTime(s.device, held, window - held))
         out[pool] = Realized(pool, window, start, end, tuple(devices))
     return out
 
 
-def schedule_section(plans: Mapping[str, Any] | None, shards: Sequence[ShardOutcome]) -> list[str]:
+def schedule_section(plans: Mapping[str, Any] | None, shards: Sequence[ShardOutcome],
+                     busy: Mapping[tuple[str, int], float] | None = None) -> list[str]:
     """Markdown lines for the run report: per pool, predicted against realized makespan and idle time.
 
     ``plans`` is ``run.meta.get("partition")`` (pool -> :meth:`Plan.to_dict`), None for a suite whose
     devices each run the whole suite; the realized part is shown either way, for pools of more than
     one device (one device has nobody to wait for).
     """
-    real = {pool: r for pool, r in realized(shards).items() if pool in (plans or {}) or len(r.devices) > 1}
+    real = {pool: r for pool, r in realized(shards, busy).items() if pool in (plans or {}) or len(r.devices) > 1}
     if not real:
         return []
     out = ["## Schedule", ""]
@@ -308,6 +339,10 @@ def schedule_section(plans: Mapping[str, Any] | None, shards: Sequence[ShardOutc
             out.append(f"- Realized makespan {fmt_duration(r.makespan_s)}{vs}; "
                        f"device idle time {fmt_duration(r.idle_s)} "
                        f"({r.idle_share:.0%} of the device time the pool held).")
+        elif gang_pools(busy, pool):
+            out.append(f"- Pool `{pool}`: campaign lanes of gang shards (the Campaign section has the plan); "
+                       f"realized makespan {fmt_duration(r.makespan_s)}, "
+                       f"device idle time {fmt_duration(r.idle_s)} ({r.idle_share:.0%}).")
         else:
             out.append(f"- Pool `{pool}`: every device ran the whole suite; "
                        f"realized makespan {fmt_duration(r.makespan_s)}, "
@@ -315,15 +350,24 @@ def schedule_section(plans: Mapping[str, Any] | None, shards: Sequence[ShardOutc
         out += ["", "| device | cases | predicted | busy | idle |", "|---|---|---|---|---|"]
         loads = plan.loads if plan is not None else {}
         for d in r.devices:
-            cases = str(len(plan.cases_of(d.device))) if plan is not None else "all"
+            cases = str(len(plan.cases_of(d.device))) if plan is not None else \
+                ("gang shards" if gang_pools(busy, pool) else "all")
             predicted = plan.amount(loads[d.device]) if plan is not None and d.device in loads else "-"
             out.append(f"| {d.device} | {cases} | {predicted} | {fmt_duration(d.busy_s)} | {fmt_duration(d.idle_s)} |")
         out.append("")
     predicted = ("Predicted times are estimates from earlier nights (per-round duration x rounds); "
                  if plans else "")
-    out += [predicted + "busy is the benchmark process's wall time; idle is the rest of the window from the "
+    held = ("busy is the benchmark process's wall time, or for a campaign pool the seconds its gang shards "
+            "held the device (a P=2 shard counts on both devices)"
+            if any(gang_pools(busy, pool) for pool in real) else "busy is the benchmark process's wall time")
+    out += [predicted + held + "; idle is the rest of the window from the "
             "pool's first shard start to its last shard end.", ""]
     return out
+
+
+def gang_pools(busy: Mapping[tuple[str, int], float] | None, pool: str) -> bool:
+    """Whether ``busy`` (:func:`gang_busy`) counts ``pool``'s devices by their gang shards."""
+    return busy is not None and any(p == pool for p, _ in busy)
 
 
 def fmt_duration(seconds: float) -> str:

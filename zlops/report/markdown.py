@@ -40,8 +40,12 @@ def markdown_report(
     artifacts_root: Path | None = None,
     telemetry: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
     alerts: Sequence[str] = (),
+    gang_busy: Mapping[tuple[str, int], float] | None = None,
 ) -> str:
     """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
+
+    ``gang_busy``: a campaign run's device-seconds per (pool, device) (:func:`zlops.partition.gang_busy`),
+    so its Schedule counts a gang shard on every device it held.
 
     ``plots`` maps ``(pool, case, metric)`` to a trend plot file, shown under "Flagged";
     ``thresholds`` is ``(potential_pct, regression_pct)`` as the judge applied them, stated in the
@@ -67,7 +71,7 @@ def markdown_report(
         out += ["## Alerts", "", *(f"- {_cell(line)}" for line in alerts), ""]
     out += _shard_section(shards, artifacts_root)
     # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.partition)
-    out += schedule_section(run.meta.get("partition"), shards)
+    out += schedule_section(run.meta.get("partition"), shards, gang_busy)
     out += campaign_section(run.meta.get("campaign"), summary)
     out += _telemetry_section(telemetry or {})
     caliber = caliber_lines(summary.comparisons)

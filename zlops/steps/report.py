@@ -115,7 +115,8 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         pcts = (thresholds.potential_pct, thresholds.regression_pct)
         md_path = out_dir / "report.md"
         md_path.write_text(markdown_report(summary, run=run, shards=shards, plots=figures.trends, thresholds=pcts,
-                                           artifacts_root=out_dir, telemetry=telemetry, alerts=alert_lines),
+                                           artifacts_root=out_dir, telemetry=telemetry, alerts=alert_lines,
+                                           gang_busy=run_gang_busy(store, run)),
                            encoding="utf-8")
         html_path = out_dir / "report.html"
         html_path.write_text(html_report(summary, run=run, shards=shards, plots=figures.trends,
@@ -130,6 +131,16 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
                         thresholds=pcts, judge=setup.judge, expected_pools=ctx.suite.pools)
     return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures,
                         console)
+
+
+def run_gang_busy(store: Any, run: RunRecord) -> dict[tuple[str, int], float] | None:
+    """A campaign run's device-seconds per (pool, device) from its gang shards (None for other runs: their
+    results are not read for it)."""
+    if not run.meta.get("campaign"):
+        return None
+    from zlops.partition import gang_busy
+
+    return gang_busy(store.results(run.run_key))
 
 
 RERENDER_NOTE = "rerender.txt"
