@@ -183,7 +183,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     return history, processes
 
 
-def caliber_walls(store: Store, ctx: RunContext, run_keys: set[str],
+def caliber_walls(store: Store, run_keys: set[str],
                   tonight: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
     """Per pool, the newest history run measured on another caliber than tonight (a wall).
 
@@ -242,7 +242,7 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     pools = sorted({k[0] for k in head})
     in_window = frame[frame["pool"].isin(pools)] if len(frame) and set(frame["pool"].unique()) - set(pools) else frame
     run_keys = sorted(in_window["run_key"].unique().tolist()) if len(in_window) else []
-    walls = caliber_walls(store, ctx, set(run_keys), tonight)
+    walls = caliber_walls(store, set(run_keys), tonight)
     history, processes = series_histories(in_window, head, walls=walls,
                                           evidence=store.verdict_evidence(run_keys, only_evidence=True))
     telemetry = {}

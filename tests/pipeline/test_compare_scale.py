@@ -4,7 +4,6 @@ rows that keep each side's median and count (the raw samples stay in the results
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -189,9 +188,8 @@ def test_history_stops_at_caliber_walls_and_level_changes_and_keeps_ab_runs(tmp_
     assert list(inputs.processes[("npu", b, "latency")]) == [1.0, 1.01, 0.99, 1.0]
     assert not inputs.processes[("npu", a, "latency")]
     # without identities tonight there is no wall: every night of the window counts
-    tonight = replace(ctx, run_key=f"nightly:{SUITE}:n8")
-    assert caliber_walls(store, tonight, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
+    assert caliber_walls(store, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
                                   {"npu": [{"identity": None}]}) == {}
-    assert caliber_walls(store, tonight, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
+    assert caliber_walls(store, {f"nightly:{SUITE}:n{n}" for n in range(1, 8)},
                                   {"npu": [{"identity": identity(8)}], "cpu": [{"identity": identity(1)}]}) == {
         "npu": f"nightly:{SUITE}:n3", "cpu": f"nightly:{SUITE}:n7"}
