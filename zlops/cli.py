@@ -59,12 +59,15 @@ def config_name(args: argparse.Namespace) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from zlops.demo import render_summary, run_demo
+    from zlops.demo import EXIT_NOT_MEASURED, render_summary, run_demo
 
     result = run_demo(Path(args.home), rounds=args.rounds, workers=args.workers, interactive=args.interactive,
-                      judge=args.judge, contention=None if args.contention_gate else {"gate": False})
+                      judge=args.judge, contention=None if args.contention_gate else {"gate": False},
+                      measure=args.measure)
     print(render_summary(result))
-    return EXIT_OK if result.ok else EXIT_ERROR
+    if result.ok:
+        return EXIT_OK
+    return EXIT_NOT_MEASURED if result.could_not_measure else EXIT_ERROR
 
 
 def nightly_exit_code(result: NightlyResult, fail_on: str) -> int:
@@ -441,8 +444,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="create the demo upstream and run a week of nightlies over it")
     d.add_argument("--home", default="zlops-demo", help="demo home (default: ./zlops-demo)")
-    d.add_argument("--rounds", type=int, default=5, help="samples per benchmark worker process")
-    d.add_argument("--workers", type=int, default=5, help="fresh benchmark processes per night")
+    d.add_argument("--rounds", type=int, default=None, help="samples per benchmark process (default: 10 paired, "
+                   "5 nightly)")
+    d.add_argument("--workers", type=int, default=None, help="fresh benchmark processes per run (default: 1 paired, "
+                   "5 nightly)")
+    d.add_argument("--measure", choices=("paired", "nightly"), default="paired",
+                   help="paired (default): each night measures its commit and its baseline commit in interleaved "
+                        "fresh processes, so a shared host's load cancels (about twice the processes); nightly: "
+                        "each commit alone against the stored baseline")
     d.add_argument("--judge", choices=("simple", "noise"), default="simple",
                    help="simple: the seed's 2%%/5%% rule (default; under a minute on a quiet machine); noise: the "
                         "production judge with "
@@ -450,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--no-contention-gate", dest="contention_gate", action="store_false",
                    help="judge the nights even when other programs compete for the CPU (the gate is on by "
                         "default: a night measured on a busy host is reported invalid, with the figure)")
+    d.epilog = ("exit codes: 0 the check passed; 1 the check failed (a scripted change missed, or an untouched "
+                "operator moved beyond 5%); 2 bad usage; 5 could not measure: the host was too busy for the "
+                "demo's budget (the summary names the figure and what to do)")
     d.set_defaults(func=cmd_demo)
 
     n = sub.add_parser("nightly", help="run the nightly for one or every suite of a config")

@@ -84,6 +84,11 @@ class PoolConfig(_Strict):
                                                                           "host to quiet down before it runs")
     contention_gate: bool | None = Field(default=None, description="false: contention is measured and reported, "
                                          "never a reason a shard is invalid (default: contention.gate)")
+    measure: Literal["nightly", "paired"] = Field(
+        default="nightly", description="nightly: tonight's commit alone, judged against the stored baseline; "
+                                       "paired: tonight's commit and its baseline commit in interleaved fresh "
+                                       "processes on each device, judged from those pairs (about twice the "
+                                       "processes; for CPU pools and shared CI runners: docs/config.md, paired)")
 
     @property
     def explicit_devices(self) -> list[int] | None:
@@ -454,6 +459,34 @@ class ContentionConfig(_Strict):
                                      description="see pools.<name>.contention_wait_s")
 
 
+class PairedConfig(_Strict):
+    """Paired nights (``pools.<name>.measure: paired``, :mod:`zlops.paired`): how many interleaved pairs of
+    base and head runs a device measures per night, within what budget, and how a pair is gated."""
+
+    min_pairs: int = Field(default=5, ge=2, description="pairs a paired night always measures (when the budget "
+                           "allows) before it may stop as decided")
+    max_pairs: int = Field(default=10, ge=2, description="most pairs a paired night measures per device")
+    budget_s: float = Field(default=900, gt=0, description="device seconds a paired night may spend per device, "
+                            "retries of discarded pairs included")
+    equivalence_pct: float | None = Field(default=None, gt=0, description="a series is cleared (unchanged) when "
+                                          "the CI of its paired change lies inside +-this (default: "
+                                          "thresholds.potential_pct)")
+    max_foreign_cpu_diff_pct: float | None = Field(
+        default=50.0, ge=0, description="a pair is invalid when other processes' CPU (% of one CPU, mean over "
+        "the run) differs by more than this between its two runs (null: never)")
+    quiet_wait_s: float = Field(default=20, ge=0, description="how long a discarded pair waits for the host to "
+                                "quiet before it is measured again")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PairedConfig:
+        if self.max_pairs < self.min_pairs:
+            raise ValueError(f"max_pairs ({self.max_pairs}) must be >= min_pairs ({self.min_pairs})")
+        if self.max_pairs < 5:
+            raise ValueError(f"max_pairs ({self.max_pairs}) cannot confirm a change: the paired judge needs at "
+                             "least 5 pairs (the level-shift rule of zlops.stats.confirm_ab); use 5 or more")
+        return self
+
+
 class NoiseConfig(_Strict):
     """Knobs of the noise-aware judge (``judge: noise``); see docs/statistics.md for the defaults."""
 
@@ -564,6 +597,7 @@ class Config(_Strict):
                                      "simple: the seed's fixed 2%/5% rule on the change of medians")
     noise: NoiseConfig = Field(default_factory=lambda: NoiseConfig())
     contention: ContentionConfig = Field(default_factory=lambda: ContentionConfig())
+    paired: PairedConfig = Field(default_factory=lambda: PairedConfig())
     bisect: BisectConfig = Field(default_factory=lambda: BisectConfig())
     allow_caliber_mismatch: bool = Field(default=False, description="publish deltas across calibers (still "
                                          "printed as !!! [caliber])")
@@ -705,6 +739,12 @@ class Config(_Strict):
 
     def thresholds_value(self) -> Thresholds:
         return self.thresholds.to_thresholds()
+
+    def measures_paired(self, pool: str) -> bool:
+        """Whether the pool's nights are paired (``pools.<name>.measure: paired``); False for a pool this
+        config does not name (a PR compare variant's ``pool.variant``: its pool's mode)."""
+        own = self.pools.get(pool) or self.pools.get(pool.split(".", 1)[0])
+        return own is not None and own.measure == "paired"
 
     def host_limits(self, pool: str) -> Any:
         """The pool's contention limits (:class:`zlops.contention.HostLimits`): its own keys, else the

@@ -204,8 +204,10 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
         return summary
+    # a paired pool's verdicts already come from interleaved same-device runs (zlops.paired): its
+    # inconclusive series stay suspects with their figures, no second A/B
     suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
-                and (pools is None or c.pool in pools)]
+                and (pools is None or c.pool in pools) and not cfg.measures_paired(c.pool)]
     if not suspects:
         return summary
     from zlops import judging

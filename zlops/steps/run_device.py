@@ -123,6 +123,14 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
                                    ended_at=None)
             ctx.store.record_shard(ctx.run_key, outcome)
             return outcome
+    if cases is None and ctx.config.measures_paired(pool):  # base and head interleaved (zlops.paired)
+        from zlops.paired import run_paired_device
+
+        paired = run_paired_device(ctx, pool, device, prepared, progress=progress)
+        if paired is not None:
+            if paired.status is not ShardStatus.OK:
+                progress.note(f"shard {pool}/{device} {paired.status.value}: {paired.error}")
+            return paired
     limits = ctx.config.host_limits(pool)
     if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
         from zlops.contention import wait_for_quiet
