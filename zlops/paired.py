@@ -118,6 +118,17 @@ def keeper_for(config: Any, pool: str) -> PairKeeper:
     return PairKeeper(config.paired.max_foreign_cpu_diff_pct, limits.max_steal_pct, enabled=limits.enabled)
 
 
+def relaxed_config(config: Any, pool: str) -> Any:
+    """``config`` with the pool's host-load gate off (a foreign device process still invalidates: see
+    :func:`run_limits`). A paired pool's first night (no baseline yet) is measured with it: its figures
+    judge nothing (the next night measures this commit again beside its own), so a loaded host must not
+    keep the pool from ever getting a baseline."""
+    pool_cfg = config.pools[pool]
+    return config.model_copy(update={"contention": config.contention.model_copy(update={"gate": False}),
+                                     "pools": {**config.pools, pool: pool_cfg.model_copy(
+                                         update={"contention_gate": False})}})
+
+
 def run_limits(config: Any, pool: str) -> Any:
     """The per-run gate of a paired run: only what one run alone can show (a foreign process on the
     device); host load is judged per pair (:class:`PairKeeper`)."""
@@ -265,14 +276,13 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
     progress = progress or LogProgress()
     base = baseline_sha(ctx, pool)
     if base is None:
-        progress.note(f"shard {pool}/{device}: paired night without a baseline yet: tonight measured alone")
+        progress.note(f"shard {pool}/{device}: paired night without a baseline yet: tonight measured alone "
+                      "(its figures judge nothing: the host-load gate waits for the first pair)")
         return None
     base_run, base_commit = base
     config, cfg = ctx.config, ctx.config.paired
     pool_cfg = config.pools[pool]
-    relaxed = config.model_copy(update={"contention": config.contention.model_copy(update={"gate": False}),
-                                        "pools": {**config.pools, pool: pool_cfg.model_copy(
-                                            update={"contention_gate": False})}})
+    relaxed = relaxed_config(config, pool)
     one_run_gate = run_limits(config, pool)
     keeper = keeper_for(config, pool)
     shard_dir: Path = ctx.shard_dir(pool, device)
@@ -329,7 +339,7 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
         with progress.step("paired", suite=ctx.suite_name, commit=f"{base_commit[:7]}..{ctx.sha[:7]}",
                            device=f"{pool}/{device}"):
             sides = {"A": (base_ctx, prepare(base_ctx, progress=progress)), "B": (ctx, prepared)}
-            est = _estimate_run_s(ctx, base_run, pool)
+            est = estimate_run_s(ctx.store, base_run, pool)
             pairs = run_pairs(run_one=run_one, sides=("A", "B"), seed=zlib.crc32(f"{ctx.run_key}/{pool}/{device}"
                                                                                    .encode()),
                               min_pairs=cfg.min_pairs, max_pairs=cfg.max_pairs, budget_s=cfg.budget_s, est_run_s=est,
@@ -355,9 +365,16 @@ def _with_directions(undecided: Any, keeper: PairKeeper, lower_of: dict[Key, boo
     return decided
 
 
-def _estimate_run_s(ctx: Any, base_run: str, pool: str) -> float:
-    """Seconds one run is expected to take: the baseline night's longest shard on the pool."""
-    durations = [o.duration_s for o in ctx.store.shards(base_run) if o.pool == pool and o.duration_s]
+def estimate_run_s(store: Any, base_run: str, pool: str) -> float:
+    """Seconds one run is expected to take: what the baseline night's runs took on the pool (a paired
+    night's seconds per run, from its meta; a plain night's longest shard), 1 s when nothing says."""
+    run = store.get_run(base_run)
+    per_run = [float(v["seconds"]) / int(v["runs"]) for k, v in ((run.meta or {}) if run is not None else {}).items()
+               if k.startswith(META_PREFIX) and isinstance(v, Mapping) and v.get("pool") == pool
+               and int(v.get("runs") or 0) > 0]
+    if per_run:
+        return max(per_run)
+    durations = [o.duration_s for o in store.shards(base_run) if o.pool == pool and o.duration_s]
     return float(max(durations)) if durations else 1.0
 
 
@@ -383,9 +400,11 @@ def _record(ctx: Any, pool: str, device: int, base_run: str, base_commit: str, p
             "samples": [[case, metric, list(b), list(h)] for (case, metric), (b, h) in sorted(pairs.samples.items())]}
     ctx.store.update_run_meta(ctx.run_key, {f"{META_PREFIX}{pool}/{device}": meta})
     if not keeper.kept:
-        why = discarded[0] if discarded else pairs.stopped
-        error = (f"host busy: no pair of base and head runs could be measured within the paired budget "
-                 f"({ctx.config.paired.budget_s:g} s; {len(discarded)} pair(s) discarded, first: {why})")
+        budget = ctx.config.paired.budget_s
+        error = (f"host busy: no balanced pair of base and head runs within the paired budget ({budget:g} s): "
+                 f"{len(discarded)} pair(s) discarded, the first for {discarded[0]}" if discarded else
+                 f"no pair measured: {pairs.stopped} (a run was expected to take ~{pairs.est_run_s:.0f} s; "
+                 "raise paired.budget_s)")
         status = ShardStatus.INVALID
     else:
         error, status = None, ShardStatus.OK

@@ -260,6 +260,78 @@ def _sides(config: Config, plan: PrPlan) -> tuple[RunContext, RunContext | None]
     return head_ctx, base_ctx
 
 
+def _run_interleaved(config: Config, plan: PrPlan, suite: Any, prepared: Mapping[str, Prepared],
+                     base: SideResults, head: SideResults, variant: str, *, pairs: int, start: int) -> None:
+    """``pairs`` interleaved pairs of base and head on the plan's one device (zlops.interleave.run_pairs).
+
+    A run the contention gate makes invalid discards its pair (the reason is kept with its figure); the
+    host is given time to quiet and the pair is measured again while ``paired.budget_s`` lasts, so a busy
+    moment never ends the compare. On a paired pool (``measure: paired``) the gate judges the pair's
+    balance, not the host's load (zlops.paired)."""
+    import time
+
+    from zlops.paired import HostBusy, PairKeeper, keeper_for, quiet_fn, relaxed_config, run_limits, run_pairs
+
+    req = plan.request
+    pool, device = req.pool, plan.devices[0]
+    head_ctx, base_ctx = _sides(config, plan)
+    assert base_ctx is not None
+    paired = config.measures_paired(pool)
+    keeper = keeper_for(config, pool) if paired else PairKeeper(None, None, enabled=False)
+    read_config = relaxed_config(config, pool) if paired else config
+    alone_limits = run_limits(config, pool) if paired else None
+
+    def run_one(side: str, index: int) -> tuple[dict[tuple[str, str], float], float]:
+        from zlops.contention import shard_invalid_reason
+
+        name, ctx = ("base", base_ctx) if side == "A" else ("head", head_ctx)
+        out = base if side == "A" else head
+        art = ctx.run_dir / variant / f"{name}-{start:02d}-{index:03d}-dev{device}"
+        spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=suite, sha=ctx.sha, pool=pool,
+                         backend=config.pools[pool].backend, device=device, worktree=prepared[name].worktree,
+                         venv=prepared[name].venv, artifact_dir=art, variant=variant)
+        t0 = time.monotonic()
+        outcome = run_shard(spec, locks_dir=config.locks_dir, device_wait_s=config.device_wait_s,
+                            require_idle=config.pools[pool].idle_required)
+        took = time.monotonic() - t0
+        out.devices.add(device)
+        if outcome.status is not ShardStatus.OK or outcome.results_file is None:
+            keeper.drop(index)
+            out.errors.append(f"{name} {variant} on device {device}: {outcome.status.value}: {outcome.error}")
+            return {}, took
+        summary = summarize_dir(art)
+        read = read_shard(read_config, ctx.suite_name, outcome, telemetry=summary)
+        busy = read.outcome.error if read.outcome.status is ShardStatus.INVALID else \
+            shard_invalid_reason(summary, alone_limits) if alone_limits is not None else None
+        if busy:
+            keeper.drop(index)
+            raise HostBusy(f"{name} run: {busy}")
+        if not read.usable:
+            keeper.drop(index)
+            error = read.outcome.error or ""
+            out.errors.append(f"{name} {variant} on device {device}: "
+                              + ("the run measured nothing" if error.endswith("holds no cases") else error))
+            return {}, took
+        keeper.add(index, name, (list(read.results), read_identity(art / IDENTITY_FILE)), summary)
+        return {(r.case, r.metric): r.median for r in read.results}, took
+
+    done = run_pairs(run_one=run_one, sides=("A", "B"), seed=zlib.crc32(f"{plan.head_key}/{variant}/{start}".encode()),
+                     min_pairs=pairs, max_pairs=pairs, budget_s=config.paired.budget_s, est_run_s=1.0,
+                     decided=lambda samples: True, quiet=quiet_fn(config, pool))
+    for pair in keeper.kept:
+        for name, (results, identity) in pair:
+            out = base if name == "base" else head
+            out.add(variant, results)
+            out.identity = out.identity or identity
+    discarded = list(getattr(done, "discarded", []))
+    if discarded:
+        log.warning("PR compare %s: %d pair(s) discarded and measured again: %s", variant, len(discarded),
+                    "; ".join(map(str, discarded[:3])))
+    if not keeper.kept:
+        head.errors.append(f"no pair of {variant} measured within paired.budget_s ({config.paired.budget_s:g} s): "
+                           + ("; ".join(map(str, discarded[:3])) or str(done.stopped)))
+
+
 def _run_pairs(config: Config, plan: PrPlan, suite: Any, prepared: Mapping[str, Prepared],
                base: SideResults, head: SideResults, variant: str, *, pairs: int, start: int,
                progress: Progress) -> None:
@@ -269,6 +341,9 @@ def _run_pairs(config: Config, plan: PrPlan, suite: Any, prepared: Mapping[str, 
     sides = {"head": (head_ctx, head), "base": (base_ctx, base)}
     with progress.step("pr-bench", suite=req.suite, commit=plan.head_sha[:12], device=",".join(
             map(str, plan.devices)), variant=variant):
+        if plan.mode == "compare" and plan.same_device:  # busy runs are measured again (run_pairs)
+            _run_interleaved(config, plan, suite, prepared, base, head, variant, pairs=pairs, start=start)
+            return
         if plan.mode == "single":
             jobs = [[("head", plan.devices[0], start + i) for i in range(pairs)]]
         else:

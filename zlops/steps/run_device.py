@@ -8,6 +8,7 @@ again. :func:`run_all_devices` is the CLI's fan-out (one thread per device, the 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -131,6 +132,9 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
             if paired.status is not ShardStatus.OK:
                 progress.note(f"shard {pool}/{device} {paired.status.value}: {paired.error}")
             return paired
+        from zlops.paired import relaxed_config
+
+        ctx = dataclasses.replace(ctx, config=relaxed_config(ctx.config, pool))   # the pool's first night
     limits = ctx.config.host_limits(pool)
     if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
         from zlops.contention import wait_for_quiet

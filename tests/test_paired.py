@@ -1,0 +1,158 @@
+"""Paired nights (zlops.paired): the pair gate, the paired judgement's outcomes, the config, and the rows
+a paired pool's compare gets. No timing: synthetic runs (the real ones: tests/test_demo.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from zlops.config import parse_config
+from zlops.errors import ConfigError
+from zlops.model import Comparison, Judgement, Summary, Verdict
+from zlops.paired import (
+    CLEARED,
+    CONFIRMED,
+    INCONCLUSIVE,
+    INVALID,
+    HostBusy,
+    PairKeeper,
+    judge_pairs,
+    judge_rows,
+    pair_busy_reason,
+    paired_judgement,
+    run_pairs,
+)
+
+
+def _config(**paired: object) -> object:
+    return parse_config({"pools": {"cpu": {"backend": "cpu", "devices": [0], "measure": "paired"}},
+                         "suites": {"s": {"repo": "/r", "command": ["b", "{results}"], "format": "zlops-json",
+                                               "pools": ["cpu"]}},
+                         **({"paired": paired} if paired else {})})
+
+
+def _runs(level: float, n: int, spread: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+# --- the pair gate -----------------------------------------------------------------------------------
+
+def test_load_both_runs_saw_cancels_a_burst_on_one_side_invalidates_the_pair_with_both_figures() -> None:
+    busy = {"foreign_cpu_mean_pct": 180.0, "steal_max_pct": 12.0}
+    assert pair_busy_reason(busy, {"foreign_cpu_mean_pct": 150.0, "steal_max_pct": 14.0}, sides=("base", "head"),
+                            max_foreign_cpu_diff_pct=50, max_steal_pct=10) is None
+    why = pair_busy_reason({"foreign_cpu_mean_pct": 20.0}, busy, sides=("base", "head"),
+                           max_foreign_cpu_diff_pct=50, max_steal_pct=10)
+    assert why == ("host load unbalanced: other processes used 20% CPU during the base run and 180% during the "
+                   "head run (difference limit 50%)")
+    why = pair_busy_reason({"steal_max_pct": 1.0}, {"steal_max_pct": 15.0}, sides=("head", "base"),
+                           max_foreign_cpu_diff_pct=50, max_steal_pct=10)
+    assert why is not None and "stole 1% during the head run and 15% during the base run" in why
+
+
+def test_the_keeper_keeps_balanced_pairs_and_refuses_the_second_run_of_an_unbalanced_one() -> None:
+    keeper = PairKeeper(max_foreign_cpu_diff_pct=50, max_steal_pct=10)
+    keeper.add(0, "base", "b0", {"foreign_cpu_mean_pct": 150.0})
+    keeper.add(1, "head", "h0", {"foreign_cpu_mean_pct": 170.0})
+    keeper.add(2, "head", "h1", {"foreign_cpu_mean_pct": 10.0})
+    with pytest.raises(HostBusy, match="used 10% CPU during the head run and 190% during the base run"):
+        keeper.add(3, "base", "b1", {"foreign_cpu_mean_pct": 190.0})
+    keeper.add(4, "base", "b2", {})
+    keeper.drop(5)  # its second run failed on its own: nothing of pair 2 is kept
+    assert keeper.kept == [(("base", "b0"), ("head", "h0"))]
+    off = PairKeeper(max_foreign_cpu_diff_pct=50, max_steal_pct=10, enabled=False)  # contention gate off
+    off.add(0, "base", "b", {"foreign_cpu_mean_pct": 0.0})
+    off.add(1, "head", "h", {"foreign_cpu_mean_pct": 200.0})
+    assert len(off.kept) == 1
+
+
+def test_run_pairs_discards_an_unbalanced_pair_names_it_and_measures_it_again() -> None:
+    keeper = PairKeeper(max_foreign_cpu_diff_pct=50, max_steal_pct=None)
+    calls: list[tuple[str, int]] = []
+    quiets: list[int] = []
+
+    def run_one(side: str, index: int) -> tuple[dict[tuple[str, str], float], float]:
+        calls.append((side, index))
+        load = 190.0 if len(calls) == 2 else 100.0  # a burst during the second run only
+        keeper.add(index, side, side, {"foreign_cpu_mean_pct": load})
+        return {("op", "time"): 1.0 if side == "A" else 1.5}, 0.1
+
+    pairs = run_pairs(run_one=run_one, sides=("A", "B"), seed=1, min_pairs=5, max_pairs=5, budget_s=100,
+                      est_run_s=0.1, decided=lambda s: False, quiet=lambda: quiets.append(1))
+    assert len(pairs.discarded) == 1 and "190% during the" in str(pairs.discarded[0])
+    assert quiets and len(keeper.kept) == 5
+    base, head = pairs.samples[("op", "time")]
+    assert base == [1.0] * 5 and head == [1.5] * 5
+
+
+# --- the paired judgement ------------------------------------------------------------------------------
+
+def test_a_real_change_is_confirmed_by_the_pairs() -> None:
+    base, head = _runs(1.0, 6, 0.03, 1), _runs(1.4, 6, 0.03, 2)
+    outcome, _ = judge_pairs(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002)
+    assert outcome == CONFIRMED
+    j = paired_judgement(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
+                         equivalence_pct=None, base_label="paired base abc1234")
+    assert j.verdict is Verdict.SEVERE and 30 < (j.change_pct or 0) < 50 and "confirmed by 6+6 paired runs" in j.note
+    better = paired_judgement(head, base, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
+                              equivalence_pct=None, base_label="b")
+    assert better.verdict is Verdict.IMPROVED
+
+
+def test_tight_equal_runs_are_cleared_as_unchanged() -> None:
+    base, head = _runs(1.0, 8, 0.004, 3), _runs(1.0, 8, 0.004, 4)
+    j = paired_judgement(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
+                         equivalence_pct=None, base_label="b")
+    assert j.verdict is Verdict.UNCHANGED and "cleared by 8+8 paired runs" in j.note and "±2%" in j.note
+
+
+def test_runs_too_noisy_to_decide_are_inconclusive_never_unchanged() -> None:
+    base, head = _runs(1.0, 5, 0.25, 5), _runs(1.03, 5, 0.25, 6)
+    outcome, _ = judge_pairs(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002)
+    assert outcome == INCONCLUSIVE
+    j = paired_judgement(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
+                         equivalence_pct=None, base_label="b")
+    assert j.verdict is not Verdict.UNCHANGED and not j.verdict.flagged
+    assert j.note.startswith("inconclusive: 5+5 paired runs neither confirm") and j.figures is not None
+    # the equivalence margin is a knob: the same runs inside a wide enough margin are cleared
+    wide = paired_judgement(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
+                            equivalence_pct=60, base_label="b")
+    assert wide.verdict is Verdict.UNCHANGED
+
+
+def test_one_pair_is_invalid_with_the_reason() -> None:
+    assert judge_pairs([1.0], [1.1], lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002)[0] == INVALID
+    j = paired_judgement([1.0], [1.1], lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
+                         equivalence_pct=None, base_label="b")
+    assert j.verdict is Verdict.INVALID and j.note.startswith("paired night: A/B of 1+1 samples")
+    assert CLEARED == "cleared"
+
+
+def test_a_paired_pools_rows_are_judged_from_the_pairs_in_the_runs_meta() -> None:
+    config = _config()
+    noise = Judgement(Verdict.POTENTIAL, 3.0, 3.0, 2.0, "night vs stored baseline")
+    rows = [Comparison("s", "cpu", op, "time", "ms", True, None, Summary(1.0, 5), noise) for op in ("a", "b")]
+    meta = {"paired/cpu/0": {"pool": "cpu", "base_sha": "abcdef0123", "samples": [
+        ["a", "time", _runs(1.0, 6, 0.02, 7), _runs(1.5, 6, 0.02, 8)]]}, "other": 1}
+    a, b = judge_rows(config, meta, rows, potential_pct=2, regression_pct=5)
+    assert a.verdict is Verdict.SEVERE and a.judgement.figures is not None
+    assert a.judgement.figures.reference_label.startswith("paired base abcdef0")
+    assert b == rows[1]  # no pairs for it: left as judged
+
+
+# --- the config ---------------------------------------------------------------------------------------
+
+def test_measure_is_validated_and_paired_knobs_say_what_to_write() -> None:
+    config = _config()
+    assert config.measures_paired("cpu") and not config.measures_paired("elsewhere")
+    assert config.measures_paired("cpu.variant")   # a PR compare variant's pool
+    assert config.paired.min_pairs == 5 and config.paired.max_foreign_cpu_diff_pct == 50
+    with pytest.raises(ConfigError, match="measure"):
+        parse_config({"pools": {"cpu": {"backend": "cpu", "devices": [0], "measure": "twice"}},
+                      "suites": {"s": {"repo": "/r", "command": ["b"], "format": "zlops-json", "pools": ["cpu"]}}})
+    with pytest.raises(ConfigError, match="needs at least 5 pairs"):
+        _config(min_pairs=2, max_pairs=4)
+    with pytest.raises(ConfigError, match=r"max_pairs \(5\) must be >= min_pairs \(6\)"):
+        _config(min_pairs=6, max_pairs=5)
