@@ -1,0 +1,89 @@
+"""zlops.interleave: the cost model, the A/B budget and interleaved pairs (busy pairs re-run, budget, decided)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zlops.errors import HostBusy
+from zlops.interleave import CostModel, ab_budget, learn_cost, run_pairs
+
+KEY = ("op", "time")
+
+
+def test_the_cost_model_separates_start_up_from_cases() -> None:
+    # FlagGems on an H200 (tests/data/flaggems_h200/processes.tsv): 25 cases ~26.2 s, one op (5 cases) ~18.8 s
+    model = learn_cost([(25, 26.2), (25, 25.6), (25, 27.1), (5, 18.8), (5, 17.4), (5, 18.1)])
+    assert model.fixed_s == pytest.approx(16.1, abs=1.0) and model.per_case_s == pytest.approx(0.4, abs=0.06)
+    assert "2 case counts" in model.basis and model.observations == 6
+    # the old estimate (shard time / cases x cases) said 5.2 s for the one-op run that took 17-19 s
+    assert model.estimate(5) == pytest.approx(18.1, rel=0.1)
+
+
+def test_one_case_count_uses_a_stated_prior_and_a_slow_night_does_not_tilt_the_fit() -> None:
+    prior = learn_cost([(25, 24.0)])
+    assert prior.fixed_s == pytest.approx(12.0) and prior.per_case_s == pytest.approx(0.48)
+    assert "start-up assumed 12.0 s" in prior.basis
+    assert learn_cost([(100, 400.0)]).fixed_s == pytest.approx(30.0)   # capped: not half of a long suite
+    robust = learn_cost([(10, 20.0), (10, 20.0), (20, 30.0), (20, 30.0), (20, 300.0)])
+    assert robust.per_case_s == pytest.approx(1.0) and robust.fixed_s == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="no process was timed"):
+        learn_cost([(0, 5.0), (3, 0.0)])
+    with pytest.raises(ValueError, match="CostModel.fixed_s"):
+        CostModel(-1.0, 0.0, "x")
+
+
+def test_the_budget_is_the_larger_of_share_and_floor_under_a_ceiling() -> None:
+    assert ab_budget(24.0, share=0.25, floor_s=300.0).seconds == 300.0
+    assert ab_budget(4000.0, share=0.25, floor_s=300.0).seconds == 1000.0
+    capped = ab_budget(40000.0, share=0.25, floor_s=300.0, ceiling_s=3600.0)
+    assert capped.seconds == 3600.0 and "capped" in capped.basis
+    assert ab_budget(4000.0, share=0.25, floor_s=300.0, fixed_s=50.0).seconds == 50.0
+
+
+class FakeDevice:
+    """One process per call: A measures 1.0, B measures ``head``; runs listed in ``busy`` are contended."""
+
+    def __init__(self, head: float = 1.0, seconds: float = 10.0, busy: set[int] | None = None) -> None:
+        self.head, self.seconds, self.busy = head, seconds, busy or set()
+        self.calls: list[tuple[str, int]] = []
+        self.quiet_calls = 0
+
+    def run_one(self, side: str, i: int) -> tuple[dict[tuple[str, str], float], float]:
+        n = len(self.calls)
+        self.calls.append((side, i))
+        if n in self.busy:
+            raise HostBusy(f"invalid: host busy: foreign CPU 80% (run {n})", seconds=self.seconds)
+        return {KEY: 1.0 if side == "A" else self.head, ("other", "time"): 5.0}, self.seconds
+
+    def quiet(self) -> None:
+        self.quiet_calls += 1
+
+
+def test_pairs_are_interleaved_and_a_busy_pair_is_discarded_whole_and_run_again() -> None:
+    dev = FakeDevice(head=1.1, busy={3})        # the second pair's second run was contended
+    out = run_pairs(run_one=dev.run_one, seed=1, min_pairs=3, max_pairs=3, budget_s=1000, est_run_s=10,
+                    quiet=dev.quiet, keys=[KEY])
+    assert out.pairs == 3 and out.runs == 8 and out.seconds == pytest.approx(80.0)
+    assert len(out.discarded) == 1 and "foreign CPU 80%" in out.discarded[0] and dev.quiet_calls == 1
+    base, head = out.samples[KEY]
+    assert base == [1.0] * 3 and head == [1.1] * 3       # nothing of the spoiled pair was kept
+    assert set(out.samples) == {KEY}
+    for k in range(0, len(dev.calls), 2):                 # every pair has one run of each side
+        assert {dev.calls[k][0], dev.calls[k + 1][0]} == {"A", "B"}
+    assert out.to_json()["discarded"] == out.discarded and out.to_json()["est_s"] == 80.0
+
+
+def test_pairs_stop_when_decided_or_when_the_budget_cannot_pay_for_the_next() -> None:
+    dev = FakeDevice()
+    decided = run_pairs(run_one=dev.run_one, seed=0, min_pairs=2, max_pairs=8, budget_s=1000, est_run_s=10,
+                        decided=lambda samples: len(samples[KEY][0]) >= 3)
+    assert decided.pairs == 3 and decided.stopped == "decided"
+    poor = run_pairs(run_one=FakeDevice().run_one, seed=0, min_pairs=2, max_pairs=8, budget_s=45, est_run_s=10)
+    assert poor.pairs == 2 and poor.seconds == 40 and poor.stopped == "budget (45 s) spent"
+    # the first pair always runs; a busy host that never quiets ends it within the discard limit
+    always = FakeDevice(busy=set(range(100)))
+    stuck = run_pairs(run_one=always.run_one, seed=0, min_pairs=2, max_pairs=4, budget_s=10_000, est_run_s=10,
+                      max_discards=2)
+    assert stuck.pairs == 0 and len(stuck.discarded) == 3 and "busy pairs discarded" in stuck.stopped
+    with pytest.raises(ValueError):
+        run_pairs(run_one=dev.run_one, seed=0, min_pairs=3, max_pairs=2, budget_s=1, est_run_s=1)
