@@ -87,3 +87,33 @@ def test_pairs_stop_when_decided_or_when_the_budget_cannot_pay_for_the_next() ->
     assert stuck.pairs == 0 and len(stuck.discarded) == 3 and "busy pairs discarded" in stuck.stopped
     with pytest.raises(ValueError):
         run_pairs(run_one=dev.run_one, seed=0, min_pairs=3, max_pairs=2, budget_s=1, est_run_s=1)
+
+
+def test_a_bisection_step_the_gate_spoiled_is_run_again_not_failed(tmp_path, monkeypatch) -> None:
+    """#23: "bisection #1 failed: ... invalid: host busy: the hypervisor stole 15% of the CPU time"."""
+    from zlops import bisect_run, confirm
+    from zlops.bisect import Paused
+    from zlops.config import parse_config
+
+    config = parse_config({"home": str(tmp_path), "pools": {"p": {"backend": "cpu", "devices": [0]}},
+                           "suites": {"s": {"repo": str(tmp_path / "up"), "command": ["x"], "format": "zlops-json",
+                                            "pools": ["p"]}}})
+    measurer = bisect_run.DeviceMeasurer(config, "s", "p", 0, 1)
+    measurer.prepared["a" * 40] = object()  # type: ignore[assignment]
+    calls, waits = [], []
+    monkeypatch.setattr(confirm, "quiet_waiter", lambda ctx, pool: lambda: waits.append(pool))
+
+    def run_side(ctx, side_ctx, prepared, pool, device, out, cases):  # noqa: ANN001, ANN202
+        calls.append(out)
+        if len(calls) <= 2:
+            raise HostBusy("A/B run invalid: host busy: the hypervisor stole 15% of the CPU time (limit 10%)")
+        return {KEY: 1.0}
+
+    monkeypatch.setattr(confirm, "run_side", run_side)
+    medians, _ = measurer.run("a" * 40, [])
+    assert medians == {KEY: 1.0} and len(calls) == 3 and waits == ["p", "p"]
+    assert len(set(calls)) == 3                       # each attempt writes to its own folder
+    calls.clear()
+    monkeypatch.setattr(confirm, "run_side", lambda *a: (_ for _ in ()).throw(HostBusy("still busy")))
+    with pytest.raises(Paused, match="host stayed busy for 4 runs"):
+        measurer.run("a" * 40, [])

@@ -213,7 +213,7 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
             pairs = run_pairs(run_one=run_one, seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()),
                               min_pairs=min(cfg.ab_min_pairs, max(cfg.ab_pairs, 1)),
                               max_pairs=max(cfg.ab_pairs, cfg.ab_min_pairs), budget_s=budget.seconds,
-                              est_run_s=budget.run_s, keys=keys, quiet=_quiet(ctx, pool),
+                              est_run_s=budget.run_s, keys=keys, quiet=quiet_waiter(ctx, pool),
                               decided=None if decide_fn is None else
                               (lambda samples: not decide_fn(samples)))  # type: ignore[operator]
     finally:
@@ -222,7 +222,7 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
                   wall_s=time.monotonic() - wall0, pairs=pairs)
 
 
-def _quiet(ctx: RunContext, pool: str) -> Any:
+def quiet_waiter(ctx: RunContext, pool: str) -> Any:
     """What run_pairs calls after a busy pair: wait (bounded by the pool's contention_wait_s) for the host
     to quiet, as a shard does before it starts; None where the pool's gate is off."""
     from zlops import contention
