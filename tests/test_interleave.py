@@ -117,3 +117,20 @@ def test_a_bisection_step_the_gate_spoiled_is_run_again_not_failed(tmp_path, mon
     monkeypatch.setattr(confirm, "run_side", lambda *a: (_ for _ in ()).throw(HostBusy("still busy")))
     with pytest.raises(Paused, match="host stayed busy for 4 runs"):
         measurer.run("a" * 40, [])
+
+
+def test_the_report_shows_each_pool_s_a_b_cost_beside_its_estimate_and_budget() -> None:
+    from zlops.report.ab_cost import ab_cost_lines, ab_section
+
+    meta = {"ab": {"h200": {"runs": 10, "pairs": 5, "seconds": 150.0, "est_run_s": 14.0, "realised_run_s": 15.0,
+                            "est_s": 140.0, "budget_s": 300.0, "budget_basis": "floor 300 s (> 25% of tonight's 24 s)",
+                            "outcomes": {"confirmed": 1, "cleared": 3}, "suspects": 5, "ab_suspects": 4,
+                            "stopped": "decided", "discarded": ["pair 2 (A): busy"],
+                            "cost_model": {"fixed_s": 12.0, "per_case_s": 0.48, "basis": "prior"}},
+                   "cpu": {"error": "A/B run failed: exit 1"}}}
+    cpu, h200 = ab_cost_lines(meta)
+    assert cpu.startswith("cpu: the A/B failed") and "exit 1" in cpu
+    assert "10 runs (5 pairs); 150 s spent, estimated 140 s (14.0 a run; realised 15.0 a run, +7%)" in h200
+    assert "budget 300 s (floor 300 s" in h200 and "1 confirmed, 3 cleared" in h200
+    assert "4 of 5 suspects in the A/B" in h200 and "1 busy pair(s)" in h200 and "12.0 s start-up" in h200
+    assert ab_section({}) == [] and ab_section(meta)[0] == "## A/B confirmation"
