@@ -28,7 +28,7 @@ def test_one_case_count_uses_a_stated_prior_and_a_slow_night_does_not_tilt_the_f
     assert robust.per_case_s == pytest.approx(1.0) and robust.fixed_s == pytest.approx(10.0)
     with pytest.raises(ValueError, match="no process was timed"):
         learn_cost([(0, 5.0), (3, 0.0)])
-    with pytest.raises(ValueError, match="CostModel.fixed_s"):
+    with pytest.raises(ValueError, match=r"CostModel\.fixed_s"):
         CostModel(-1.0, 0.0, "x")
 
 
@@ -103,7 +103,7 @@ def test_a_bisection_step_the_gate_spoiled_is_run_again_not_failed(tmp_path, mon
     calls, waits = [], []
     monkeypatch.setattr(confirm, "quiet_waiter", lambda ctx, pool: lambda: waits.append(pool))
 
-    def run_side(ctx, side_ctx, prepared, pool, device, out, cases):  # noqa: ANN001, ANN202
+    def run_side(ctx, side_ctx, prepared, pool, device, out, cases):
         calls.append(out)
         if len(calls) <= 2:
             raise HostBusy("A/B run invalid: host busy: the hypervisor stole 15% of the CPU time (limit 10%)")

@@ -72,7 +72,8 @@ def learn_cost(observations: Sequence[tuple[int, float]], *, prior_fixed_share: 
     With two or more distinct case counts: a robust line through them (Theil-Sen: the median of the
     pairwise slopes, Sen 1968; one slow night does not tilt it), its intercept the start-up, both
     clamped at 0. With one case count only: ``prior_fixed_share`` of its median seconds as start-up
-    (at most ``prior_fixed_max_s``), the rest spread over its cases (said in ``basis``). Raises ValueError without observations.
+    (at most ``prior_fixed_max_s``), the rest spread over its cases (said in ``basis``). Raises
+    ValueError without observations.
     """
     obs = [(int(n), float(s)) for n, s in observations if n > 0 and s is not None and math.isfinite(s) and s > 0]
     if not obs:

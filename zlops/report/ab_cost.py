@@ -37,7 +37,8 @@ def ab_cost_line(pool: str, entry: Mapping[str, Any]) -> str:
             cost += f", {off:+.0f}%)" if off is not None else ")"
         parts.append(cost)
     if budget is not None:
-        parts.append(f"budget {budget:.0f} {unit}" + (f" ({entry['budget_basis']})" if entry.get("budget_basis") else ""))
+        basis = f" ({entry['budget_basis']})" if entry.get("budget_basis") else ""
+        parts.append(f"budget {budget:.0f} {unit}{basis}")
     outcomes = entry.get("outcomes")
     if isinstance(outcomes, Mapping) and outcomes:
         order = {"confirmed": 0, "cleared": 1, "inconclusive": 2}
