@@ -8,20 +8,19 @@ import random
 import pytest
 
 from zlops.config import parse_config
-from zlops.errors import ConfigError
+from zlops.errors import ConfigError, HostBusy
+from zlops.interleave import run_pairs
 from zlops.model import Comparison, Judgement, Summary, Verdict
 from zlops.paired import (
     CLEARED,
     CONFIRMED,
     INCONCLUSIVE,
     INVALID,
-    HostBusy,
     PairKeeper,
     judge_pairs,
     judge_rows,
     pair_busy_reason,
     paired_judgement,
-    run_pairs,
 )
 
 
@@ -79,7 +78,7 @@ def test_run_pairs_discards_an_unbalanced_pair_names_it_and_measures_it_again() 
         keeper.add(index, side, side, {"foreign_cpu_mean_pct": load})
         return {("op", "time"): 1.0 if side == "A" else 1.5}, 0.1
 
-    pairs = run_pairs(run_one=run_one, sides=("A", "B"), seed=1, min_pairs=5, max_pairs=5, budget_s=100,
+    pairs = run_pairs(run_one=run_one, seed=1, min_pairs=5, max_pairs=5, budget_s=100,
                       est_run_s=0.1, decided=lambda s: False, quiet=lambda: quiets.append(1))
     assert len(pairs.discarded) == 1 and "190% during the" in str(pairs.discarded[0])
     assert quiets and len(keeper.kept) == 5

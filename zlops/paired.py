@@ -35,15 +35,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zlops.errors import DeviceBusy, ZlopsError
+from zlops.errors import DeviceBusy, HostBusy, ZlopsError
+from zlops.interleave import run_pairs
 from zlops.model import CaseResult, Comparison, Judgement, ShardOutcome, ShardStatus, Verdict
 from zlops.progress import LogProgress, Progress
-
-try:  # the shared interleaving machinery (issue 22); stand-in until it lands
-    from zlops.errors import HostBusy  # type: ignore[attr-defined]
-    from zlops.interleave import run_pairs  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - removed once zlops.interleave is on main
-    from zlops._interleave_stub import HostBusy, run_pairs  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -159,26 +154,12 @@ def judge_pairs(base_runs: Sequence[float], head_runs: Sequence[float], *, lower
     +-``equivalence_pct`` (default the threshold: an equivalence test); ``inconclusive``: neither;
     ``invalid``: too few runs to decide.
     """
-    import inspect
-
     from zlops import stats
 
-    kwargs: dict[str, Any] = {"lower_is_better": lower_is_better, "threshold_pct": threshold_pct,
-                              "severe_pct": max(severe_pct, threshold_pct), "alpha": alpha, "seed": 0}
-    if "equivalence_pct" in inspect.signature(stats.confirm_ab).parameters:
-        kwargs["equivalence_pct"] = equivalence_pct
-    conf = stats.confirm_ab(base_runs, head_runs, **kwargs)
-    outcome = getattr(conf, "outcome", None)
-    if outcome is None:  # before Confirmation.outcome (issue 22): the same rule, here
-        eq = equivalence_pct if equivalence_pct is not None else threshold_pct
-        if conf.state is stats.State.INVALID:
-            outcome = INVALID
-        elif conf.confirmed:
-            outcome = CONFIRMED
-        elif conf.ci_pct is not None and -eq <= conf.ci_pct[0] and conf.ci_pct[1] <= eq:
-            outcome = CLEARED
-        else:
-            outcome = INCONCLUSIVE
+    conf = stats.confirm_ab(base_runs, head_runs, lower_is_better=lower_is_better, threshold_pct=threshold_pct,
+                            severe_pct=max(severe_pct, threshold_pct), alpha=alpha, seed=0,
+                            equivalence_pct=equivalence_pct)
+    outcome = conf.outcome
     return str(outcome), conf
 
 
@@ -314,13 +295,16 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
         alone = shard_invalid_reason(summary, one_run_gate)
         if alone:
             keeper.drop(index)
-            raise HostBusy(f"{'head' if side == 'B' else 'base'} run: {alone}")
+            raise HostBusy(f"{'head' if side == 'B' else 'base'} run: {alone}", seconds=took)
         if not read.usable:
             keeper.drop(index)
             raise ZlopsError(f"paired run {out.name}: {read.outcome.error}")
         if side == "B" and not first_head:
             first_head.update(summary=summary, identity=(read_manifest(out) or {}).get("identity"))
-        keeper.add(index, {"A": "base", "B": "head"}[side], (list(read.results), summary), summary)
+        try:
+            keeper.add(index, {"A": "base", "B": "head"}[side], (list(read.results), summary), summary)
+        except HostBusy as exc:   # the pair's two runs saw different loads
+            raise HostBusy(str(exc), seconds=took) from None
         return {(r.case, r.metric): r.median for r in read.results}, took
 
     def undecided_series(samples: dict[Key, tuple[list[float], list[float]]]) -> bool:
@@ -340,8 +324,7 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
                            device=f"{pool}/{device}"):
             sides = {"A": (base_ctx, prepare(base_ctx, progress=progress)), "B": (ctx, prepared)}
             est = estimate_run_s(ctx.store, base_run, pool)
-            pairs = run_pairs(run_one=run_one, sides=("A", "B"), seed=zlib.crc32(f"{ctx.run_key}/{pool}/{device}"
-                                                                                   .encode()),
+            pairs = run_pairs(run_one=run_one, seed=zlib.crc32(f"{ctx.run_key}/{pool}/{device}".encode()),
                               min_pairs=cfg.min_pairs, max_pairs=cfg.max_pairs, budget_s=cfg.budget_s, est_run_s=est,
                               decided=_with_directions(undecided_series, keeper, lower_of),
                               quiet=quiet_fn(config, pool))

@@ -270,7 +270,9 @@ def _run_interleaved(config: Config, plan: PrPlan, suite: Any, prepared: Mapping
     balance, not the host's load (zlops.paired)."""
     import time
 
-    from zlops.paired import HostBusy, PairKeeper, keeper_for, quiet_fn, relaxed_config, run_limits, run_pairs
+    from zlops.errors import HostBusy
+    from zlops.interleave import run_pairs
+    from zlops.paired import PairKeeper, keeper_for, quiet_fn, relaxed_config, run_limits
 
     req = plan.request
     pool, device = req.pool, plan.devices[0]
@@ -305,17 +307,20 @@ def _run_interleaved(config: Config, plan: PrPlan, suite: Any, prepared: Mapping
             shard_invalid_reason(summary, alone_limits) if alone_limits is not None else None
         if busy:
             keeper.drop(index)
-            raise HostBusy(f"{name} run: {busy}")
+            raise HostBusy(f"{name} run: {busy}", seconds=took)
         if not read.usable:
             keeper.drop(index)
             error = read.outcome.error or ""
             out.errors.append(f"{name} {variant} on device {device}: "
                               + ("the run measured nothing" if error.endswith("holds no cases") else error))
             return {}, took
-        keeper.add(index, name, (list(read.results), read_identity(art / IDENTITY_FILE)), summary)
+        try:
+            keeper.add(index, name, (list(read.results), read_identity(art / IDENTITY_FILE)), summary)
+        except HostBusy as exc:   # the pair's two runs saw different loads
+            raise HostBusy(str(exc), seconds=took) from None
         return {(r.case, r.metric): r.median for r in read.results}, took
 
-    done = run_pairs(run_one=run_one, sides=("A", "B"), seed=zlib.crc32(f"{plan.head_key}/{variant}/{start}".encode()),
+    done = run_pairs(run_one=run_one, seed=zlib.crc32(f"{plan.head_key}/{variant}/{start}".encode()),
                      min_pairs=pairs, max_pairs=pairs, budget_s=config.paired.budget_s, est_run_s=1.0,
                      decided=lambda samples: True, quiet=quiet_fn(config, pool))
     for pair in keeper.kept:
