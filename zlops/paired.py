@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 META_PREFIX = "paired/"
+#: busy pairs a paired night (or a PR compare) may discard and measure again; paired.budget_s is the real bound
+MAX_DISCARDS = 50
 #: the outcomes of a paired judgement (zlops.stats.Confirmation.outcome)
 CONFIRMED, CLEARED, INCONCLUSIVE, INVALID = "confirmed", "cleared", "inconclusive", "invalid"
 
@@ -327,7 +329,7 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
             pairs = run_pairs(run_one=run_one, seed=zlib.crc32(f"{ctx.run_key}/{pool}/{device}".encode()),
                               min_pairs=cfg.min_pairs, max_pairs=cfg.max_pairs, budget_s=cfg.budget_s, est_run_s=est,
                               decided=_with_directions(undecided_series, keeper, lower_of),
-                              quiet=quiet_fn(config, pool))
+                              quiet=quiet_fn(config, pool), max_discards=MAX_DISCARDS)
     finally:
         try:
             cleanup(base_ctx)

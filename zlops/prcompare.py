@@ -272,7 +272,7 @@ def _run_interleaved(config: Config, plan: PrPlan, suite: Any, prepared: Mapping
 
     from zlops.errors import HostBusy
     from zlops.interleave import run_pairs
-    from zlops.paired import PairKeeper, keeper_for, quiet_fn, relaxed_config, run_limits
+    from zlops.paired import MAX_DISCARDS, PairKeeper, keeper_for, quiet_fn, relaxed_config, run_limits
 
     req = plan.request
     pool, device = req.pool, plan.devices[0]
@@ -322,7 +322,7 @@ def _run_interleaved(config: Config, plan: PrPlan, suite: Any, prepared: Mapping
 
     done = run_pairs(run_one=run_one, seed=zlib.crc32(f"{plan.head_key}/{variant}/{start}".encode()),
                      min_pairs=pairs, max_pairs=pairs, budget_s=config.paired.budget_s, est_run_s=1.0,
-                     decided=lambda samples: True, quiet=quiet_fn(config, pool))
+                     decided=lambda samples: True, quiet=quiet_fn(config, pool), max_discards=MAX_DISCARDS)
     for pair in keeper.kept:
         for name, (results, identity) in pair:
             out = base if name == "base" else head

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fake_upstream import Upstream, git
+from fake_upstream import Upstream, config_data, git
 
 from zlops import proc
 from zlops.cli import main
@@ -222,3 +222,61 @@ def test_a_compare_with_its_defaults_confirms_a_2x_change_by_adding_pairs(upstre
     assert len(figures.runs_base) == len(figures.runs_head) == pairs_run
     text = report(config, outcome).text
     assert "0 regressed" not in text and "+100.00%" in text
+
+
+def _fake_load(monkeypatch: pytest.MonkeyPatch, loads: list[float], then: float) -> list[float]:
+    """Every PR-compare run's telemetry says other processes used the next of ``loads`` (% of one CPU),
+    then ``then``: the gate judges scripted figures, not how busy the CI host is. No quiet wait."""
+    import zlops.paired
+    import zlops.prcompare
+
+    real = zlops.prcompare.summarize_dir
+    seen: list[float] = []
+
+    def summarize(path: Path) -> dict[str, object]:
+        load = loads[len(seen)] if len(seen) < len(loads) else then
+        seen.append(load)
+        return {**real(path), "foreign_cpu_mean_pct": load, "foreign_top": [["hog", 1, load]],
+                "steal_max_pct": 0.0}
+
+    monkeypatch.setattr(zlops.prcompare, "summarize_dir", summarize)
+    monkeypatch.setattr(zlops.paired, "quiet_fn", lambda config, pool: lambda: None)
+    return seen
+
+
+def test_a_busy_moment_never_ends_the_compare(upstream: Upstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 23: the demo branch's compare ended "measured nothing on HEAD" when the gate made its runs
+    invalid. A busy run discards its pair, the host is waited on, and the pair is measured again."""
+    c1 = upstream.commit(BASE)
+    upstream.branch("feat", c1)
+    upstream.checkout("feat")
+    upstream.commit({"alpha": 1.5, "beta": 2.0})
+    upstream.checkout("main")
+    config = parse_config(config_data(tmp_path / "home", upstream.path, contention_gate=True))
+    seen = _fake_load(monkeypatch, [180.0, 170.0], then=3.0)   # the first two runs beside a burst
+    with caplog.at_level("WARNING", logger="zlops.prcompare"):
+        outcome = run_compare(config, {"suite": "fake", "ref": "feat"}, label="busy")
+    rows = {c.case: c for c in outcome.comparisons["default"]}
+    assert rows["alpha"].verdict is Verdict.REGRESSION and rows["beta"].verdict is Verdict.UNCHANGED
+    assert len(seen) == 4   # two discarded pairs' busy runs, then one pair of base and head
+    said = caplog.text
+    assert "2 pair(s) discarded and measured again" in said and "other processes used 180% CPU" in said
+
+
+def test_on_a_paired_pool_the_gate_judges_the_pair_not_the_hosts_load(upstream: Upstream, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    c1 = upstream.commit(BASE)
+    upstream.branch("feat", c1)
+    upstream.checkout("feat")
+    upstream.commit({"alpha": 1.5, "beta": 2.0})
+    upstream.checkout("main")
+    data = config_data(tmp_path / "home", upstream.path, contention_gate=True)
+    data["pools"]["local"]["measure"] = "paired"  # type: ignore[index]
+    config = parse_config(data)
+    # a loaded host both runs of every pair saw alike (170%, 160%): valid; then a burst on one side only
+    seen = _fake_load(monkeypatch, [170.0, 160.0, 20.0, 190.0], then=150.0)
+    outcome = run_compare(config, {"suite": "fake", "ref": "feat", "pairs": 2}, label="paired")
+    rows = {c.case: c for c in outcome.comparisons["default"]}
+    assert rows["alpha"].verdict is Verdict.REGRESSION
+    assert len(seen) == 6   # pair 1 kept, pair 2 (20% vs 190%) discarded, measured again and kept
