@@ -32,10 +32,11 @@ def test_demo_finds_the_scripted_regression_and_improvement(tmp_path: Path) -> N
     assert len(by_night) == 6
     assert all(v == Verdict.NEW for v, _ in by_night[1].verdicts.values())
     softmax, change = by_night[3].verdicts["softmax"]
-    assert softmax in (Verdict.REGRESSION, Verdict.SEVERE) and 20 < (change or 0) < 60
+    # about +40% / -34% on a quiet host; a loaded one stretches both (+61% / -46% seen at load 9)
+    assert softmax in (Verdict.REGRESSION, Verdict.SEVERE) and 20 < (change or 0) < 120
     assert by_night[3].notes["softmax"].startswith("confirmed by ")
     layernorm, change = by_night[5].verdicts["layernorm"]
-    assert layernorm is Verdict.IMPROVED and -50 < (change or 0) < -20
+    assert layernorm is Verdict.IMPROVED and -70 < (change or 0) < -20
     for n in result.nights[1:]:
         for op in OPS:
             verdict, change = n.verdicts[op]
