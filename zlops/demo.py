@@ -304,6 +304,30 @@ def run_demo(home: Path, *, rounds: int | None = None, workers: int | None = Non
 EXIT_NOT_MEASURED = 5
 
 
+def _cleared_text(result: DemoResult) -> str:
+    """``17 untouched case-nights cleared, 6 inconclusive`` of a paired demo."""
+    cleared = inconclusive = 0
+    for n, (_, _, expected) in zip(result.nights[1:], HISTORY[1:], strict=False):
+        for op in OPS:
+            verdict, _ = n.verdicts.get(op, (Verdict.MISSING, None))
+            if op not in expected and n.invalid is None:
+                cleared += verdict is Verdict.UNCHANGED
+                inconclusive += verdict.awaiting_confirmation
+    return f"{cleared} untouched case-nights cleared, {inconclusive} inconclusive"
+
+
+def _inconclusive_lines(result: DemoResult) -> list[str]:
+    """One line per night: its untouched operators the pairs left inconclusive, with their changes."""
+    out = []
+    for n, (_, _, expected) in zip(result.nights[1:], HISTORY[1:], strict=False):
+        cells = [f"{op} {change:+.2f}%" for op in OPS if op not in expected
+                 for verdict, change in [n.verdicts.get(op, (Verdict.MISSING, None))]
+                 if verdict.awaiting_confirmation and change is not None]
+        if cells:
+            out.append(f"  - night {n.night} ({n.sha[:10]}): " + ", ".join(cells))
+    return out
+
+
 def _load_text(result: DemoResult) -> str:
     if result.load is None:
         return ""
@@ -349,6 +373,9 @@ def render_summary(result: DemoResult) -> str:
                      f"`uptime` shows a load average under about {2 * (os.cpu_count() or 1)}, or give a paired night "
                      "more time (paired.budget_s, paired.quiet_wait_s in the printed zlops.yaml; docs/demo.md). "
                      f"Exit status {EXIT_NOT_MEASURED}: could not measure (a failed check exits 1).")
+    elif result.ok and result.measure == "paired":
+        lines.append("check: softmax confirmed as a regression at night 3, layernorm as improved at night 5, nothing "
+                     f"else found ({_cleared_text(result)}): OK")
     elif result.ok:
         lines.append("check: softmax flagged as a regression at night 3, layernorm improved at night 5, "
                      "no untouched operator moved beyond the regression threshold: OK")
@@ -365,10 +392,12 @@ def render_summary(result: DemoResult) -> str:
                          "when the host is quieter, or run `zlops demo` without --measure nightly (paired nights: each "
                          "commit and its baseline in interleaved processes, so the host's load cancels), or "
                          "`zlops demo --judge noise` (a suspect is confirmed or cleared by a same-device A/B).")
-    if result.notes:
-        lines.append("noise: untouched operators that crossed the 2% line or that the pairs left inconclusive "
-                     "(machine noise, not code; nobody is alerted):" if result.measure == "paired" else
-                     "noise: untouched operators that crossed the 2% line (machine noise, not code):")
+    if result.notes and result.measure == "paired":
+        lines.append("inconclusive (the pairs neither confirmed a change nor cleared it within ±5%; this host's "
+                     "noise, not code; nobody is alerted):")
+        lines += _inconclusive_lines(result)
+    elif result.notes:
+        lines.append("noise: untouched operators that crossed the 2% line (machine noise, not code):")
         lines += [f"  - {n}" for n in result.notes]
     if result.seconds is not None:
         lines.append(f"took {result.seconds:.0f} s{_load_text(result)}")
