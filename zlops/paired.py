@@ -301,8 +301,10 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
         if not read.usable:
             keeper.drop(index)
             raise ZlopsError(f"paired run {out.name}: {read.outcome.error}")
-        if side == "B" and not first_head:
-            first_head.update(summary=summary, identity=(read_manifest(out) or {}).get("identity"))
+        if side == "B":
+            if not first_head:
+                first_head.update(summary=summary, identity=(read_manifest(out) or {}).get("identity"))
+            first_head["evidence"] = list(read.results)   # kept as an invalid night's evidence, as ingest does
         try:
             keeper.add(index, {"A": "base", "B": "head"}[side], (list(read.results), summary), summary)
         except HostBusy as exc:   # the pair's two runs saw different loads
@@ -397,6 +399,7 @@ def _record(ctx: Any, pool: str, device: int, base_run: str, base_commit: str, p
                            started_at=started, ended_at=ended, error=error)
     summary = {**dict(first_head.get("summary") or {}), "paired_pairs": len(keeper.kept),
                "paired_discarded": len(discarded), "paired_base_sha": base_commit}
-    ctx.store.record_shard(ctx.run_key, outcome, list(merged.values()), telemetry=summary,
-                           identity=first_head.get("identity"))
+    # an invalid night keeps a head run's results as evidence (never judged), as ingest keeps a busy shard's
+    results = list(merged.values()) if keeper.kept else list(first_head.get("evidence") or ())
+    ctx.store.record_shard(ctx.run_key, outcome, results, telemetry=summary, identity=first_head.get("identity"))
     return outcome
