@@ -195,6 +195,24 @@ def paired_judgement(base_runs: Sequence[float], head_runs: Sequence[float], *, 
                      f"within ±{eq:g}%: {conf.reason}", figures=figures)
 
 
+def judge_from_runs(config: Any, rows: Sequence[Comparison],
+                    runs: Mapping[Key, tuple[Sequence[float], Sequence[float]]], *, potential_pct: float,
+                    regression_pct: float, base_label: str) -> list[Comparison]:
+    """``rows`` with every series that has paired runs (``runs``: (case, metric) -> aligned base and head
+    run values) judged from them (:func:`paired_judgement`); a caliber refusal or an invalid row stays."""
+    out = []
+    for c in rows:
+        pair = runs.get((c.case, c.metric))
+        if pair is None or c.head is None or c.judgement.verdict in (Verdict.INCOMPARABLE, Verdict.INVALID):
+            out.append(c)
+            continue
+        j = paired_judgement(pair[0], pair[1], lower_is_better=c.lower_is_better, threshold_pct=potential_pct,
+                             severe_pct=regression_pct, alpha=config.noise.alpha,
+                             equivalence_pct=config.paired.equivalence_pct, base_label=base_label)
+        out.append(dataclasses.replace(c, judgement=j))
+    return out
+
+
 def judge_rows(config: Any, meta: Mapping[str, Any], rows: Sequence[Comparison], *, potential_pct: float,
                regression_pct: float) -> list[Comparison]:
     """Tonight's rows with every series of a paired pool judged from its paired runs (run meta
@@ -211,19 +229,12 @@ def judge_rows(config: Any, meta: Mapping[str, Any], rows: Sequence[Comparison],
             b, h = series.setdefault((case, metric), ([], []))
             b.extend(float(x) for x in base)
             h.extend(float(x) for x in head)
-    if not per_pool:
-        return list(rows)
-    out = []
-    for c in rows:
-        runs = per_pool.get(c.pool, {}).get((c.case, c.metric))
-        if runs is None or c.head is None or c.judgement.verdict in (Verdict.INCOMPARABLE, Verdict.INVALID):
-            out.append(c)
-            continue
-        j = paired_judgement(runs[0], runs[1], lower_is_better=c.lower_is_better, threshold_pct=potential_pct,
-                             severe_pct=regression_pct, alpha=config.noise.alpha,
-                             equivalence_pct=config.paired.equivalence_pct,
-                             base_label=f"paired base {base_sha.get(c.pool, '')[:7]}")
-        out.append(dataclasses.replace(c, judgement=j))
+    out = list(rows)
+    for pool, runs in per_pool.items():
+        mine = [c for c in out if c.pool == pool]
+        judged = iter(judge_from_runs(config, mine, runs, potential_pct=potential_pct, regression_pct=regression_pct,
+                                      base_label=f"paired base {base_sha.get(pool, '')[:7]}"))
+        out = [next(judged) if c.pool == pool else c for c in out]
     return out
 
 

@@ -457,7 +457,15 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
                              allow_caliber_mismatch=allow_caliber_mismatch)
         rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},
                                  setup=setup, inputs=inputs)
-        if noise and plan.same_device:
+        if config.measures_paired(req.pool) and plan.same_device:  # a paired pool: judged from the pairs
+            from zlops.paired import judge_from_runs
+
+            medians_b, medians_h = base.medians[variant], head.medians[variant]
+            rows = judge_from_runs(config, rows, {k: (medians_b[k], medians_h[k]) for k in medians_b if k in medians_h},
+                                   potential_pct=setup.thresholds.potential_pct,
+                                   regression_pct=setup.thresholds.regression_pct,
+                                   base_label=f"merge-base {(plan.base_sha or '')[:7]}")
+        elif noise and plan.same_device:
             rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], setup.policy)
         out[variant] = rows
     all_rows = [c for rows in out.values() for c in rows]
@@ -484,6 +492,9 @@ def run_compare(config: Config, conf: Mapping[str, Any], *, label: str | None = 
                 allow_caliber_mismatch: bool = False, progress: Progress | None = None) -> PrOutcome:
     """Validate, plan, run and judge a PR compare (what the DAG's tasks and ``zlops compare`` do)."""
     req = validate_request(config, conf)
+    if config.measures_paired(req.pool) and req.pairs < config.paired.min_pairs:
+        # a paired pool's verdicts come from the pairs (zlops.paired): as many as a paired night starts with
+        req = dataclasses.replace(req, pairs=config.paired.min_pairs)
     plan = make_plan(config, req, label=label)
     more = None
     if plan.mode == "compare" and plan.same_device and config.judge == "noise" and config.noise.ab_pairs:
