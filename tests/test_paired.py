@@ -21,6 +21,7 @@ from zlops.paired import (
     judge_rows,
     pair_busy_reason,
     paired_judgement,
+    pairs_to_decide,
 )
 
 
@@ -89,15 +90,27 @@ def test_run_pairs_discards_an_unbalanced_pair_names_it_and_measures_it_again() 
 # --- the paired judgement ------------------------------------------------------------------------------
 
 def test_a_real_change_is_confirmed_by_the_pairs() -> None:
-    base, head = _runs(1.0, 6, 0.03, 1), _runs(1.4, 6, 0.03, 2)
+    base, head = _runs(1.0, 7, 0.03, 1), _runs(1.4, 7, 0.03, 2)
     outcome, _ = judge_pairs(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002)
     assert outcome == CONFIRMED
     j = paired_judgement(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
                          equivalence_pct=None, base_label="paired base abc1234")
-    assert j.verdict is Verdict.SEVERE and 30 < (j.change_pct or 0) < 50 and "confirmed by 6+6 paired runs" in j.note
+    assert j.verdict is Verdict.SEVERE and 30 < (j.change_pct or 0) < 50 and "confirmed by 7+7 paired runs" in j.note
     better = paired_judgement(head, base, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
                               equivalence_pct=None, base_label="b")
     assert better.verdict is Verdict.IMPROVED
+
+
+def test_a_level_shift_alone_confirms_no_paired_night() -> None:
+    """6+6 fully separated runs: confirm_ab's level-shift rule confirms (an A/B of a screened suspect may),
+    but the rank test's smallest p (0.0022) is above alpha: a paired night, which tests every series every
+    night, leaves it inconclusive with the reason (seen: 2 false confirmations in 170 untouched case-nights)."""
+    base, head = _runs(1.0, 6, 0.02, 11), _runs(1.2, 6, 0.02, 12)
+    outcome, conf = judge_pairs(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002)
+    assert conf.confirmed and outcome == INCONCLUSIVE
+    j = paired_judgement(base, head, lower_is_better=True, threshold_pct=2, severe_pct=5, alpha=0.002,
+                         equivalence_pct=None, base_label="b")
+    assert j.verdict is Verdict.SUSPECT and "a level shift alone confirms no paired night" in j.note
 
 
 def test_tight_equal_runs_are_cleared_as_unchanged() -> None:
@@ -134,7 +147,7 @@ def test_a_paired_pools_rows_are_judged_from_the_pairs_in_the_runs_meta() -> Non
     noise = Judgement(Verdict.POTENTIAL, 3.0, 3.0, 2.0, "night vs stored baseline")
     rows = [Comparison("s", "cpu", op, "time", "ms", True, None, Summary(1.0, 5), noise) for op in ("a", "b")]
     meta = {"paired/cpu/0": {"pool": "cpu", "base_sha": "abcdef0123", "samples": [
-        ["a", "time", _runs(1.0, 6, 0.02, 7), _runs(1.5, 6, 0.02, 8)]]}, "other": 1}
+        ["a", "time", _runs(1.0, 7, 0.02, 7), _runs(1.5, 7, 0.02, 8)]]}, "other": 1}
     a, b = judge_rows(config, meta, rows, potential_pct=2, regression_pct=5)
     assert a.verdict is Verdict.SEVERE and a.judgement.figures is not None
     assert a.judgement.figures.reference_label.startswith("paired base abcdef0")
@@ -151,7 +164,8 @@ def test_measure_is_validated_and_paired_knobs_say_what_to_write() -> None:
     with pytest.raises(ConfigError, match="measure"):
         parse_config({"pools": {"cpu": {"backend": "cpu", "devices": [0], "measure": "twice"}},
                       "suites": {"s": {"repo": "/r", "command": ["b"], "format": "zlops-json", "pools": ["cpu"]}}})
-    with pytest.raises(ConfigError, match="needs at least 5 pairs"):
-        _config(min_pairs=2, max_pairs=4)
+    with pytest.raises(ConfigError, match=r"paired.max_pairs 6 cannot reach noise.alpha 0.002; use at least 7"):
+        _config(min_pairs=2, max_pairs=6)
+    assert pairs_to_decide(0.002) == 7 and pairs_to_decide(0.01) == 5
     with pytest.raises(ConfigError, match=r"max_pairs \(5\) must be >= min_pairs \(6\)"):
         _config(min_pairs=6, max_pairs=5)

@@ -481,9 +481,6 @@ class PairedConfig(_Strict):
     def _ordered(self) -> PairedConfig:
         if self.max_pairs < self.min_pairs:
             raise ValueError(f"max_pairs ({self.max_pairs}) must be >= min_pairs ({self.min_pairs})")
-        if self.max_pairs < 5:
-            raise ValueError(f"max_pairs ({self.max_pairs}) cannot confirm a change: the paired judge needs at "
-                             "least 5 pairs (the level-shift rule of zlops.stats.confirm_ab); use 5 or more")
         return self
 
 
@@ -618,6 +615,17 @@ class Config(_Strict):
                                  "process group is killed")
     results_max_mib: float = Field(default=256, gt=0, description="size limit of a results file in MiB")
     results_parse_timeout_s: float = Field(default=300, gt=0, description="bound on parsing one results file")
+
+    @model_validator(mode="after")
+    def _paired_can_confirm(self) -> Config:
+        # a paired night confirms on the rank test at noise.alpha (zlops.paired.judge_pairs): its most pairs
+        # must be able to reach it (smallest two-sided exact Mann-Whitney p of n vs n runs: 2 / C(2n, n))
+        if any(p.measure == "paired" for p in self.pools.values()):
+            need = next(n for n in range(2, 200) if 2.0 / math.comb(2 * n, n) <= self.noise.alpha)
+            if self.paired.max_pairs < need:
+                raise ValueError(f"paired.max_pairs {self.paired.max_pairs} cannot reach noise.alpha "
+                                 f"{self.noise.alpha:g}; use at least {need}")
+        return self
 
     @field_validator("home", "locks_dir_setting", mode="before")
     @classmethod

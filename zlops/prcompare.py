@@ -492,9 +492,13 @@ def run_compare(config: Config, conf: Mapping[str, Any], *, label: str | None = 
                 allow_caliber_mismatch: bool = False, progress: Progress | None = None) -> PrOutcome:
     """Validate, plan, run and judge a PR compare (what the DAG's tasks and ``zlops compare`` do)."""
     req = validate_request(config, conf)
-    if config.measures_paired(req.pool) and req.pairs < config.paired.min_pairs:
-        # a paired pool's verdicts come from the pairs (zlops.paired): as many as a paired night starts with
-        req = dataclasses.replace(req, pairs=config.paired.min_pairs)
+    if config.measures_paired(req.pool):
+        # a paired pool's verdicts come from the pairs (zlops.paired): enough of them to confirm at noise.alpha
+        from zlops.paired import pairs_to_decide
+
+        want = max(config.paired.min_pairs, pairs_to_decide(config.noise.alpha))
+        if req.pairs < want:
+            req = dataclasses.replace(req, pairs=want)
     plan = make_plan(config, req, label=label)
     more = None
     if plan.mode == "compare" and plan.same_device and config.judge == "noise" and config.noise.ab_pairs:

