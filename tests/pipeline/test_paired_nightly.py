@@ -57,19 +57,20 @@ def test_a_loaded_host_alike_for_both_sides_is_judged_from_the_pairs(upstream: U
     rows = {c.case: c for c in n2.summary.comparisons}
     alpha, beta = rows["alpha"], rows["beta"]
     assert alpha.verdict is Verdict.SEVERE and alpha.judgement.change_pct == pytest.approx(50.0, abs=0.5)
-    assert alpha.judgement.note.startswith("confirmed by 7+7 paired runs")   # the rank test reaches 0.002 at 7
-    assert beta.verdict is Verdict.UNCHANGED and beta.judgement.note.startswith("cleared by 7+7 paired runs")
+    meta = open_store(config).get_run(n2.run_key).meta["paired/local/0"]
+    pairs = meta["pairs"]   # 5 to 7: stopped once alpha's rank test reaches alpha (scripted runs tie: p 0.0013 at 6)
+    assert 5 <= pairs <= 7 and meta["base_sha"] == c1
+    assert alpha.judgement.note.startswith(f"confirmed by {pairs}+{pairs} paired runs")
+    assert beta.verdict is Verdict.UNCHANGED and beta.judgement.note.startswith(f"cleared by {pairs}+{pairs} paired")
     assert alpha.judgement.figures is not None and alpha.judgement.figures.reference_label.startswith(
         f"paired base {c1[:7]}")
-    # tonight's shard holds the kept pairs' head runs: 7 runs x 5 rounds
+    # tonight's shard holds the kept pairs' head runs: 5 rounds each
     (shard,) = n2.shards
     assert shard.status is ShardStatus.OK
-    assert alpha.head is not None and alpha.head.n == 35
-    meta = open_store(config).get_run(n2.run_key).meta["paired/local/0"]
-    assert meta["base_sha"] == c1 and meta["pairs"] == 7
+    assert alpha.head is not None and alpha.head.n == 5 * pairs
     assert len(meta["discarded"]) == 1 and "10% CPU during the" in meta["discarded"][0]
     assert "190% during the" in meta["discarded"][0] and "(difference limit 50%)" in meta["discarded"][0]
-    assert len(seen) == 1 + 2 * 7 + 2   # night 1's run, seven kept pairs, the busy pair's two runs
+    assert len(seen) == 1 + 2 * pairs + 2   # night 1's run, the kept pairs, the busy pair's two runs
     assert n2.accepted
 
 
