@@ -177,7 +177,8 @@ class Pages:
         from zlops.partition import fmt_duration
 
         env.globals.update(link=link, fmt_value=cells.fmt_value, fmt_change=cells.fmt_change,
-                           reference_text=cells.reference_text, dur=fmt_duration)
+                           reference_text=cells.reference_text, reference_name=cells.reference_name,
+                           value_name=cells.value_name, base_unit=cells.base_unit, dur=fmt_duration)
         return env
 
     def render(self, request: Request, template: str, *, status_code: int = 200, **values: Any) -> HTMLResponse:
