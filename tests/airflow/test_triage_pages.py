@@ -341,7 +341,8 @@ def test_a_series_rows_figures_say_which_samples_they_come_from(nights: Nights) 
     for n in view.nights:
         row = rows[night_label(n)]
         # the night's own pooled samples, named as such
-        assert f"{cells.fmt_value(n.median, 'ms')} <span class=\"muted\">(night: median of {n.n} samples)" in row
+        night = f"{cells.fmt_value(n.median, 'ms')}<br><span class=\"muted\">night: median of {n.n} samples</span>"
+        assert night in row
         c = n.comparison
         if c is None:
             continue

@@ -1,12 +1,14 @@
 """The bounds of every parameter of the zlops pages, and the sentence a refused value gets.
 
-Each query, path and form parameter is declared through :func:`text`, :func:`whole`, :func:`names` or
-:func:`flag`: the bounds (length, range, no control characters: PostgreSQL refuses a NUL in a string and a
-file name with one raises) and the words saying what the parameter accepts come from one call, and the
-words are the parameter's ``description`` (shown in ``/zlops/docs``). A value out of bounds never reaches
-the store: FastAPI refuses it, and :func:`refusal` turns the refusal into one sentence per parameter,
-e.g. ``query parameter 'changed': expected a whole number from 1 to 4,611,686,018,427,387,904; got
-'123456789012345678901234567890'.``, answered as 422 (an HTML page for a browser, JSON otherwise).
+Each query, path and form parameter is declared through :func:`text`, :func:`whole`, :func:`names`,
+:func:`choice`, :func:`hex_token` or :func:`flag`: the bounds (length, range, no control characters:
+PostgreSQL refuses a NUL in a string, and a file name with one raises) and the words saying what the
+parameter accepts come from one call, and the words are the parameter's ``description`` (shown in
+``/zlops/docs``). A value out of bounds never reaches the store: FastAPI refuses it, and :func:`refusal`
+turns the refusal into one sentence per parameter, e.g. ``query parameter 'changed': expected a whole
+number from 1 to 4,611,686,018,427,387,904; got '123456789012345678901234567890'.``, answered as 422 (an
+HTML page for a browser, JSON otherwise). ``tests/airflow/test_page_bounds.py`` walks every route of the
+app's router with values out of these bounds.
 """
 
 from __future__ import annotations

@@ -126,8 +126,7 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
         if _wants_json(request):
             return JSONResponse({"alert": done.after.id, "from": done.before.state.value,
                                  "state": done.after.state.value, "actor": user_name(user), "event_id": done.event_id,
-                                 "reply_id": done.reply_id,
-                                 "repeated": done.repeated})
+                                 "reply_id": done.reply_id, "repeated": done.repeated})
         return RedirectResponse(link("../alerts", changed=done.after.id) + f"#alert-{done.after.id}", status_code=303)
 
     @app.get("/series", response_class=HTMLResponse)

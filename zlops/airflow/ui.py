@@ -8,9 +8,12 @@ from here: no CDN). The triage routes are in :mod:`zlops.airflow.triage_routes`.
 Every route, the API docs and the OpenAPI schema included, sits behind Airflow's authentication:
 the same FastAPI dependency Airflow's own API routes use (``get_user``: the ``Authorization: Bearer``
 JWT, else the UI's ``_token`` cookie, checked by the configured auth manager), so the pages need the
-UI's login and answer 401 without it. Changing an alert also needs Airflow's permission to edit the
-suite's nightly DAG (403 otherwise) and, for a browser (the cookie), the page's CSRF token. Run keys
-(Airflow run ids hold ``+`` and ``:``) are URL-encoded in every link the pages make.
+UI's login and answer 401 without it, except a browser's GET of a page, which is sent (303) to Airflow's
+login with the page as ``next`` and comes back to it signed in (:func:`login_redirect`). Changing an alert
+also needs Airflow's permission to edit the suite's nightly DAG (403 otherwise) and, for a browser (the
+cookie), the page's CSRF token. Run keys
+(Airflow run ids hold ``+`` and ``:``) are URL-encoded in every link the pages make. Every parameter is
+bounded (:mod:`zlops.airflow.bounds`): a refused one answers 422 with a sentence naming it.
 """
 
 from __future__ import annotations
