@@ -249,3 +249,18 @@ def test_the_trust_page_prints_the_ledger_the_digest_posts(nights: Nights) -> No
     assert "Alerts opened: 2; confirmed (announced): 2" in text and "waiting for a person: 2" in text
     assert _client(nights).get("/trust", params={"days": 0}).status_code == 422
     assert _client(nights).get("/trust", params={"days": 367}).status_code == 422
+
+
+def test_the_run_page_shows_each_pool_s_a_b_cost_from_the_one_renderer(nights: Nights) -> None:
+    from zlops.report.ab_cost import ab_cost_lines
+
+    key = run_key(NIGHTS - 1)
+    meta = {"ab": {"cuda": {"runs": 10, "pairs": 5, "seconds": 151.0, "est_run_s": 14.0, "realised_run_s": 15.1,
+                            "est_s": 140.0, "budget_s": 300.0, "budget_basis": "floor 300 s",
+                            "outcomes": {"confirmed": 1, "inconclusive": 1}, "suspects": 2, "ab_suspects": 2,
+                            "stopped": "budget (300 s) spent"}}}
+    nights.store.update_run_meta(key, meta)
+    text = html.unescape(_client(nights).get("/run", params={"key": key}).text)
+    (line,) = ab_cost_lines(meta)
+    assert '<h3 id="ab">A/B confirmation</h3>' in text and f"<li>{line}</li>" in text
+    assert "151 s spent, estimated 140 s" in line and "1 inconclusive" in line

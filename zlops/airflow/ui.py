@@ -247,6 +247,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         from zlops.model import CompareSummary
         from zlops.night_views import run_view
         from zlops.report import cells
+        from zlops.report.ab_cost import ab_cost_lines
         from zlops.report.html import comparison_tables, flagged_items
         from zlops.report.table import caliber_lines
         from zlops.steps.context import context_for
@@ -263,6 +264,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
                             header=cells.header_line(summary, None, None), overall=summary.overall_line(),
                             caliber=caliber_lines(summary.comparisons), flagged=flagged_items(summary),
                             tables=comparison_tables(summary), reasons=cells.reason_lines(summary.comparisons),
+                            ab_lines=ab_cost_lines(run.meta),
                             plots=sorted((run_dir / "plots").glob("*.png")),
                             task_url=lambda task_id: airflow_task_url(run, task_id))
 
