@@ -18,7 +18,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 rm -rf /tmp/fg_up /tmp/fg_A /tmp/fg_S
 git clone -q "$CARRY/flaggems_holdout.bundle" /tmp/fg_up || exit 1
-git -C /tmp/fg_up worktree add -q /tmp/fg_A master~2 && git -C /tmp/fg_up worktree add -q /tmp/fg_S master || exit 1
+git -C /tmp/fg_up worktree add -q --detach /tmp/fg_A master~2 && git -C /tmp/fg_up worktree add -q --detach /tmp/fg_S master || exit 1
 git -C /tmp/fg_up log --format='%H %s' > "$R/upstream_log.txt"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
   python3 -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
