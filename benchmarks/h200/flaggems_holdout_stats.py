@@ -42,6 +42,21 @@ def test_spans(timing: Path) -> dict[str, float]:
     return spans
 
 
+def fit_cost_model(procs: list[dict[str, str]]) -> None:
+    """least squares: wall = fixed + sum of per-op costs, over every warm pytest process (not cold, not probe)"""
+    import numpy as np
+
+    ops = ("mean", "amax", "add")
+    rows = [p for p in procs if p["kind"] in ("full", "sel", "one")]
+    x = np.array([[1.0] + [float(op in p["selection"].split(" or ")) for op in ops] for p in rows])
+    y = np.array([float(p["wall_s"]) for p in rows])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    print(f"cost model fit over {len(rows)} processes: fixed {coef[0]:.2f} s + " + " + ".join(
+        f"{op} {c:.2f} s" for op, c in zip(ops, coef[1:], strict=True))
+        + f"; residual max {100 * max(abs(resid / y)):.0f}% of a process, rms {float(np.sqrt((resid**2).mean())):.2f} s")
+
+
 def main(data: Path = DATA) -> None:
     procs = processes(data)
     full = [p for p in procs if p["kind"] == "full"]
@@ -69,6 +84,12 @@ def main(data: Path = DATA) -> None:
     print("largest A->S median changes (all full processes), % and A's between-process spread %:")
     for change, spread, key in moves[:6]:
         print(f"  {key[0]:5s} {key[1]:22s} {change:+6.2f}%  spread {spread:5.2f}%")
+    sel = {lab: [latencies(data / p["log"])[(SLOWED[0], json.dumps(json.loads(SLOWED[1])))] for p in procs
+                 if p["kind"] == "sel" and p["label"] == lab] for lab in ("A", "S")}
+    print(f"-m mean processes: A {min(sel['A']):.4f}-{max(sel['A']):.4f} ms (n={len(sel['A'])}), S "
+          f"{min(sel['S']):.4f}-{max(sel['S']):.4f} ms (n={len(sel['S'])}), change of medians "
+          f"{100 * (st.median(sel['S']) / st.median(sel['A']) - 1):+.2f}%")
+    fit_cost_model(procs)
     for kind in ("cold", "full", "sel", "one", "probe"):
         rows = [p for p in procs if p["kind"] == kind]
         for sel in sorted({p["selection"] for p in rows}):
