@@ -160,9 +160,24 @@ def served(state: Path) -> list[dict[str, str]]:
     return [dict(zip(keys, line.split("\t"), strict=True)) for line in path.read_text().splitlines()]
 
 
+def scaled_noise_defaults(time_scale: float) -> dict[str, float]:
+    """The judge's defaults that are absolute seconds (``noise.*_s`` with a number as default, e.g. the A/B
+    budget's floor and ceiling), times ``time_scale``: the production defaults in the replay's time unit, where
+    a run lasts ``time_scale`` x the real process. Shares and counts are left alone."""
+    from zlops.config import NoiseConfig
+
+    out = {}
+    for name, field in NoiseConfig.model_fields.items():
+        default = field.default
+        if name.endswith("_s") and isinstance(default, (int, float)) and not isinstance(default, bool) and default > 0:
+            out[name] = float(default) * time_scale
+    return out
+
+
 def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float) -> dict[str, Any]:
     """The suite as docs/recipes/flaggems.md configures FlagGems (the recorded `-m` ops as `every`), the replay
-    in pytest's place, on one cpu pool standing in for the H200; every judge and budget setting is the default."""
+    in pytest's place, on one cpu pool standing in for the H200; every judge and budget setting is the default,
+    those in absolute seconds scaled with the runs (:func:`scaled_noise_defaults`)."""
     suite = {
         "repo": str(upstream), "branch": "main", "install": [],
         "command": ["python", "{worktree}/replay_holdout.py", "{worktree}/benchmark", "-m", "{cases}",
@@ -173,5 +188,5 @@ def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float) -
         "env": {"HOLDOUT_REPLAY_STATE": str(state), "HOLDOUT_REPLAY_TIME_SCALE": str(time_scale)},
     }
     return {"home": str(home), "pools": {"h200": {"backend": "cpu", "devices": [0]}},
-            "suites": {"flaggems": suite}, "device_wait_s": 5,
+            "suites": {"flaggems": suite}, "device_wait_s": 5, "noise": scaled_noise_defaults(time_scale),
             "contention": {"gate": False}}  # replayed timings: the CI host's load is not what is judged

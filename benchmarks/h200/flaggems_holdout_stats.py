@@ -52,9 +52,10 @@ def fit_cost_model(procs: list[dict[str, str]]) -> None:
     y = np.array([float(p["wall_s"]) for p in rows])
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     resid = y - x @ coef
-    print(f"cost model fit over {len(rows)} processes: fixed {coef[0]:.2f} s + " + " + ".join(
-        f"{op} {c:.2f} s" for op, c in zip(ops, coef[1:], strict=True))
-        + f"; residual max {100 * max(abs(resid / y)):.0f}% of a process, rms {float(np.sqrt((resid**2).mean())):.2f} s")
+    terms = " + ".join(f"{op} {c:.2f} s" for op, c in zip(ops, coef[1:], strict=True))
+    rms = float(np.sqrt((resid**2).mean()))
+    print(f"cost model fit over {len(rows)} processes: fixed {coef[0]:.2f} s + {terms}; residual max "
+          f"{100 * max(abs(resid / y)):.0f}% of a process, rms {rms:.2f} s")
 
 
 def main(data: Path = DATA) -> None:

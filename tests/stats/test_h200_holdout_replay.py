@@ -41,8 +41,6 @@ FIRST_S = NIGHTS.index("S")
 TIME_SCALE = float(os.environ.get("ZLOPS_HOLDOUT_TIME_SCALE", "0.05"))
 LOUD = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
 CONFIRMED = {Verdict.REGRESSION, Verdict.SEVERE}
-# the A/B cost estimate in a run's meta["ab"][pool]: the key the cost-model work is expected to add
-ESTIMATE_KEYS = ("estimated_s", "estimate_s", "est_s", "estimated_seconds", "estimate")
 
 
 def _processes() -> list[dict[str, str]]:
@@ -97,19 +95,20 @@ class Replayed:
 
 
 def _table(nights: list[Night]) -> str:
-    out = ["night label  loud (case metric verdict change%)                         | slowed latency      | "
-           "A/B runs  s    budget  estimate  served-real-s"]
+    out = [("night label  loud (case metric verdict change%)                         | slowed latency      | "
+            "A/B runs  s    budget  estimate  served-real-s")]
     for n in nights:
         loud = [f"{c.split('/')[0]}/{c.split('/')[2]} {m} {v.value} "
                 f"{(n.comparisons[(c, m)].judgement.change_pct or 0):+.1f}"
                 for (c, m), v in sorted(n.verdicts.items()) if v in LOUD]
         row = n.comparisons.get((SLOWED_CASE, "latency"))
         slowed = f"{row.verdict.value} {(row.judgement.change_pct or 0):+.2f}%" if row else "-"
-        est = next((n.ab[k] for k in ESTIMATE_KEYS if k in n.ab), "-")
+        est = _estimate(n.ab)
+        est = "-" if est is None else f"{est:.2f}"
         real = sum(float(s["seconds"]) for s in n.served if s["where"] == "ab")
         out.append(f"{n.index:>5} {n.label:5s}  {('; '.join(loud) or '-')[:60]:60s} | {slowed:19s} | "
                    f"{n.ab.get('runs', 0):>4} {n.ab.get('seconds', 0):>6} {n.ab.get('budget_s', '-'):>7} "
-                   f"{est!s:>9} {real:>8.1f}  {n.ab.get('stopped', '')}")
+                   f"{est:>9} {real:>8.1f}  {n.ab.get('outcomes', '')} {n.ab.get('stopped', '')}")
         for (c, m), v in sorted(n.verdicts.items()):
             if v in LOUD or (c, m) == (SLOWED_CASE, "latency"):
                 out.append(f"        {c} {m}: {v.value}: {n.comparisons[(c, m)].judgement.note[:300]}")
@@ -196,9 +195,11 @@ def test_the_change_is_confirmed_on_its_first_or_second_night_by_an_ab(replayed:
 
 
 def _estimate(ab: dict[str, Any]) -> float | None:
-    for key in ESTIMATE_KEYS:
-        if isinstance(ab.get(key), (int, float)):
-            return float(ab[key])
+    """The estimate of what the whole A/B would cost, made before its first run (as report/ab_cost.py reads it)."""
+    if isinstance(ab.get("est_s"), (int, float)):
+        return float(ab["est_s"])
+    if isinstance(ab.get("est_run_s"), (int, float)):
+        return float(ab["est_run_s"]) * int(ab.get("runs") or 0)
     return None
 
 
@@ -240,7 +241,7 @@ def test_with_an_explicit_budget_the_ab_draws_real_processes_at_their_real_cost(
     up = HoldoutReplay(tmp_path / "up", n_docs=2)
     state = tmp_path / "replay-state"
     data = config_data(tmp_path / "home", up.path, state, time_scale=TIME_SCALE)
-    data["noise"] = {"ab_budget_s": 400 * TIME_SCALE}
+    data["noise"] = {**data["noise"], "ab_budget_s": 400 * TIME_SCALE}
     config = parse_config(data, source="t.yaml")
     store = open_store(config)
     for i, name in enumerate(["A", "A", "D1", "D2", "S"]):
