@@ -148,7 +148,8 @@ def main() -> int:
               f"rc={done.returncode} (elapsed {time.monotonic() - t_start:.0f} s)", flush=True)
 
     def affordable(kind: str, select: str, n: int, default: float) -> bool:
-        need = n * last.get(kind + ":" + select, last.get("full:" + args.ops, last.get("cold:" + args.ops, default))) * 1.1
+        fallback = last.get("full:" + args.ops, last.get("cold:" + args.ops, default))
+        need = n * last.get(kind + ":" + select, fallback) * 1.1
         if left() < need:
             print(f"budget: {left():.0f} s left, {kind} [{select}] x{n} needs ~{need:.0f} s: stopping", flush=True)
             return False
