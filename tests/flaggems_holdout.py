@@ -23,7 +23,10 @@ replay subtracts the time it has already spent since its interpreter started, so
 sees it is s x the real one plus only zlops' own overhead. ``served.log`` in ``$HOLDOUT_REPLAY_STATE``
 lists, per run: label, selection, the process served, night/ab, and the seconds it stood for (unscaled).
 Served processes are real H200 data but not new measurements: once a sequence cycles, a process is served
-twice.
+twice. The A/B sequences are per commit and selection, not per night: once earlier nights' A/Bs have used a
+side's targeted processes, that side gets filtered full processes while the other may still get targeted ones,
+and the two kinds differ slightly on the slowed shape (A: 0.4888-0.4899 ms in `-m mean` processes, 0.4902-0.4912
+ms in full ones), so such an A/B sees ~+2.5% rather than +2.7%.
 """
 
 from __future__ import annotations
