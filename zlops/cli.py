@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
+from zlops.config_path import CONFIG_HELP, DEMO_HOME, ENV_VAR, FoundConfig, find_config
 from zlops.errors import CaliberMismatch, ConfigError, Interrupted, RunAlreadyAccepted, ZlopsError
 
 if TYPE_CHECKING:
@@ -44,18 +45,29 @@ def _setup_logging(verbose: int, interactive: bool) -> None:
         logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
+def _found_config(args: argparse.Namespace) -> FoundConfig:
+    """The config a command reads: ``--config``, else ``$ZLOPS_CONFIG``, else the first of the files
+    :func:`zlops.config_path.find_config` searches (said once on stderr, so a run never reads a config
+    nobody named without saying which)."""
+    found = getattr(args, "_found_config", None)
+    if found is None:
+        found = find_config(getattr(args, "config", None))
+        args._found_config = found
+        if found.searched:
+            print(f"zlops: config {found.path} (found without --config or ${ENV_VAR})", file=sys.stderr)
+    return found
+
+
 def _config(args: argparse.Namespace):
     from zlops.config import load_config
 
-    path = args.config or os.environ.get("ZLOPS_CONFIG")
-    if not path:
-        raise ConfigError("no config given: pass --config PATH or set ZLOPS_CONFIG")
-    return load_config(path)
+    return load_config(_found_config(args).path)
 
 
 def config_name(args: argparse.Namespace) -> str:
     """The config file a command read, for messages."""
-    return str(args.config or os.environ.get("ZLOPS_CONFIG") or "the config")
+    found = getattr(args, "_found_config", None)
+    return str(found.path) if found is not None else str(args.config or os.environ.get(ENV_VAR) or "the config")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -440,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="create the demo upstream and run a week of nightlies over it")
-    d.add_argument("--home", default="zlops-demo", help="demo home (default: ./zlops-demo)")
+    d.add_argument("--home", default=DEMO_HOME, help=f"demo home (default: ./{DEMO_HOME})")
     d.add_argument("--rounds", type=int, default=5, help="samples per benchmark worker process")
     d.add_argument("--workers", type=int, default=5, help="fresh benchmark processes per night")
     d.add_argument("--judge", choices=("simple", "noise"), default="simple",
@@ -453,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     n = sub.add_parser("nightly", help="run the nightly for one or every suite of a config")
-    n.add_argument("--config", help="zlops.yaml (default: $ZLOPS_CONFIG)")
+    n.add_argument("--config", help=CONFIG_HELP)
     n.add_argument("--suite", help="only this suite")
     n.add_argument("--sha", help="measure this commit instead of the branch head")
     n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows, "
@@ -474,23 +486,23 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("config", help="configuration tools")
     csub = c.add_subparsers(dest="config_command", required=True)
     cc = csub.add_parser("check", help="validate a config file")
-    cc.add_argument("config", nargs="?", help="zlops.yaml (default: $ZLOPS_CONFIG)")
+    cc.add_argument("config", nargs="?", help=CONFIG_HELP)
     cc.set_defaults(func=cmd_config_check)
 
     db = sub.add_parser("db", help="database tools")
     dbsub = db.add_subparsers(dest="db_command", required=True)
     up = dbsub.add_parser("upgrade", help="migrate the store to the latest schema")
-    up.add_argument("--config")
+    up.add_argument("--config", help=CONFIG_HELP)
     up.set_defaults(func=cmd_db_upgrade)
 
     r = sub.add_parser("runs", help="list stored runs, newest first")
-    r.add_argument("--config")
+    r.add_argument("--config", help=CONFIG_HELP)
     r.add_argument("--suite")
     r.add_argument("--limit", type=int, default=20)
     r.set_defaults(func=cmd_runs)
 
     cp = sub.add_parser("compare", help="compare a PR branch (or pull/N/head, or a SHA) with its merge-base on main")
-    cp.add_argument("--config")
+    cp.add_argument("--config", help=CONFIG_HELP)
     cp.add_argument("--suite", required=True)
     cp.add_argument("--ref", required=True, help="branch name, pull/N/head or commit SHA")
     cp.add_argument("--devices", type=_int_list, help="device indices (default: idle devices are picked)")
@@ -504,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("rescore", help="re-judge a stored run from its artifacts with today's parsers and "
                                         "criteria (the previous verdicts stay in the archive)")
     rs.add_argument("run_key")
-    rs.add_argument("--config")
+    rs.add_argument("--config", help=CONFIG_HELP)
     rs.add_argument("--show", action="store_true",
                     help="list the run's archived compare tables (when, why, verdict counts); changes nothing")
     rs.set_defaults(func=cmd_rescore)
@@ -512,13 +524,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-render the report of a stored run from what was stored at it, into a new "
                                         "rerender-<n>/ folder (the original artifacts, alerts and Slack are untouched)")
     rep.add_argument("run_key")
-    rep.add_argument("--config")
+    rep.add_argument("--config", help=CONFIG_HELP)
     rep.set_defaults(func=cmd_report)
 
     af = sub.add_parser("airflow", help="Airflow helpers")
     afsub = af.add_subparsers(dest="airflow_command", required=True)
     sp = afsub.add_parser("sync-pools", help="create one Airflow pool (1 slot) per configured device")
-    sp.add_argument("--config")
+    sp.add_argument("--config", help=CONFIG_HELP)
     sp.add_argument("--dry-run", action="store_true", help="print the pools instead of creating them")
     sp.set_defaults(func=cmd_airflow_pools)
 

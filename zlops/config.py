@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from zlops.config_path import DEFAULT_HOME
 from zlops.contention import DEFAULT_CONTENTION_WAIT_S, DEFAULT_MAX_FOREIGN_CPU_PCT, DEFAULT_MAX_STEAL_PCT
 from zlops.errors import BackendUnavailable, ConfigError
 from zlops.model import Thresholds
@@ -548,7 +549,7 @@ class Config(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
                               serialize_by_alias=True)
 
-    home: Path = Field(default=Path("~/.zlops"), validate_default=True,
+    home: Path = Field(default=Path(DEFAULT_HOME), validate_default=True,
                        json_schema_extra={"accepts": "a folder path like ~/.zlops"})  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     database_retry_s: float = Field(default=60, ge=0, description="how long transient database faults (a "

@@ -16,15 +16,17 @@ import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import JSON, Engine, Table, create_engine, event
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from zlops.errors import DatabaseUnavailable, StoreError
+
+if TYPE_CHECKING:  # the dialects' insert constructs are imported by the writers that use them
+    from sqlalchemy.dialects import postgresql, sqlite
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +125,8 @@ def dialect_insert(session: Session, table: type[Any]) -> postgresql.Insert | sq
     Both dialects spell upserts the same way (``ON CONFLICT (...) DO UPDATE/NOTHING``); this is the one
     place that picks the dialect's construct, so store writes stay idempotent on either database.
     """
+    from sqlalchemy.dialects import postgresql, sqlite
+
     name = session.get_bind().dialect.name
     if name == "postgresql":
         return postgresql.insert(table)
