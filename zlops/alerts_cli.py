@@ -41,7 +41,7 @@ def cmd_alert_list(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_OK, _config
     from zlops.steps.context import open_store
 
-    store = open_store(_config(args))
+    store = open_store(_config(args), read_only=True)
     alerts = store.alerts(suite=args.suite, states=None if args.all else OPEN_STATES, limit=args.limit)
     for a in alerts:
         print(_line(a))
@@ -54,7 +54,7 @@ def cmd_alert_show(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_OK, _config
     from zlops.steps.context import open_store
 
-    store = open_store(_config(args))
+    store = open_store(_config(args), read_only=True)
     print(_line(store.alert(args.id)))
     for e in store.alert_events(args.id):
         what = e["kind"] if e["kind"] != "state" else f"{e['from_state']} -> {e['to_state']}"
@@ -118,13 +118,15 @@ def cmd_alert_flush(args: argparse.Namespace) -> int:
 
 def add_alert_parser(sub: Any) -> None:
     """Register ``zlops alert ...`` on the top-level subparsers."""
+    from zlops.cli import positive
+
     al = sub.add_parser("alert", help="regression alerts: list them, ack / expected / false-positive / wontfix")
     alsub = al.add_subparsers(dest="alert_command", required=True)
     ls = alsub.add_parser("list", help="open alerts, newest first")
     ls.add_argument("--config", help=CONFIG_HELP)
     ls.add_argument("--suite")
     ls.add_argument("--all", action="store_true", help="closed ones too")
-    ls.add_argument("--limit", type=int, default=200)
+    ls.add_argument("--limit", type=positive(int), default=200)
     ls.set_defaults(func=cmd_alert_list)
     sh = alsub.add_parser("show", help="one alert and its history")
     sh.add_argument("id", type=int)

@@ -46,17 +46,18 @@ def parse_url(url: str) -> URL:
             "or postgresql+psycopg://user@host:5432/zlops") from exc
 
 
-def create_store_engine(url: str) -> Engine:
-    """An engine for ``url`` set up for the store (see the module docstring)."""
+def create_store_engine(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Engine:
+    """An engine for ``url`` set up for the store (see the module docstring); a server that does not
+    answer a connect fails it after ``connect_timeout_s`` (unless the URL sets ``connect_timeout``)."""
     try:
-        return _create_store_engine(url)
+        return _create_store_engine(url, connect_timeout_s)
     except (ImportError, NoSuchModuleError) as exc:
         shown = parse_url(url).render_as_string(hide_password=True)
         raise DatabaseUnavailable(f"database unusable: {shown}: its driver is not installed ({exc}); zlops supports "
                                   "sqlite:///PATH and postgresql+psycopg://USER@HOST:PORT/DB") from exc
 
 
-def _create_store_engine(url: str) -> Engine:
+def _create_store_engine(url: str, connect_timeout_s: int) -> Engine:
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
@@ -66,7 +67,7 @@ def _create_store_engine(url: str) -> Engine:
     # pre-ping: Airflow workers hold engines across long idle gaps that servers may cut, and a
     # terminated connection is replaced at checkout instead of failing the next statement;
     # a connect timeout: a host that drops packets fails (and is retried) instead of hanging the night
-    connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+    connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": connect_timeout_s}
     return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
 
