@@ -26,7 +26,7 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 COMMIT_SHA = "[0-9a-f]{7,64}"
 COMMIT_SHA_PATTERN = f"^{COMMIT_SHA}$"
 COMMIT_SHA_ACCEPTS = "a full or short commit SHA: 7 to 64 lower-case hex characters like 1a2b3c4"
-_COMMIT_SHA_RE = re.compile(COMMIT_SHA_PATTERN)
+_COMMIT_SHA_RE = re.compile(COMMIT_SHA)  # fullmatch: `$` would also take a trailing newline
 _BRANCH_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.])$")
 FETCH_TIMEOUT_S = 900.0
 GIT_TIMEOUT_S = 300.0
@@ -137,13 +137,13 @@ def resolve(mirror: Mirror, rev: str) -> str:
 
 def looks_like_sha(rev: str) -> bool:
     """Whether ``rev`` is a commit SHA by :data:`COMMIT_SHA_PATTERN` (7 to 64 lower-case hex characters)."""
-    return bool(_COMMIT_SHA_RE.match(rev))
+    return isinstance(rev, str) and _COMMIT_SHA_RE.fullmatch(rev) is not None
 
 
 def check_commit_sha(text: str, *, what: str = "sha") -> str:
     """``text`` when it is a commit SHA by :data:`COMMIT_SHA_PATTERN`, else ConfigError (a usage error:
     exit 2) naming ``what`` and what it accepts."""
-    if not isinstance(text, str) or not looks_like_sha(text):
+    if not looks_like_sha(text):
         raise ConfigError(f"{what}: expected {COMMIT_SHA_ACCEPTS}, got {text!r}")
     return text
 
