@@ -17,8 +17,10 @@ Byte-code: uv installs no ``.pyc`` and this shared machine sets ``PYTHONDONTWRIT
 without ``scripts/bootstrap.sh``'s byte-compile step (scripts/compile_bytecode.py) every process
 compiles SQLAlchemy, pydantic and zlops from source. By default both sides run with their ``.pyc``:
 one untimed run of each command per side may write what is missing (the old worktree's zlops), as
-bootstrap.sh does for the venv. ``--no-pyc`` measures the other case, every module compiled from
-source in every process (``PYTHONPYCACHEPREFIX`` at an empty folder, nothing written). The table
+bootstrap.sh does for the venv. ``--no-pyc`` measures the other case, as a venv that uv made
+runs on this machine without that step: the standard library has its ``.pyc`` (the Python install
+wrote them), every other module is compiled from source in every process (``PYTHONPYCACHEPREFIX`` at a
+folder that holds only the standard library's, warmed untimed; nothing written while timing). The table
 says which case it measured, with the load average before and after.
 """
 
@@ -56,9 +58,10 @@ def _env(source: Path | None, no_pyc: Path | None, *, write_pyc: bool = False) -
     env.pop("PYTHONPATH", None)
     if source is not None:
         env["PYTHONPATH"] = str(source)
-    if no_pyc is not None:  # an empty cache folder, never written: every module compiled from source
+    if no_pyc is not None:  # a cache folder of the standard library's .pyc only (--no-pyc)
         env["PYTHONPYCACHEPREFIX"] = str(no_pyc)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        if not write_pyc:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
     elif write_pyc:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
@@ -67,6 +70,17 @@ def _env(source: Path | None, no_pyc: Path | None, *, write_pyc: bool = False) -
 def _argv(command: str, config: Path) -> list[str]:
     args = COMMANDS[command]
     return [sys.executable, "-c", _MAIN, *args, *(() if command == "--help" else ("--config", str(config)))]
+
+
+def _keep_only_stdlib(prefix: Path) -> None:
+    """Remove from a ``PYTHONPYCACHEPREFIX`` folder every ``.pyc`` but the standard library's."""
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    keep = prefix / stdlib.relative_to(stdlib.anchor)
+    for pyc in prefix.rglob("*.pyc"):
+        if keep not in pyc.parents or "site-packages" in pyc.parts:
+            pyc.unlink()
 
 
 def run_once(command: str, config: Path, env: dict[str, str], cwd: Path) -> tuple[float, float]:
@@ -89,7 +103,8 @@ def _which_zlops(env: dict[str, str], cwd: Path) -> str:
 
 def _bytecode_state(no_pyc: Path | None) -> str:
     if no_pyc is not None:
-        return "none: every module compiled from source in every process (--no-pyc)"
+        return ("the standard library's only: every other module compiled from source in every process "
+                "(--no-pyc)")
     return ("the venv's .pyc (scripts/bootstrap.sh writes them), and each side's zlops .pyc written by one untimed "
             "run of each command")
 
@@ -124,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"{side}: zlops imports from {got}, not {expected}")
             for command in COMMANDS:
                 run_once(command, config, _env(source, no_pyc, write_pyc=True), work)
+        if no_pyc is not None:  # keep only the standard library's .pyc in the prefix
+            _keep_only_stdlib(no_pyc)
         load_before = os.getloadavg()
         figures: dict[str, dict[str, dict[str, list[float]]]] = {
             side: {c: {"wall": [], "cpu": []} for c in COMMANDS} for side in sides}
