@@ -84,7 +84,7 @@ def test_no_config_anywhere_says_where_it_looked(nowhere: Path, capsys: pytest.C
     ["runs", "--limit", "0"],
     ["alert", "list", "--limit", "-1"],
     ["demo", "--workers", "-1"],
-    ["telemetry", "--backend", "cpu", "--duration-s", "-1"],
+    ["telemetry", "--backend", "cpu", "--duration-s", "-1"],         # 0 is fine: sample once
 ])
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:

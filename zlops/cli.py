@@ -597,7 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--devices", type=_device_list,
                     help="comma-separated indices (default: the backend's visibility variable, else every device)")
     tm.add_argument("--interval-ms", type=positive(int), default=1000, help="sampling interval (default 1000)")
-    tm.add_argument("--duration-s", type=positive(float), default=10.0,
+    tm.add_argument("--duration-s", type=positive(float, zero=True), default=10.0,
                     help="how long to sample (default 10; Ctrl-C ends early)")
     tm.add_argument("--out", default="telemetry.csv", help="CSV to write (default ./telemetry.csv)")
     tm.set_defaults(func=cmd_telemetry)
