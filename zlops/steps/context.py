@@ -15,6 +15,7 @@ from pathlib import Path
 from zlops.config import Config, SuiteConfig
 from zlops.errors import ZlopsError
 from zlops.store import Store
+from zlops.store.engine import CONNECT_TIMEOUT_S
 
 #: A command that only reads (``zlops runs``, ``zlops alert list``...) answers within seconds when the
 #: database is down, instead of retrying for ``database_retry_s`` as a night does: one retry after
@@ -24,11 +25,9 @@ READ_ONLY_CONNECT_TIMEOUT_S = 3
 
 
 @lru_cache(maxsize=8)
-def _open_store(url: str, retry_s: float, connect_timeout_s: int | None = None) -> Store:
+def _open_store(url: str, retry_s: float, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Store:
     from zlops.store.retry import RetryPolicy
 
-    if connect_timeout_s is None:
-        return Store.open(url, retry=RetryPolicy(total_s=retry_s))
     return Store.open(url, retry=RetryPolicy(total_s=retry_s), connect_timeout_s=connect_timeout_s)
 
 
