@@ -69,6 +69,10 @@ class AlertState(str, Enum):
 OPEN_STATES = frozenset({AlertState.NEW, AlertState.CONFIRMED, AlertState.ACKED, AlertState.EXPECTED})
 #: States a person sets with ``zlops alert <state> ID``.
 HUMAN_STATES = frozenset({AlertState.ACKED, AlertState.EXPECTED, AlertState.FALSE_POSITIVE, AlertState.WONTFIX})
+#: The verbs people use (``zlops alert <verb>``, the inbox's buttons) -> the state each sets. Here, not in
+#: :mod:`zlops.triage`, so that ``zlops --help`` builds its parser without importing the store.
+ACTIONS: Mapping[str, AlertState] = {"ack": AlertState.ACKED, "expected": AlertState.EXPECTED,
+                                     "false-positive": AlertState.FALSE_POSITIVE, "wontfix": AlertState.WONTFIX}
 #: Verdicts that open a confirmed alert at once.
 CONFIRMED_VERDICTS = frozenset({Verdict.REGRESSION, Verdict.SEVERE})
 #: Verdicts that open an unannounced ``new`` alert (the judge has not confirmed them).

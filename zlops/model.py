@@ -447,6 +447,15 @@ class RunStatus(str, Enum):
     INTERRUPTED = "interrupted"  # zlops was stopped (signal) or died mid-run; its artifacts are kept
 
 
+def shown_run_status(status: RunStatus, shards: Sequence[ShardStatus]) -> str:
+    """The word ``zlops runs`` prints for a run: its status, except that a run that failed because every
+    shard was measured beside a busy host (all INVALID: the contention gate) is ``invalid``, not ``failed``:
+    nothing broke, the night could not be measured."""
+    if status is RunStatus.FAILED and shards and all(s is ShardStatus.INVALID for s in shards):
+        return ShardStatus.INVALID.value
+    return status.value
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run of a suite at one commit: a nightly, a PR compare side, or an A/B side.

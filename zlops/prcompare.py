@@ -51,9 +51,9 @@ log = logging.getLogger(__name__)
 
 PARAM_KEYS = ("suite", "ref", "devices", "rounds", "variants", "pairs", "pool")
 _PULL_RE = re.compile(r"^pull/[1-9][0-9]{0,8}/head$")
-_SHA_RE = re.compile(r"^[0-9a-f]{7,64}$")
+_SHA_RE = re.compile(gitops.COMMIT_SHA_PATTERN)
 #: the trigger form's pattern (Airflow validates it first; validate_ref checks again, then git does)
-REF_PATTERN = (r"^(?:pull/[1-9][0-9]{0,8}/head|[0-9a-f]{7,64}|"
+REF_PATTERN = (rf"^(?:pull/[1-9][0-9]{{0,8}}/head|{gitops.COMMIT_SHA}|"
                r"(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.]))$")
 MAX_ROUNDS = 1000
 MAX_PAIRS = 20

@@ -217,7 +217,7 @@ class Revision:
 
 def revisions(config: Config, run_key: str) -> list[Revision]:
     """The archived compare tables of ``run_key``, oldest first, with their verdict counts."""
-    store = open_store(config)
+    store = open_store(config, read_only=True)
     if store.get_run(run_key) is None:
         raise ZlopsError(f"unknown run {run_key!r}; list runs with `zlops runs`")
     return [Revision(rev, when, reason, _counts(rows))
