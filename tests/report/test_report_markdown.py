@@ -41,7 +41,7 @@ def test_compare_rows_flagged_ones_bold(summary: CompareSummary, run: RunRecord,
     assert "| conv2d | latency | - | 3.25 ms | - | - | new | - |" in lines
     assert "| attention | latency | 7 ms | - | - | - | MISSING | baseline 1111111 |" in lines
     assert lines.index("### cuda") < lines.index("### npu")
-    assert "**Overall: 1 of 5 cases improved, 2 regressed**" in lines
+    assert "**Overall: 1 of 4 cases improved, 2 regressed (5 series judged)**" in lines
 
 
 def test_flagged_section_links_plots_relative_to_artifacts_root(
