@@ -131,3 +131,48 @@ def test_the_registry_declares_rates_as_inverse_timings() -> None:
     assert metrics.derived_from("latency_base") is None and metrics.derived_from("latency") is None
     with pytest.raises(ValueError, match="power"):
         metrics.Derived("x", "y", 2, "")
+
+
+def _row(case: str, metric: str, verdict: Verdict, reference: float, value: float, *, lower: bool = True,
+         unit: str = "s", threshold: float = 3.0) -> Comparison:
+    from zlops.model import Judgement, Summary
+
+    f = Figures(reference=reference, reference_label="median of 2 nights", value=value, value_label="tonight",
+                lower_is_better=lower, unit=unit, threshold_pct=threshold)
+    return Comparison("campaign", "h200", case, metric, unit, lower, BaselinePoint("n2", "b" * 40, unit, reference, 1),
+                      Summary(value, 1), Judgement(verdict, None, None, threshold, "own", figures=f))
+
+
+def test_campaign_efficiency_and_ratio_follow_their_timings() -> None:
+    """The H200x2 noise nights' night 3 (tests/data/campaign_h200x2/noise_2026-12-01/night3.report.md): NCCL
+    tree at P=2 made 2x slower. Its timing confirmed +98.82% (P=1 unchanged -0.10%): the efficiency at P=2
+    and the nccl/ring ratio at P=2 follow as confirmed severe, with the sources' product as their change;
+    rows whose P=1 timing was unmeasurable are unmeasurable; an untouched variant stays unchanged."""
+    rows = [
+        _row("allreduce/64MiB/p1/tree/nccl", "execute_s", Verdict.UNCHANGED, 3.574e-05, 3.571e-05),
+        _row("allreduce/64MiB/p2/tree/nccl", "execute_s", Verdict.SEVERE, 2.813e-04, 5.594e-04),
+        _row("allreduce/64MiB/p2/tree/ring", "execute_s", Verdict.UNCHANGED, 3.905e-04, 3.926e-04),
+        _row("allreduce/64MiB/p1/ring/nccl", "execute_s", Verdict.UNMEASURABLE, 3.768e-05, 3.560e-05),
+        _row("allreduce/64MiB/p2/ring/nccl", "execute_s", Verdict.UNCHANGED, 2.866e-04, 2.860e-04),
+        _row("allreduce/64MiB/p1/tree/ring", "execute_s", Verdict.UNCHANGED, 3.508e-05, 3.514e-05),
+        # judged on their own (one sample a night): what the report said before following
+        _row("allreduce/64MiB/tree/nccl", "efficiency_p2", Verdict.SUSPECT, 0.06543, 0.03229, lower=False, unit="eff"),
+        _row("allreduce/64MiB/p2/tree", "ratio_nccl_over_ring", Verdict.SUSPECT, 0.7175, 1.429, unit="t/t"),
+        _row("allreduce/64MiB/ring/nccl", "efficiency_p2", Verdict.SUSPECT, 0.06585, 0.06213, lower=False, unit="eff"),
+        _row("allreduce/64MiB/tree/ring", "efficiency_p2", Verdict.SUSPECT, 0.04492, 0.04476, lower=False, unit="eff"),
+    ]
+    by = _by(follow_sources(rows))
+    eff = by[("allreduce/64MiB/tree/nccl", "efficiency_p2")]
+    assert eff.verdict is Verdict.SEVERE and eff.follows
+    assert eff.judgement.change_pct == pytest.approx(((3.571 / 3.574) / (5.594 / 2.813) - 1) * 100, abs=1e-6)
+    assert eff.judgement.change_pct == pytest.approx(-49.75, abs=0.01)
+    ratio = by[("allreduce/64MiB/p2/tree", "ratio_nccl_over_ring")]
+    assert ratio.verdict is Verdict.SEVERE and ratio.judgement.change_pct == pytest.approx(
+        ((5.594 / 2.813) / (3.926 / 3.905) - 1) * 100, abs=1e-6)
+    assert by[("allreduce/64MiB/ring/nccl", "efficiency_p2")].verdict is Verdict.UNMEASURABLE
+    untouched = by[("allreduce/64MiB/tree/ring", "efficiency_p2")]
+    assert untouched.verdict is Verdict.UNCHANGED and untouched.follows
+    assert follow_sources(follow_sources(rows)) == follow_sources(rows)
+    # followed rows open no alert: the timing's alert is the case's
+    steps = plan_night(follow_sources(rows), {}, band_pct=2.0)
+    assert [(s.comparison.case, s.comparison.metric) for s in steps] == [("allreduce/64MiB/p2/tree/nccl", "execute_s")]

@@ -15,6 +15,14 @@ verdict per measurement:
 - a row whose source series is absent tonight (no such metric for the case, or nothing measured) keeps
   its own verdict.
 
+A campaign's derived series (:mod:`zlops.scaling`: efficiency at P, stack ratios) come from two cases'
+timings; they follow those the same way (:func:`campaign_sources`, :func:`_combined`): their change is the
+product of their sources' ratios, their class the strongest of their sources'. Measured on the H200x2
+noise nights (tests/data/campaign_h200x2/noise_2026-12-01, night 3): the slowed ``p2/tree/nccl`` timing
+confirmed +98.82% with ``p1/tree/nccl`` unchanged (-0.10%) gives efficiency -49.75% confirmed severe
+(judged on its own, one sample a night, it needed its own A/B: -50.66%); the untouched efficiency and
+ratio rows whose P=1 timing was unmeasurable are unmeasurable, as judged on their own, without an A/B.
+
 A reference implementation's own timing (FlagGems ``latency_base``) is not derived: it keeps its own verdict.
 Pure: rows in, new rows out; applying it twice gives the same rows.
 """
@@ -22,13 +30,18 @@ Pure: rows in, new rows out; applying it twice gives the same rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from zlops import metrics
-from zlops.model import Comparison, Figures, Judgement
+from zlops.model import Comparison, Figures, Judgement, Verdict
 
-__all__ = ["follow_sources", "follows_source"]
+__all__ = ["campaign_sources", "follow_sources", "follows_source"]
+
+SeriesKey = tuple[str, str, str]  # (pool, case, metric)
+_EFF = re.compile(r"^efficiency_p(\d+)$")      # zlops.scaling's series names
+_RATIO = re.compile(r"^ratio_(.+)_over_(.+)$")
 
 
 def follows_source(c: Comparison) -> bool:
@@ -75,19 +88,115 @@ def _followed(c: Comparison, src: Comparison, rule: metrics.Derived) -> Judgemen
     return Judgement(s.verdict, None, None, s.threshold_pct, note, figures=figures)
 
 
-def follow_sources(rows: Sequence[Comparison]) -> list[Comparison]:
-    """``rows`` with every derived row (:func:`zlops.metrics.derived_from`) following its source's verdict.
+def _ratio(j: Judgement) -> float | None:
+    """A judgement's change as a ratio (value / reference), from its figures, else from its change."""
+    f = j.figures
+    if f is not None and f.reference > 0 and f.value > 0:
+        return f.value / f.reference
+    if j.change_pct is not None and math.isfinite(j.change_pct) and j.change_pct > -100.0:
+        return 1.0 + j.change_pct / 100.0
+    return None
 
-    The source is the row of the same pool and case whose metric the registry names; a derived row
-    without one tonight (or without a value tonight) keeps its own judgement. See the module docstring.
+
+def campaign_sources(c: Comparison, by_key: Mapping[SeriesKey, Comparison], *, metric: str = "execute_s"
+                     ) -> list[tuple[Comparison, int]] | None:
+    """The measured rows a campaign's derived row is computed from, each with its power
+    (:mod:`zlops.scaling`): efficiency ``E(P) = t(P_min) * P_min / (t(P) * P)`` -> ``[(t(P_min), +1),
+    (t(P), -1)]`` (``P_min`` the smallest P measured tonight); stack ratio ``t(num) / t(den)`` ->
+    ``[(t(num), +1), (t(den), -1)]``. None for another row, or when a source is not among ``by_key``."""
+    eff, ratio = _EFF.match(c.metric), _RATIO.match(c.metric)
+    if eff is not None:
+        parts = c.case.rsplit("/", 2)
+        if len(parts) != 3:
+            return None
+        stem, variant, stack = parts
+        p = int(eff.group(1))
+        shape = re.compile(rf"^{re.escape(stem)}/p(\d+)/{re.escape(variant)}/{re.escape(stack)}$")
+        measured = sorted(int(m.group(1)) for pool, case, name in by_key
+                          if pool == c.pool and name == metric and (m := shape.match(case)) is not None)
+        if not measured or measured[0] >= p:
+            return None
+        t_min = by_key.get((c.pool, f"{stem}/p{measured[0]}/{variant}/{stack}", metric))
+        t_p = by_key.get((c.pool, f"{stem}/p{p}/{variant}/{stack}", metric))
+        return None if t_min is None or t_p is None else [(t_min, 1), (t_p, -1)]
+    if ratio is not None:
+        num = by_key.get((c.pool, f"{c.case}/{ratio.group(1)}", metric))
+        den = by_key.get((c.pool, f"{c.case}/{ratio.group(2)}", metric))
+        return None if num is None or den is None else [(num, 1), (den, -1)]
+    return None
+
+
+#: how strongly a source's verdict speaks, strongest first (a derived row of several sources takes the strongest)
+_CONFIRMED = (Verdict.SEVERE, Verdict.REGRESSION, Verdict.IMPROVED)
+
+
+def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement | None:
+    """The verdict of a row derived from several timings (a campaign's efficiency or stack ratio).
+
+    A source that is not judged (unmeasurable, invalid, new ...) makes the row so. Otherwise its change is
+    the product of its sources' ratios (each to its power); beyond the largest of their thresholds (as a
+    ratio, either way) it takes the strongest class among its sources (confirmed > potential > suspect)
+    in its own direction: a 2x slower P=2 confirmed makes the efficiency at P=2 a confirmed regression;
+    within it, or with every source unchanged, it is unchanged (both P slowed alike: efficiency held).
+    """
+    names = " and ".join(f"{s.metric} of {s.case}" for s, _ in sources)
+    gaps = [s for s, _ in sources if s.verdict.is_gap]
+    if gaps:
+        g = gaps[0]
+        return Judgement(g.verdict, None, None, g.judgement.threshold_pct, f"follows {names}: {g.case} is {g.verdict.label}"
+                         + (f" ({g.judgement.note})" if g.judgement.note else ""))
+    own = 1.0
+    for s, power in sources:
+        r = _ratio(s.judgement)
+        if r is None:
+            return None
+        own *= r ** power
+    if c.head is None or not math.isfinite(own) or own <= 0:
+        return None
+    threshold = max((s.judgement.threshold_pct or 0.0 for s, _ in sources), default=0.0) or c.judgement.threshold_pct or 2.0
+    line = 1.0 + threshold / 100.0
+    beyond = own >= line or own <= 1.0 / line
+    worse = (own > 1.0) == c.lower_is_better
+    verdicts = {s.verdict for s, _ in sources}
+    if not beyond or verdicts <= {Verdict.UNCHANGED}:
+        verdict = Verdict.UNCHANGED
+    elif verdicts & set(_CONFIRMED):
+        verdict = (Verdict.SEVERE if Verdict.SEVERE in verdicts else Verdict.REGRESSION) if worse else Verdict.IMPROVED
+    elif Verdict.POTENTIAL in verdicts:
+        verdict = Verdict.POTENTIAL if worse else Verdict.IMPROVED
+    elif verdicts & {Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED}:
+        verdict = Verdict.SUSPECT if worse else Verdict.SUSPECT_IMPROVED
+    else:
+        verdict = Verdict.UNCHANGED
+    value = c.head.median
+    figures = Figures(reference=value / own, reference_label=f"its sources' references ({names})", value=value,
+                      value_label=f"tonight, {c.head.n} sample{'s' if c.head.n != 1 else ''}",
+                      lower_is_better=c.lower_is_better, unit=c.unit, threshold_pct=threshold, follows=names)
+    parts = "; ".join(f"{s.case} {s.verdict.label} {(_ratio(s.judgement) or 1.0) * 100 - 100:+.2f}%"
+                      for s, _ in sources)
+    return Judgement(verdict, None, None, threshold, f"follows its sources: {parts}", figures=figures)
+
+
+def follow_sources(rows: Sequence[Comparison], *, scaling_metric: str = "execute_s") -> list[Comparison]:
+    """``rows`` with every derived row following its source's verdict: a metric the registry derives
+    (:func:`zlops.metrics.derived_from`) from the row of the same pool and case, and a campaign's
+    efficiency or stack ratio (:func:`campaign_sources`) from its cases' ``scaling_metric`` rows.
+
+    A derived row whose sources are not all there tonight (or that has no value tonight) keeps its own
+    judgement. See the module docstring.
     """
     by_key = {(c.pool, c.case, c.metric): c for c in rows}
     out: list[Comparison] = []
     for c in rows:
-        rule = metrics.derived_from(c.metric)
-        src = None if rule is None else by_key.get((c.pool, c.case, rule.source))
-        if rule is None or src is None or src.head is None or c.head is None:
+        if c.head is None:
             out.append(c)
             continue
-        out.append(replace(c, judgement=_followed(c, src, rule)))
+        rule = metrics.derived_from(c.metric)
+        src = None if rule is None else by_key.get((c.pool, c.case, rule.source))
+        if rule is not None and src is not None and src.head is not None:
+            out.append(replace(c, judgement=_followed(c, src, rule)))
+            continue
+        sources = campaign_sources(c, by_key, metric=scaling_metric) if rule is None else None
+        combined = None if sources is None or any(s.head is None for s, _ in sources) else _combined(c, sources)
+        out.append(c if combined is None else replace(c, judgement=combined))
     return out
