@@ -182,7 +182,8 @@ def test_a_new_alert_is_cleared_when_its_series_turns_unmeasurable_with_the_reas
     the change it waits for) is such a night (issue 22 saw 28 left open)."""
     watch = {("npu", "softmax_8192", "time"): alert(state=AlertState.NEW)}
     row = cmp("softmax_8192", Verdict.UNMEASURABLE, 4.0, 4.3)
-    row = dataclasses.replace(row, judgement=dataclasses.replace(row.judgement, note="bimodal 4.0/4.4: unmeasurable at 2%"))
+    row = dataclasses.replace(row, judgement=dataclasses.replace(row.judgement,
+                                                                 note="bimodal 4.0/4.4: unmeasurable at 2%"))
     (gone,) = plan_night([row], watch, band_pct=2.0)
     assert (gone.to_state, gone.event, gone.announce) == (AlertState.CLEARED, EventKind.STATE, False)
     assert "unmeasurable" in gone.note and "bimodal 4.0/4.4" in gone.note

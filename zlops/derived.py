@@ -143,8 +143,8 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
     gaps = [s for s, _ in sources if s.verdict.is_gap]
     if gaps:
         g = gaps[0]
-        return Judgement(g.verdict, None, None, g.judgement.threshold_pct, f"follows {names}: {g.case} is {g.verdict.label}"
-                         + (f" ({g.judgement.note})" if g.judgement.note else ""))
+        why = f"follows {names}: {g.case} is {g.verdict.label}" + (f" ({g.judgement.note})" if g.judgement.note else "")
+        return Judgement(g.verdict, None, None, g.judgement.threshold_pct, why)
     own = 1.0
     for s, power in sources:
         r = _ratio(s.judgement)
@@ -153,7 +153,8 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
         own *= r ** power
     if c.head is None or not math.isfinite(own) or own <= 0:
         return None
-    threshold = max((s.judgement.threshold_pct or 0.0 for s, _ in sources), default=0.0) or c.judgement.threshold_pct or 2.0
+    threshold = (max((s.judgement.threshold_pct or 0.0 for s, _ in sources), default=0.0)
+                 or c.judgement.threshold_pct or 2.0)
     line = 1.0 + threshold / 100.0
     beyond = own >= line or own <= 1.0 / line
     worse = (own > 1.0) == c.lower_is_better

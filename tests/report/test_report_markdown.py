@@ -59,8 +59,12 @@ def test_flagged_section_links_plots_relative_to_artifacts_root(
 def test_notes_state_the_thresholds(summary: CompareSummary, run: RunRecord,
                                     shards: list[ShardOutcome], tmp_path: Path) -> None:
     text = _report(summary, run, shards, tmp_path, thresholds=(3.0, 7.5))
-    assert "worse than the baseline by more than 3%" in text
+    assert "- Potential regression (flagged, `! potential`): worse by more than 3%." in text
     assert "worse by more than 7.5%." in text
+    # the noise judge's regression is a confirmed change beyond potential_pct, severe beyond regression_pct
+    noise = markdown_report(summary, run=run, shards=shards, thresholds=(3.0, 7.5), judge="noise")
+    assert "- Regression (`!! REGRESSION`): confirmed, worse by more than 3%" in noise
+    assert "- Severe (`!!! SEVERE`): confirmed, worse by more than 7.5%." in noise
 
 
 def test_absolute_paths_without_root_and_pipes_escaped(

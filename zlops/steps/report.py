@@ -119,12 +119,13 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         md_path = out_dir / "report.md"
         md_path.write_text(markdown_report(summary, run=run, shards=shards, plots=figures.trends, thresholds=pcts,
                                            artifacts_root=out_dir, telemetry=telemetry, alerts=alert_lines,
-                                           gang_busy=run_gang_busy(store, run)),
+                                           gang_busy=run_gang_busy(store, run), judge=setup.judge),
                            encoding="utf-8")
         html_path = out_dir / "report.html"
         html_path.write_text(html_report(summary, run=run, shards=shards, plots=figures.trends,
                                          overview=figures.overview(), thresholds=pcts, artifacts_root=out_dir,
-                                         telemetry=telemetry, alerts=alert_lines, expected_pools=ctx.suite.pools),
+                                         telemetry=telemetry, alerts=alert_lines, expected_pools=ctx.suite.pools,
+                                         judge=setup.judge),
                              encoding="utf-8")
         if rerender:  # a re-render is a reading of the store: nothing is announced again
             return ReportOutput(text_path, md_path, tuple(figures.trends.values()),
