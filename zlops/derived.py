@@ -98,13 +98,16 @@ def _ratio(j: Judgement) -> float | None:
     return None
 
 
-def campaign_sources(c: Comparison, by_key: Mapping[SeriesKey, Comparison], *, metric: str = "execute_s"
-                     ) -> list[tuple[Comparison, int]] | None:
+def campaign_sources(c: Comparison, by_key: Mapping[SeriesKey, Comparison]) -> list[tuple[Comparison, int]] | None:
     """The measured rows a campaign's derived row is computed from, each with its power
     (:mod:`zlops.scaling`): efficiency ``E(P) = t(P_min) * P_min / (t(P) * P)`` -> ``[(t(P_min), +1),
     (t(P), -1)]`` (``P_min`` the smallest P measured tonight); stack ratio ``t(num) / t(den)`` ->
-    ``[(t(num), +1), (t(den), -1)]``. None for another row, or when a source is not among ``by_key``."""
+    ``[(t(num), +1), (t(den), -1)]``. The timing metric is the campaign's ``scaling_metric``: the one whose
+    tonight's medians give the derived row's own value tonight (``execute_s`` tried first). None for another
+    row, or when no metric of the source cases reproduces its value."""
     eff, ratio = _EFF.match(c.metric), _RATIO.match(c.metric)
+    if c.head is None or (eff is None and ratio is None):
+        return None
     if eff is not None:
         parts = c.case.rsplit("/", 2)
         if len(parts) != 3:
@@ -112,18 +115,37 @@ def campaign_sources(c: Comparison, by_key: Mapping[SeriesKey, Comparison], *, m
         stem, variant, stack = parts
         p = int(eff.group(1))
         shape = re.compile(rf"^{re.escape(stem)}/p(\d+)/{re.escape(variant)}/{re.escape(stack)}$")
-        measured = sorted(int(m.group(1)) for pool, case, name in by_key
-                          if pool == c.pool and name == metric and (m := shape.match(case)) is not None)
-        if not measured or measured[0] >= p:
-            return None
-        t_min = by_key.get((c.pool, f"{stem}/p{measured[0]}/{variant}/{stack}", metric))
-        t_p = by_key.get((c.pool, f"{stem}/p{p}/{variant}/{stack}", metric))
-        return None if t_min is None or t_p is None else [(t_min, 1), (t_p, -1)]
-    if ratio is not None:
-        num = by_key.get((c.pool, f"{c.case}/{ratio.group(1)}", metric))
-        den = by_key.get((c.pool, f"{c.case}/{ratio.group(2)}", metric))
-        return None if num is None or den is None else [(num, 1), (den, -1)]
+        found = [(int(m.group(1)), name) for pool, case, name in by_key
+                 if pool == c.pool and (m := shape.match(case)) is not None]
+        names = {name for _, name in found}
+        for metric in sorted(names, key=lambda n: (n != "execute_s", n)):
+            ps = sorted(q for q, name in found if name == metric)
+            if not ps or ps[0] >= p:
+                continue
+            t_min = by_key.get((c.pool, f"{stem}/p{ps[0]}/{variant}/{stack}", metric))
+            t_p = by_key.get((c.pool, f"{stem}/p{p}/{variant}/{stack}", metric))
+            if t_min is not None and t_p is not None and _reproduces(c, [(t_min, 1), (t_p, -1)], ps[0] / p):
+                return [(t_min, 1), (t_p, -1)]
+        return None
+    assert ratio is not None
+    prefix = f"{c.case}/"
+    for metric in sorted({name for pool, case, name in by_key if pool == c.pool and case.startswith(prefix)},
+                         key=lambda n: (n != "execute_s", n)):
+        num = by_key.get((c.pool, f"{prefix}{ratio.group(1)}", metric))
+        den = by_key.get((c.pool, f"{prefix}{ratio.group(2)}", metric))
+        if num is not None and den is not None and _reproduces(c, [(num, 1), (den, -1)], 1.0):
+            return [(num, 1), (den, -1)]
     return None
+
+
+def _reproduces(c: Comparison, sources: list[tuple[Comparison, int]], factor: float) -> bool:
+    """Whether tonight's medians of ``sources`` give ``c``'s own value tonight (the derivation it came from)."""
+    value = factor
+    for s, power in sources:
+        if s.head is None or s.head.median <= 0:
+            return False
+        value *= s.head.median ** power
+    return c.head is not None and math.isclose(value, c.head.median, rel_tol=1e-6)
 
 
 #: how strongly a source's verdict speaks, strongest first (a derived row of several sources takes the strongest)
@@ -178,10 +200,10 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
     return Judgement(verdict, None, None, threshold, f"follows its sources: {parts}", figures=figures)
 
 
-def follow_sources(rows: Sequence[Comparison], *, scaling_metric: str = "execute_s") -> list[Comparison]:
+def follow_sources(rows: Sequence[Comparison]) -> list[Comparison]:
     """``rows`` with every derived row following its source's verdict: a metric the registry derives
     (:func:`zlops.metrics.derived_from`) from the row of the same pool and case, and a campaign's
-    efficiency or stack ratio (:func:`campaign_sources`) from its cases' ``scaling_metric`` rows.
+    efficiency or stack ratio (:func:`campaign_sources`) from its cases' timings.
 
     A derived row whose sources are not all there tonight (or that has no value tonight) keeps its own
     judgement. See the module docstring.
@@ -197,7 +219,7 @@ def follow_sources(rows: Sequence[Comparison], *, scaling_metric: str = "execute
         if rule is not None and src is not None and src.head is not None:
             out.append(replace(c, judgement=_followed(c, src, rule)))
             continue
-        sources = campaign_sources(c, by_key, metric=scaling_metric) if rule is None else None
+        sources = campaign_sources(c, by_key) if rule is None else None
         combined = None if sources is None or any(s.head is None for s, _ in sources) else _combined(c, sources)
         out.append(c if combined is None else replace(c, judgement=combined))
     return out
