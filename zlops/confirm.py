@@ -29,6 +29,7 @@ from typing import Any
 from zlops import campaign_ab
 from zlops.campaign import CampaignCase, CampaignPlan
 from zlops.config import NoiseConfig
+from zlops.derived import follow_sources
 from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.ingest import read_shard
 from zlops.interleave import Budget, CostModel, Pairs, ab_budget, learn_cost, run_pairs
@@ -266,8 +267,9 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
         return summary
+    # a derived row (speedup, TFLOPS ...) follows its source's A/B: never A/B'd on its own (zlops.derived)
     suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
-                and (pools is None or c.pool in pools)]
+                and (pools is None or c.pool in pools) and not c.follows]
     if not suspects:
         return summary
     from zlops import judging
@@ -361,6 +363,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         store.update_run_meta(ctx.run_key, {"ab": costs})
     if not updated:
         return summary
-    rows = [replace(c, judgement=updated.get((c.pool, c.case, c.metric), c.judgement)) for c in summary.comparisons]
+    rows = follow_sources([replace(c, judgement=updated.get((c.pool, c.case, c.metric), c.judgement))
+                           for c in summary.comparisons])   # derived rows take their sources' new verdicts
     store.save_comparisons(ctx.run_key, rows)
     return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(rows))

@@ -35,6 +35,7 @@ from typing import Any
 from zlops import __version__, gitops, judging
 from zlops.compare import JudgeInputs, build_comparisons
 from zlops.config import Config
+from zlops.derived import follow_sources
 from zlops.errors import ConfigError, GitError, ZlopsError
 from zlops.evidence import series_histories
 from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
@@ -378,7 +379,8 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
         rows = build_comparisons(suite=req.suite, pools=[pool], head=heads, baselines=bases, newest_baseline_run={},
                                  setup=setup, inputs=inputs)
         if noise and plan.same_device:
-            rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], setup.policy)
+            rows = follow_sources(_confirm_with_pairs(rows, base.medians[variant], head.medians[variant],
+                                                      setup.policy))
         out[variant] = rows
     all_rows = [c for rows in out.values() for c in rows]
     if save:

@@ -187,7 +187,9 @@ def _with_stored_ab(config: Config, meta: Mapping[str, Any], summary: CompareSum
                                                      lower_is_better=c.lower_is_better, policy=policy,
                                                      base_label=label))
         rows.append(c)
-    return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(rows))
+    from zlops.derived import follow_sources
+
+    return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(follow_sources(rows)))
 
 
 def _results_path(outcome: ShardOutcome) -> Path | None:

@@ -185,6 +185,29 @@ def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_i
     config = parse_config(data, source="t.yaml")
     nights = _nights(config, up, ["A", "A", "A", "B", "C", "C"])
     store = open_store(config)
+    # issue 22: one verdict per measurement (speedup and TFLOPS follow the latency they come from, every
+    # night), one alert per regressed case, and no `new` alert left open on a series judged unchanged or
+    # unmeasurable
+    for night in nights.values():
+        rows = {(x.case, x.metric): x for x in night.summary.comparisons}
+        for (case, metric), x in rows.items():
+            if metric in ("speedup", "tflops"):
+                assert x.verdict is rows[(case, "latency")].verdict, (night.run_key, case, metric)
+    last = {(x.case, x.metric): x for x in nights[5].summary.comparisons}
+    alerts = store.alerts(suite="flaggems", states=None, limit=None)
+    assert alerts and {a.metric for a in alerts} <= {"latency", "latency_base"}
+    assert len({(a.case, a.metric) for a in alerts if a.state.value == "confirmed"}) == \
+        len([a for a in alerts if a.state.value == "confirmed"])
+    for a in alerts:
+        if a.state.value == "new":
+            assert last[(a.case, a.metric)].verdict not in (Verdict.UNCHANGED, Verdict.UNMEASURABLE), a
+        # a real commit range, never tonight's commit twice where an earlier commit was accepted (night 5 is
+        # measured against night 4, both C); the A nights have no earlier commit: same code, "A..A" says so
+        if a.first_head_sha != up.shas["A"]:
+            assert a.first_base_sha != a.first_head_sha, a.commit_range
+        if a.case in {f"abs/float16/{shape}" for shape in BIG} and a.metric == "latency":  # held before C
+            assert a.commit_range == f"{up.shas['B'][:7]}..{up.shas['C'][:7]}", a
+
     for i in (1, 2, 3, 4, 5):
         # unchanged, unchanged, docs only: nothing loud at all; C and C again: nothing loud but abs
         assert not _loud(nights[i], skip_abs=i >= 4), f"night {i}"

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from zlops.model import CompareSummary, RunRecord, ShardOutcome, ShardStatus, Verdict
 from zlops.report import cells
-from zlops.report.markdown import promotion_line, telemetry_line
+from zlops.report.markdown import class_notes, promotion_line, telemetry_line
 from zlops.report.table import caliber_lines, row_cells
 
 PlotKey = tuple[str, str, str]
@@ -83,6 +83,7 @@ def html_report(
     telemetry: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
     alerts: Sequence[str] = (),
     expected_pools: Sequence[str] | None = None,
+    judge: str = "simple",
 ) -> str:
     """Render one run's report as HTML (pure and deterministic); see the module docstring.
 
@@ -106,7 +107,9 @@ def html_report(
         reasons=cells.reason_lines(summary.comparisons), shards=_shards(shards, artifacts_root),
         shards_ok=sum(1 for s in shards if s.status is ShardStatus.OK),
         telemetry=[(pool, device, telemetry_line(t)) for (pool, device), t in sorted((telemetry or {}).items())],
-        potential_pct=potential_pct, regression_pct=regression_pct))
+        potential_pct=potential_pct, regression_pct=regression_pct,
+        class_notes=[line.removeprefix("- ").replace("`", "") for line in class_notes(judge, potential_pct,
+                                                                                       regression_pct)]))
 
 
 def flagged_items(summary: CompareSummary, plots: Mapping[PlotKey, Path] | None = None,
