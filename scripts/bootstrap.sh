@@ -12,6 +12,9 @@ fi
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 .venv/bin/uv pip install --quiet --python .venv/bin/python -e "$spec"
+# uv writes no .pyc, and where PYTHONDONTWRITEBYTECODE is set no process would: compile once what the
+# zlops commands load, or every `zlops` compiles SQLAlchemy, pydantic... from source (seconds per start)
+.venv/bin/python scripts/compile_bytecode.py || echo "byte-code not written: zlops commands start slower"
 if [ -z "${ZLOPS_NO_PATH_HINT:-}" ]; then  # demo.sh and test.sh print it at their end instead
   . scripts/path-hint.sh
   zlops_path_hint

@@ -190,9 +190,22 @@ def test_good_schedules(schedule: str | None) -> None:
 def test_invalid_yaml_gives_the_line(tmp_path: Path) -> None:
     text = "pools:\n  cpu: {backend: cpu, devices: [0]}\nsuites: [unclosed\n  more: x\n"
     msg, path = _error(tmp_path, text)
-    assert msg.startswith(f"{path}:") and "not valid YAML" in msg
-    line = int(msg[len(str(path)) + 1:].split(":", 1)[0])
-    assert line in (3, 4)
+    assert msg.startswith(f"{path}:3: not valid YAML: the '[' opened here is never closed (")
+    assert msg.endswith("at line 4)\n  3 | suites: [unclosed\n    |         ^")
+
+
+@pytest.mark.parametrize(("text", "line", "shown"), [
+    ("pools: {cpu: {backend: cpu}}\nsuites: [a, b\n", 2, "suites: [a, b"),   # PyYAML: line 3 of a 2-line file
+    ("home: /x\nslack: {channel: '#perf\n", 2, "slack: {channel: '#perf"),
+    ("a: 1\nb:\n  c: 2\n d: 3\n", 4, " d: 3"),                                # no opener: where it was noticed
+    ("a: {x: 1 y: 2}\nb: 1\n", 1, "a: {x: 1 y: 2}"),
+])
+def test_a_yaml_error_is_reported_at_the_line_to_fix_with_its_text(tmp_path: Path, text: str, line: int,
+                                                                   shown: str) -> None:
+    msg, path = _error(tmp_path, text)
+    first, quoted = msg.splitlines()[:2]
+    assert first.startswith(f"{path}:{line}: not valid YAML: ")
+    assert quoted == f"  {line} | {shown}"
 
 
 def test_missing_file(tmp_path: Path) -> None:

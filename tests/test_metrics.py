@@ -148,3 +148,10 @@ def test_docs_units_table_is_generated_from_the_registry() -> None:
         assert f"| `{unit.symbol}` |" in docs
         for alias in unit.aliases:
             assert f"`{alias}`" in docs
+
+
+def test_docs_list_the_derived_metrics_of_the_registry() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text(encoding="utf-8")
+    assert metrics.derived_table_markdown() in docs, (
+        "docs/formats.md's derived-metrics table is out of date; regenerate it with "
+        "python -c 'from zlops.metrics import derived_table_markdown as t; print(t())'")

@@ -329,3 +329,26 @@ def test_client_from_env(caplog: pytest.LogCaptureFixture) -> None:
 def test_notify_result_rejects_unknown_status() -> None:
     with pytest.raises(ValueError, match=r"NotifyResult\.status"):
         NotifyResult(status="maybe", path=None)
+
+
+def test_noise_judge_counts_name_the_configured_classes_cases_and_the_real_range() -> None:
+    """Issue 22: under the noise judge a confirmed +3.35% is a regression beyond 2% (never "regressions (>5%)");
+    a regression measured against a baseline on tonight's own commit is grouped under the range from the
+    previous accepted commit, never the empty ``2222222..2222222``; Overall counts cases, not series."""
+    def row(case: str, metric: str, verdict: Verdict, change: float, base_sha: str) -> Comparison:
+        return Comparison("kernels", "gpu", case, metric, "ms", True, BaselinePoint("n1", base_sha, "ms", 1.0, 1),
+                          Summary(1.0 + change / 100, 1), Judgement(verdict, change, change, 2.0))
+
+    summary = _summary(row("sum/float16/(4096x4096, 1)", "latency", Verdict.REGRESSION, 3.35, SHA),
+                       row("sum/float16/(4096x4096, 1)", "latency_base", Verdict.UNCHANGED, 0.1, SHA),
+                       row("sum/float16/(64x64, 1)", "latency", Verdict.UNCHANGED, 0.2, SHA),
+                       row("sum/float16/(64x64, 1)", "latency_base", Verdict.UNCHANGED, -0.2, SHA))
+    messages = slack_summary_messages(summary, run=RUN, shards=SHARDS[:1], channel="C0PERF", judge="noise",
+                                      thresholds=(2.0, 5.0), previous_sha="1" * 40)
+    texts = _texts(messages.main)
+    assert texts[2].startswith("*Overall: 0 of 2 cases improved, 1 regressed (4 series judged)*\n"
+                               ":red_circle: 1 regressions (confirmed, >2%) · :large_green_circle: 0 improved")
+    assert ">5%" not in texts[2] and "potential" not in texts[2]
+    regressions = next(t for t in texts if t.startswith(":red_circle: *Regressions*"))
+    assert regressions.startswith(":red_circle: *Regressions* (confirmed, worse by more than 2%)\n"
+                                  "• *gpu* · `sum` · `1111111..2222222`: 1 series worse by 3.4%")

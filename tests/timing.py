@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -60,6 +61,12 @@ def host_aa_noise(processes: int = 5) -> tuple[float, str]:
     return spread[worst], f"{worst} medians {min(medians[worst]) * 1e3:.3f}-{max(medians[worst]) * 1e3:.3f} ms"
 
 
+def current_test(test: Callable[..., Any]) -> str:
+    """The running test's node id (``tests/test_demo.py::test_x[param]``), else the function's name."""
+    running = os.environ.get("PYTEST_CURRENT_TEST", "")
+    return running.rsplit(" (", 1)[0] if running else f"{test.__module__}::{test.__qualname__}"
+
+
 def real_timings(test: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a test that judges real timings: reruns, and a skip with the figure when the host is too noisy."""
 
@@ -70,9 +77,10 @@ def real_timings(test: Callable[..., Any]) -> Callable[..., Any]:
         except AssertionError:
             noise, where = host_aa_noise()
             if noise > NOISE_LIMIT_PCT:
-                pytest.skip(f"the host's own A/A noise is {noise:.1f}% right now ({where} over 5 fresh "
-                            f"processes), beyond the {NOISE_LIMIT_PCT:g}% these real-timing verdicts are "
-                            "checked at: not judgeable on this host now")
+                # pytest reports a skip at the line that raised it (this file), so the reason names the test
+                pytest.skip(f"{current_test(test)}: the host's own A/A noise is {noise:.1f}% right now "
+                            f"({where} over 5 fresh processes), beyond the {NOISE_LIMIT_PCT:g}% these real-timing "
+                            "verdicts are checked at: not judgeable on this host now")
             raise
 
     return TIMING_RERUNS(attempt)

@@ -10,9 +10,12 @@ never applies a band rule of its own to confirm anything. States (``docs/alerts.
 
 - A SUSPECT (noise judge, not yet confirmed) or POTENTIAL (simple judge) series opens a ``new``
   alert that is **not announced**: nobody is paged for a change the judge has not confirmed.
+- A derived metric's row (speedup, TFLOPS, GB/s: :mod:`zlops.derived`) opens no alert: it has its
+  source timing's verdict, and the source's alert is the case's. One alert per measured case.
 - A REGRESSION or SEVERE series opens a ``confirmed`` alert (announced: a new thread); a ``new``
   alert becomes ``confirmed`` (announced then) only on a night the judge confirms it, and is closed
-  quietly as ``cleared`` on a night the judge judges the series and does not flag it.
+  quietly as ``cleared`` (its event says the verdict and the judge's reason) on a night the judge judges
+  the series and does not flag it, or finds it unmeasurable (its noise hides the change).
 - An open alert whose series the judge confirms IMPROVED is ``fixed`` when tonight is back within
   ``band_pct`` of the alert's reference (announced in its thread), else "partly recovered".
 - A further confirmed regression of an open alert is announced in its thread as ``worsened`` while
@@ -30,7 +33,7 @@ Idempotent per run: a series whose alerts were already evaluated at this run or 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -69,10 +72,18 @@ class AlertState(str, Enum):
 OPEN_STATES = frozenset({AlertState.NEW, AlertState.CONFIRMED, AlertState.ACKED, AlertState.EXPECTED})
 #: States a person sets with ``zlops alert <state> ID``.
 HUMAN_STATES = frozenset({AlertState.ACKED, AlertState.EXPECTED, AlertState.FALSE_POSITIVE, AlertState.WONTFIX})
+#: The verbs people use (``zlops alert <verb>``, the inbox's buttons) -> the state each sets. Here, not in
+#: :mod:`zlops.triage`, so that ``zlops --help`` builds its parser without importing the store.
+ACTIONS: Mapping[str, AlertState] = {"ack": AlertState.ACKED, "expected": AlertState.EXPECTED,
+                                     "false-positive": AlertState.FALSE_POSITIVE, "wontfix": AlertState.WONTFIX}
 #: Verdicts that open a confirmed alert at once.
 CONFIRMED_VERDICTS = frozenset({Verdict.REGRESSION, Verdict.SEVERE})
 #: Verdicts that open an unannounced ``new`` alert (the judge has not confirmed them).
 WATCH_VERDICTS = frozenset({Verdict.SUSPECT, Verdict.POTENTIAL})
+#: Not-judged verdicts that still close a ``new`` alert: the judge looked at tonight's value and found that
+#: the series' noise hides the change the alert waits for, so nothing will confirm it (docs/alerts.md).
+#: The other gaps (no data, invalid shard, another caliber) leave it waiting.
+CLEARING_GAPS = frozenset({Verdict.UNMEASURABLE})
 
 
 class EventKind(str, Enum):
@@ -169,6 +180,45 @@ def commit_range(base_sha: str | None, head_sha: str) -> str:
     return f"{(base_sha or '')[:7]}..{head_sha[:7]}"
 
 
+def change_range(base_sha: str | None, head_sha: str, previous_sha: str | None = None) -> str:
+    """The commits a change of tonight came in, as ``base..head``: the baseline's commit to tonight's, or,
+    when the baseline is tonight's own commit (the same code measured again, e.g. the second night of a
+    change confirmed by two nights), ``previous_sha`` (the newest accepted run on another commit before
+    tonight: :func:`previous_commit`) to tonight's; never the empty ``a1693d1..a1693d1``."""
+    if previous_sha and (not base_sha or base_sha == head_sha):
+        base_sha = previous_sha
+    return commit_range(base_sha, head_sha)
+
+
+def previous_commit(accepted: Iterable[tuple[str, datetime | None]], *, head_sha: str, before: datetime | None,
+                    ancestors: Collection[str] | None = None) -> str | None:
+    """The commit of the newest accepted run (``(sha, started_at)``, any order) that started before
+    ``before``, on another commit than ``head_sha`` (and on ``ancestors`` when given); None without one."""
+    best: tuple[datetime, str] | None = None
+    for sha, started in accepted:
+        if sha == head_sha or started is None or (before is not None and started >= before):
+            continue
+        if ancestors is not None and sha not in ancestors:
+            continue
+        if best is None or started > best[0]:
+            best = (started, sha)
+    return None if best is None else best[1]
+
+
+def series_ranges(comparisons: Iterable[Comparison], head_sha: str, *, previous_sha: str | None = None,
+                  alerts: Mapping[SeriesKey, str] | None = None) -> dict[SeriesKey, str]:
+    """Per series, the commit range its change of tonight is reported under: the range of its alert when
+    it has one (where the change was first seen: an alert opened on a suspect night keeps that night's
+    range when a later night confirms it), else :func:`change_range` of its baseline. The one place the
+    Slack summary, the report and the inbox take a series' range from."""
+    alerts = alerts or {}
+    out: dict[SeriesKey, str] = {}
+    for c in comparisons:
+        key = (c.pool, c.case, c.metric)
+        out[key] = alerts.get(key) or change_range(c.base.sha if c.base else None, head_sha, previous_sha)
+    return out
+
+
 def worse_pct(base: float, head: float, *, lower_is_better: bool) -> float | None:
     """How much worse ``head`` is than ``base`` in percent (positive = worse); None for a zero base."""
     if base == 0:
@@ -240,6 +290,8 @@ def _figures(c: Comparison) -> tuple[float | None, float | None]:
 def _open(c: Comparison, band_pct: float) -> Step | None:
     if c.verdict not in CONFIRMED_VERDICTS | WATCH_VERDICTS:
         return None
+    if c.follows:   # a derived metric (speedup, TFLOPS ...): its source's alert is the case's (zlops.derived)
+        return None
     base, head = reference_value(c), c.head_value
     if base is None or head is None or base == 0:
         return None
@@ -261,10 +313,12 @@ def _evolve(alert: Alert, c: Comparison) -> Step | None:
         if c.verdict in CONFIRMED_VERDICTS:
             return Step(c, alert.id, state, AlertState.CONFIRMED, EventKind.STATE, announce=True, change_pct=change,
                         worse_pct=worse, note=f"confirmed by the judge: {c.verdict.label}")
-        if c.verdict in WATCH_VERDICTS or c.verdict.is_gap:
+        if c.verdict in WATCH_VERDICTS or (c.verdict.is_gap and c.verdict not in CLEARING_GAPS):
             return quiet   # still awaiting the judge (or nothing judged tonight)
+        why = c.judgement.note.strip().splitlines()[0][:200] if c.judgement.note.strip() else ""
         return Step(c, alert.id, state, AlertState.CLEARED, EventKind.STATE, announce=False, change_pct=change,
-                    worse_pct=worse, note=f"not confirmed by the judge ({c.verdict.label}): closed quietly")
+                    worse_pct=worse, note=f"not confirmed by the judge ({c.verdict.label}"
+                                          f"{': ' + why if why else ''}): closed quietly")
     if c.verdict in CONFIRMED_VERDICTS:   # a further confirmed step on top of the regression
         return Step(c, alert.id, state, state, EventKind.WORSENED, announce=not state.quiet, change_pct=change,
                     worse_pct=worse, note=f"worse again, confirmed by the judge: {worse:+.2f}%" if worse is not None

@@ -15,12 +15,17 @@ import argparse
 import getpass
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zlops.alerts import OPEN_STATES, Alert
-from zlops.triage import ACTIONS
+# only what the parser needs at import (`zlops --help` must not load the store): the rest is imported
+# by the command that runs
+from zlops.alerts import ACTIONS
+from zlops.config_path import CONFIG_HELP
 
-#: CLI verb -> state (the inbox's actions: zlops.triage.ACTIONS).
+if TYPE_CHECKING:
+    from zlops.alerts import Alert
+
+#: CLI verb -> state (the inbox's actions: zlops.alerts.ACTIONS).
 VERBS = ACTIONS
 
 
@@ -32,10 +37,11 @@ def _line(a: Alert) -> str:
 
 
 def cmd_alert_list(args: argparse.Namespace) -> int:
+    from zlops.alerts import OPEN_STATES
     from zlops.cli import EXIT_OK, _config
     from zlops.steps.context import open_store
 
-    store = open_store(_config(args))
+    store = open_store(_config(args), read_only=True)
     alerts = store.alerts(suite=args.suite, states=None if args.all else OPEN_STATES, limit=args.limit)
     for a in alerts:
         print(_line(a))
@@ -48,7 +54,7 @@ def cmd_alert_show(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_OK, _config
     from zlops.steps.context import open_store
 
-    store = open_store(_config(args))
+    store = open_store(_config(args), read_only=True)
     print(_line(store.alert(args.id)))
     for e in store.alert_events(args.id):
         what = e["kind"] if e["kind"] != "state" else f"{e['from_state']} -> {e['to_state']}"
@@ -112,25 +118,27 @@ def cmd_alert_flush(args: argparse.Namespace) -> int:
 
 def add_alert_parser(sub: Any) -> None:
     """Register ``zlops alert ...`` on the top-level subparsers."""
+    from zlops.cli import positive
+
     al = sub.add_parser("alert", help="regression alerts: list them, ack / expected / false-positive / wontfix")
     alsub = al.add_subparsers(dest="alert_command", required=True)
     ls = alsub.add_parser("list", help="open alerts, newest first")
-    ls.add_argument("--config")
+    ls.add_argument("--config", help=CONFIG_HELP)
     ls.add_argument("--suite")
     ls.add_argument("--all", action="store_true", help="closed ones too")
-    ls.add_argument("--limit", type=int, default=200)
+    ls.add_argument("--limit", type=positive(int), default=200)
     ls.set_defaults(func=cmd_alert_list)
     sh = alsub.add_parser("show", help="one alert and its history")
     sh.add_argument("id", type=int)
-    sh.add_argument("--config")
+    sh.add_argument("--config", help=CONFIG_HELP)
     sh.set_defaults(func=cmd_alert_show)
     fl = alsub.add_parser("flush", help="send what the Slack outbox holds (retried messages, replies, summaries)")
-    fl.add_argument("--config")
+    fl.add_argument("--config", help=CONFIG_HELP)
     fl.set_defaults(func=cmd_alert_flush)
     for verb, state in VERBS.items():
         p = alsub.add_parser(verb, help=f"set an open alert to {state.value} (a reply goes to its thread)")
         p.add_argument("id", type=int)
         p.add_argument("--note", help="why (shown in the thread)")
         p.add_argument("--by", help="who (default: $ZLOPS_USER, else the login name)")
-        p.add_argument("--config")
+        p.add_argument("--config", help=CONFIG_HELP)
         p.set_defaults(func=cmd_alert_set, verb=verb)

@@ -44,12 +44,16 @@ class AnnounceResult:
 
 
 def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, channel: str, band_pct: float,
-                  trends: Mapping[SeriesKey, Path]) -> list[store_alerts.Applied]:
-    """Tonight's lifecycle steps, written with the thread messages they call for (one transaction)."""
+                  trends: Mapping[SeriesKey, Path], previous_sha: str | None = None) -> list[store_alerts.Applied]:
+    """Tonight's lifecycle steps, written with the thread messages they call for (one transaction).
+
+    ``previous_sha``: the newest accepted commit before tonight's (:func:`zlops.alerts.previous_commit`),
+    where a new alert's range starts when its baseline is tonight's own commit."""
     def apply(s: Any) -> list[store_alerts.Applied]:
         open_alerts, done = store_alerts.night_state(s, summary.suite, run.run_key)
         steps = plan_night(summary.comparisons, open_alerts, done=done, band_pct=band_pct)
-        applied = store_alerts.apply_steps(s, run.run_key, summary.suite, steps, band_pct=band_pct)
+        applied = store_alerts.apply_steps(s, run.run_key, summary.suite, steps, band_pct=band_pct,
+                                           previous_sha=previous_sha)
         # a confirmation (opened confirmed, or new -> confirmed) starts the regression's thread
         fresh = [(a.alert, a.step) for a in applied if a.step.announce and a.step.to_state is AlertState.CONFIRMED
                  and a.step.event in (EventKind.OPENED, EventKind.STATE)]
@@ -109,15 +113,20 @@ def alert_digest(store: Store, *, run_key: str, suite: str) -> tuple[AlertDigest
     open_now = store.alerts(suite=suite, states=OPEN_STATES, limit=None)
     for alert in open_now:
         marks.setdefault(alert.key, f"#{alert.id} {alert.state.value.replace('_', ' ')}")
+    # where a change awaiting confirmation was first seen: an alert still new, or opened or confirmed tonight
+    # (a further step of an older alert is reported under its own baseline's range, not the alert's)
+    ranges = {alert.key: alert.commit_range for alert in open_now if alert.state is AlertState.NEW}
+    ranges.update({alert.key: alert.commit_range for alert, event in events
+                   if event["kind"] == "opened" or event["from_state"] == AlertState.NEW.value})
     still_open = sum(1 for a in open_now if a.id not in changed and a.state is not AlertState.NEW)
     plain = [line.replace("*", "").replace("`", "") for line in lines]
-    return AlertDigest(marks=marks, lines=lines, counts=counts, still_open=still_open), plain
+    return AlertDigest(marks=marks, lines=lines, counts=counts, still_open=still_open, ranges=ranges), plain
 
 
 def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: Sequence[ShardOutcome],
              channel: str, client: Any, run_dir: Path, figures: RunFigures, digest: AlertDigest,
              report_files: Sequence[Path], thresholds: tuple[float, float], judge: str,
-             expected_pools: Sequence[str] | None) -> AnnounceResult:
+             expected_pools: Sequence[str] | None, previous_sha: str | None = None) -> AnnounceResult:
     """Send the night: outbox first, then the summary and its thread (see the module docstring)."""
     sender = SlackSender(store, client) if client is not None else None
     report = FlushReport()
@@ -129,7 +138,7 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
     messages = slack_summary_messages(summary, run=run, shards=shards, channel=channel,
                                       report_path=str(report_files[0]) if report_files else None,
                                       thresholds=thresholds, judge=judge, figures=links, alerts=digest,
-                                      expected_pools=expected_pools)
+                                      expected_pools=expected_pools, previous_sha=previous_sha)
     # a replaced run (zlops nightly --replace) posts a new summary: the old one showed the old numbers
     rerun = int(run.meta.get("replace_count", 0) or 0)
     kind = f"summary-r{rerun}" if rerun else "summary"

@@ -12,6 +12,8 @@ import argparse
 import sys
 from typing import Any
 
+from zlops.config_path import CONFIG_HELP
+
 EXIT_PAUSED = 75  # sysexits EX_TEMPFAIL: try again later
 
 
@@ -54,5 +56,5 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 def add_bisect_parser(sub: Any) -> None:
     p = sub.add_parser("bisect", help="bisect a confirmed regression alert: find and verify its culprit commit")
     p.add_argument("alert_id", help="the alert's id (zlops alert list)")
-    p.add_argument("--config")
+    p.add_argument("--config", help=CONFIG_HELP)
     p.set_defaults(func=cmd_bisect)

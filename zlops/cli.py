@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
-from zlops.errors import CaliberMismatch, ConfigError, Interrupted, RunAlreadyAccepted, ZlopsError
+from zlops.config_path import CONFIG_HELP, DEMO_HOME, ENV_VAR, FoundConfig, find_config
+from zlops.errors import (
+    BackendUnavailable,
+    CaliberMismatch,
+    ConfigError,
+    Interrupted,
+    RunAlreadyAccepted,
+    ZlopsError,
+)
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
@@ -44,18 +52,29 @@ def _setup_logging(verbose: int, interactive: bool) -> None:
         logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
+def _found_config(args: argparse.Namespace) -> FoundConfig:
+    """The config a command reads: ``--config``, else ``$ZLOPS_CONFIG``, else the first of the files
+    :func:`zlops.config_path.find_config` searches (said once on stderr, so a run never reads a config
+    nobody named without saying which)."""
+    found = getattr(args, "_found_config", None)
+    if found is None:
+        found = find_config(getattr(args, "config", None))
+        args._found_config = found
+        if found.searched:
+            print(f"zlops: config {found.path} (found without --config or ${ENV_VAR})", file=sys.stderr)
+    return found
+
+
 def _config(args: argparse.Namespace):
     from zlops.config import load_config
 
-    path = args.config or os.environ.get("ZLOPS_CONFIG")
-    if not path:
-        raise ConfigError("no config given: pass --config PATH or set ZLOPS_CONFIG")
-    return load_config(path)
+    return load_config(_found_config(args).path)
 
 
 def config_name(args: argparse.Namespace) -> str:
     """The config file a command read, for messages."""
-    return str(args.config or os.environ.get("ZLOPS_CONFIG") or "the config")
+    found = getattr(args, "_found_config", None)
+    return str(found.path) if found is not None else str(args.config or os.environ.get(ENV_VAR) or "the config")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -167,15 +186,19 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from zlops.model import shown_run_status
     from zlops.steps.context import open_store
 
     config = _config(args)
-    runs = open_store(config).list_runs(suite=args.suite, limit=args.limit)
+    store = open_store(config, read_only=True)
+    runs = store.list_runs(suite=args.suite, limit=args.limit)
+    shards = store.shard_statuses([run.run_key for run in runs]) if runs else {}
     if args.suite and not runs and args.suite not in config.suites:
         raise ConfigError(f"suite {args.suite!r} does not exist: it is not in {config_name(args)} and no run of it "
                           f"is stored; configured suites: {', '.join(sorted(config.suites))}")
     rows = [("started", "status", "accepted", "commit", "run")]
-    rows += [(run.started_at.isoformat(timespec="seconds") if run.started_at else "-", run.status.value,
+    rows += [(run.started_at.isoformat(timespec="seconds") if run.started_at else "-",
+              shown_run_status(run.status, shards.get(run.run_key, ())),
               "accepted" if run.accepted else "", run.sha[:12], run.run_key) for run in runs]
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for r in rows:
@@ -257,11 +280,51 @@ def cmd_airflow_pools(args: argparse.Namespace) -> int:
 
 
 def _backend(args: argparse.Namespace) -> DeviceBackend:
-    from zlops.backends import get_backend
+    from zlops.backends import get_backend, get_spec
 
     if not (args.backend or os.environ.get("ZL_BACKEND")):
         raise ConfigError("no backend named: pass --backend NAME or set ZL_BACKEND")
+    try:
+        get_spec(args.backend or os.environ["ZL_BACKEND"])
+    except BackendUnavailable as exc:  # a name that is no backend is a usage error; a missing tool is not
+        raise ConfigError(str(exc)) from None
     return get_backend(args.backend)
+
+
+def _commit_sha(text: str) -> str:
+    """``--sha``: the one SHA rule (:data:`zlops.gitops.COMMIT_SHA_PATTERN`, the trigger form's); a bad
+    value is a usage error (exit 2) before anything runs."""
+    from zlops.gitops import check_commit_sha
+
+    try:
+        return check_commit_sha(text, what="--sha")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--sha: ")) from None
+
+
+def _run_label(text: str) -> str:
+    from zlops.steps.context import run_label_problem
+
+    problem = run_label_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def positive(kind: type[int] | type[float], *, zero: bool = False):
+    """An argparse type: a number of ``kind`` above 0 (or at least 0 with ``zero``)."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < 0 or (value == 0 and not zero) or value != value:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what} {'>= 0' if zero else '> 0'}, got {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
 
 
 def _device_list(text: str) -> list[int]:
@@ -443,11 +506,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="create the demo upstream and run a week of nightlies over it")
-    d.add_argument("--home", default="zlops-demo", help="demo home (default: ./zlops-demo)")
-    d.add_argument("--rounds", type=int, default=None, help="samples per benchmark process (default: 10 paired, "
-                   "5 nightly)")
-    d.add_argument("--workers", type=int, default=None, help="fresh benchmark processes per run (default: 1 paired, "
-                   "5 nightly)")
+    d.add_argument("--home", default=DEMO_HOME, help=f"demo home (default: ./{DEMO_HOME})")
+    d.add_argument("--rounds", type=positive(int), default=None, help="samples per benchmark process (default: 5)")
+    d.add_argument("--workers", type=positive(int), default=None, help="fresh benchmark processes per run "
+                   "(default: 1 paired, 5 nightly)")
     d.add_argument("--measure", choices=("paired", "nightly"), default="paired",
                    help="paired (default): each night measures its commit and its baseline commit in interleaved "
                         "fresh processes, so a shared host's load cancels (about twice the processes); nightly: "
@@ -465,11 +527,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     n = sub.add_parser("nightly", help="run the nightly for one or every suite of a config")
-    n.add_argument("--config", help="zlops.yaml (default: $ZLOPS_CONFIG)")
+    n.add_argument("--config", help=CONFIG_HELP)
     n.add_argument("--suite", help="only this suite")
-    n.add_argument("--sha", help="measure this commit instead of the branch head")
-    n.add_argument("--run-id", help="run label; re-using one re-runs that run without duplicating rows, "
-                                    "ingesting the shards it already measured from their artifacts")
+    n.add_argument("--sha", type=_commit_sha, help="measure this commit instead of the branch head (7 to 64 "
+                                                  "lower-case hex characters)")
+    n.add_argument("--run-id", type=_run_label,
+                   help="run label; re-using one re-runs that run without duplicating rows, "
+                        "ingesting the shards it already measured from their artifacts")
     n.add_argument("--replace", action="store_true",
                    help="re-measure a completed, accepted run (--run-id) and replace its results; "
                         "without it such a re-run is refused")
@@ -486,23 +550,23 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("config", help="configuration tools")
     csub = c.add_subparsers(dest="config_command", required=True)
     cc = csub.add_parser("check", help="validate a config file")
-    cc.add_argument("config", nargs="?", help="zlops.yaml (default: $ZLOPS_CONFIG)")
+    cc.add_argument("config", nargs="?", help=CONFIG_HELP)
     cc.set_defaults(func=cmd_config_check)
 
     db = sub.add_parser("db", help="database tools")
     dbsub = db.add_subparsers(dest="db_command", required=True)
     up = dbsub.add_parser("upgrade", help="migrate the store to the latest schema")
-    up.add_argument("--config")
+    up.add_argument("--config", help=CONFIG_HELP)
     up.set_defaults(func=cmd_db_upgrade)
 
     r = sub.add_parser("runs", help="list stored runs, newest first")
-    r.add_argument("--config")
+    r.add_argument("--config", help=CONFIG_HELP)
     r.add_argument("--suite")
-    r.add_argument("--limit", type=int, default=20)
+    r.add_argument("--limit", type=positive(int), default=20)
     r.set_defaults(func=cmd_runs)
 
     cp = sub.add_parser("compare", help="compare a PR branch (or pull/N/head, or a SHA) with its merge-base on main")
-    cp.add_argument("--config")
+    cp.add_argument("--config", help=CONFIG_HELP)
     cp.add_argument("--suite", required=True)
     cp.add_argument("--ref", required=True, help="branch name, pull/N/head or commit SHA")
     cp.add_argument("--devices", type=_int_list, help="device indices (default: idle devices are picked)")
@@ -516,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("rescore", help="re-judge a stored run from its artifacts with today's parsers and "
                                         "criteria (the previous verdicts stay in the archive)")
     rs.add_argument("run_key")
-    rs.add_argument("--config")
+    rs.add_argument("--config", help=CONFIG_HELP)
     rs.add_argument("--show", action="store_true",
                     help="list the run's archived compare tables (when, why, verdict counts); changes nothing")
     rs.set_defaults(func=cmd_rescore)
@@ -524,13 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-render the report of a stored run from what was stored at it, into a new "
                                         "rerender-<n>/ folder (the original artifacts, alerts and Slack are untouched)")
     rep.add_argument("run_key")
-    rep.add_argument("--config")
+    rep.add_argument("--config", help=CONFIG_HELP)
     rep.set_defaults(func=cmd_report)
 
     af = sub.add_parser("airflow", help="Airflow helpers")
     afsub = af.add_subparsers(dest="airflow_command", required=True)
     sp = afsub.add_parser("sync-pools", help="create one Airflow pool (1 slot) per configured device")
-    sp.add_argument("--config")
+    sp.add_argument("--config", help=CONFIG_HELP)
     sp.add_argument("--dry-run", action="store_true", help="print the pools instead of creating them")
     sp.set_defaults(func=cmd_airflow_pools)
 
@@ -543,8 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--backend", help="cuda, musa, ascend, rocm, cpu or an alias (default: $ZL_BACKEND)")
     tm.add_argument("--devices", type=_device_list,
                     help="comma-separated indices (default: the backend's visibility variable, else every device)")
-    tm.add_argument("--interval-ms", type=int, default=1000, help="sampling interval (default 1000)")
-    tm.add_argument("--duration-s", type=float, default=10.0, help="how long to sample (default 10; Ctrl-C ends early)")
+    tm.add_argument("--interval-ms", type=positive(int), default=1000, help="sampling interval (default 1000)")
+    tm.add_argument("--duration-s", type=positive(float, zero=True), default=10.0,
+                    help="how long to sample (default 10; Ctrl-C ends early)")
     tm.add_argument("--out", default="telemetry.csv", help="CSV to write (default ./telemetry.csv)")
     tm.set_defaults(func=cmd_telemetry)
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from zlops import metrics
+from zlops.derived import follow_sources
 from zlops.identity import CaliberReport
 from zlops.judge import JUDGES
 from zlops.judging import JudgingSetup
@@ -133,6 +134,9 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
 
     A series whose baseline was measured on another caliber (``inputs.caliber``) is INCOMPARABLE,
     its ``!!! [caliber]`` lines in the note, unless mismatches are explicitly allowed.
+
+    A derived metric (FlagGems ``speedup``, ``tflops``, ``gbps``: :data:`zlops.metrics.DERIVED`) then takes
+    the verdict of the timing it comes from (:func:`zlops.derived.follow_sources`): one verdict per measurement.
     """
     extra = inputs or JudgeInputs()
     rows: list[Comparison] = []
@@ -165,7 +169,7 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         judgement = (Judgement(Verdict.FAILED, None, None, None, failure) if failure else
                      Judgement(Verdict.MISSING, None, None, None, "in the baseline but not produced tonight"))
         rows.append(Comparison(suite, pool, case, metric, base.unit, lower, base, None, judgement))
-    return rows
+    return follow_sources(rows)
 
 
 def summarize(run_key: str, suite: str, sha: str, comparisons: Sequence[Comparison]) -> CompareSummary:

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from zlops.config_path import DEFAULT_HOME
 from zlops.contention import DEFAULT_CONTENTION_WAIT_S, DEFAULT_MAX_FOREIGN_CPU_PCT, DEFAULT_MAX_STEAL_PCT
 from zlops.errors import BackendUnavailable, ConfigError
 from zlops.model import Thresholds
@@ -583,7 +584,7 @@ class Config(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
                               serialize_by_alias=True)
 
-    home: Path = Field(default=Path("~/.zlops"), validate_default=True,
+    home: Path = Field(default=Path(DEFAULT_HOME), validate_default=True,
                        json_schema_extra={"accepts": "a folder path like ~/.zlops"})  # the default needs expanding too
     database: str | None = Field(default=None, description="SQLAlchemy URL; default sqlite under home")
     database_retry_s: float = Field(default=60, ge=0, description="how long transient database faults (a "
@@ -804,10 +805,40 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{p}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(yaml_problem(p, text, exc)) from None
     return parse_config(data, source=str(p))
+
+
+#: PyYAML contexts that name an opener never closed (a '[', '{' or quote): the mistake is where it
+#: opened, while PyYAML's problem mark is where it gave up looking, often past the end of the file
+_UNCLOSED = ("while parsing a flow", "while scanning a quoted scalar")
+
+
+def yaml_problem(path: Path, text: str, exc: yaml.YAMLError) -> str:
+    """``file:line: not valid YAML: problem`` and the line itself, for the line where the mistake is.
+
+    PyYAML reports where it noticed the problem (``problem_mark``) and, for a construct left open,
+    where that construct started (``context_mark``): an unclosed ``[`` is noticed at the next
+    ``key:`` or at the end of the file, so the line it opened on is the one to fix.
+    """
+    problem = str(getattr(exc, "problem", None) or exc).strip()
+    mark = getattr(exc, "problem_mark", None)
+    context = str(getattr(exc, "context", None) or "")
+    opened = getattr(exc, "context_mark", None)
+    lines = text.splitlines()
+    if opened is not None and context.startswith(_UNCLOSED) and (mark is None or mark.line > opened.line):
+        noticed = "the end of the file" if mark is None or mark.line >= len(lines) else f"line {mark.line + 1}"
+        row = lines[opened.line] if opened.line < len(lines) else ""
+        opener = row[opened.column] if opened.column < len(row) else "bracket"
+        problem = f"the {opener!r} opened here is never closed ({problem}, at {noticed})"
+        mark = opened
+    if mark is None:
+        return f"{path}: not valid YAML: {problem}"
+    line = min(mark.line, max(len(lines) - 1, 0))
+    shown = lines[line] if lines else ""
+    caret = " " * (mark.column if mark.line == line else len(shown)) + "^"
+    gutter = " " * len(str(line + 1))
+    return f"{path}:{line + 1}: not valid YAML: {problem}\n  {line + 1} | {shown}\n  {gutter} | {caret}"
 
 
 def config_from_env(default: str | None = None) -> Config:

@@ -14,6 +14,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from zlops.config_path import CONFIG_HELP
+
 
 def _until(text: str | None) -> datetime | None:
     if not text:
@@ -68,7 +70,7 @@ def add_digest_parser(sub: Any) -> None:
     """Register ``zlops digest`` on the top-level subparsers."""
     d = sub.add_parser("digest", help="the trust ledger of the last days (alerts, triage time, precision, "
                                       "measurable share), posted to Slack through the outbox")
-    d.add_argument("--config")
+    d.add_argument("--config", help=CONFIG_HELP)
     d.add_argument("--suite", help="one suite (default: all)")
     d.add_argument("--days", type=int, default=7, help="the window, in days before --until (default 7)")
     d.add_argument("--until", type=_until, help="the window's end (ISO; default now, UTC)")

@@ -15,12 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zlops import proc
-from zlops.errors import GitError, ProcessError
+from zlops.errors import ConfigError, GitError, ProcessError
 
 log = logging.getLogger(__name__)
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-_SHORT_SHA_RE = re.compile(r"^[0-9a-fA-F]{4,64}$")
+#: THE rule for a commit a person names (``zlops nightly --sha``, the nightly DAGs' trigger form, a PR
+#: compare's ref): a full or short SHA, 7 to 64 lower-case hex characters. Its regex body, its
+#: JSON-schema pattern (the trigger form's), and the words every refusal uses.
+COMMIT_SHA = "[0-9a-f]{7,64}"
+COMMIT_SHA_PATTERN = f"^{COMMIT_SHA}$"
+COMMIT_SHA_ACCEPTS = "a full or short commit SHA: 7 to 64 lower-case hex characters like 1a2b3c4"
+_COMMIT_SHA_RE = re.compile(COMMIT_SHA)  # fullmatch: `$` would also take a trailing newline
 _BRANCH_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.])$")
 FETCH_TIMEOUT_S = 900.0
 GIT_TIMEOUT_S = 300.0
@@ -130,7 +136,16 @@ def resolve(mirror: Mirror, rev: str) -> str:
 
 
 def looks_like_sha(rev: str) -> bool:
-    return bool(_SHORT_SHA_RE.match(rev))
+    """Whether ``rev`` is a commit SHA by :data:`COMMIT_SHA_PATTERN` (7 to 64 lower-case hex characters)."""
+    return isinstance(rev, str) and _COMMIT_SHA_RE.fullmatch(rev) is not None
+
+
+def check_commit_sha(text: str, *, what: str = "sha") -> str:
+    """``text`` when it is a commit SHA by :data:`COMMIT_SHA_PATTERN`, else ConfigError (a usage error:
+    exit 2) naming ``what`` and what it accepts."""
+    if not looks_like_sha(text):
+        raise ConfigError(f"{what}: expected {COMMIT_SHA_ACCEPTS}, got {text!r}")
+    return text
 
 
 def ancestors(mirror: Mirror, sha: str, *, max_count: int) -> list[str]:

@@ -199,6 +199,58 @@ def _factor_text(scale: float) -> str:
     return f"{scale:g}"
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A metric computed from another metric of the same case and measurement, declared as data.
+
+    ``metric`` (say FlagGems ``speedup`` = ``latency_base / latency``, ``tflops`` = FLOPs / ``latency``)
+    is a function of ``source`` (the timing it comes from): ``metric`` moves as ``source ** power`` when
+    nothing else moves (``power`` -1 for a rate or a speedup, +1 for a time). It gets the verdict of its
+    source and the same change as a ratio (:mod:`zlops.derived`), and opens no alert of its own. A
+    reference implementation's own timing (FlagGems ``latency_base``) is not derived: it is its own series.
+    """
+
+    metric: str
+    source: str
+    power: int
+    formula: str
+
+    def __post_init__(self) -> None:
+        if self.power not in (-1, 1):
+            raise ValueError(f"Derived.power: expected -1 or 1, got {self.power!r}")
+        if not self.metric or not self.source or self.metric == self.source:
+            raise ValueError(f"Derived: a metric and a different source, got {self.metric!r} <- {self.source!r}")
+
+
+#: Derived metrics by name, in the order the docs list them (docs/formats.md "Derived metrics"). A rule
+#: applies to a case only where the case has the source series too (same pool); otherwise the metric is
+#: judged on its own. Google Benchmark's rates are not here: they divide by the CPU or the real time
+#: depending on how the benchmark was registered, which its JSON does not say.
+DERIVED: tuple[Derived, ...] = (
+    Derived("speedup", "latency", -1, "latency_base / latency (FlagGems); torch's time is its own series"),
+    Derived("tflops", "latency", -1, "FLOPs / latency (FlagGems)"),
+    Derived("gbps", "latency", -1, "bytes / latency (FlagGems)"),
+    Derived("gbps_base", "latency_base", -1, "bytes / latency_base (FlagGems, the torch side)"),
+    Derived("bw_execute", "execute_s", -1, "bytes / execute time (collectives)"),
+)
+_DERIVED: dict[str, Derived] = {d.metric: d for d in DERIVED}
+if len(_DERIVED) != len(DERIVED) or any(d.source in _DERIVED for d in DERIVED):
+    raise ValueError("metric registry: a derived metric is declared twice, or derived from a derived one")
+
+
+def derived_from(metric: str) -> Derived | None:
+    """The declaration of ``metric`` when it is derived from another metric of its case, else None."""
+    return _DERIVED.get(metric)
+
+
+def derived_table_markdown() -> str:
+    """The derived-metrics table of ``docs/formats.md``, rendered from :data:`DERIVED`."""
+    lines = ["| metric | follows | moves as | computed as |", "|---|---|---|---|"]
+    for d in DERIVED:
+        lines.append(f"| `{d.metric}` | `{d.source}` | {'1 / ' if d.power < 0 else ''}`{d.source}` | {d.formula} |")
+    return "\n".join(lines) + "\n"
+
+
 def units_table_markdown() -> str:
     """The units table of ``docs/formats.md``, rendered from the registry (a test keeps them equal)."""
     lines = ["| unit | aliases | meaning | kind | converts to | direction |",

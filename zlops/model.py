@@ -179,7 +179,8 @@ class Figures:
     change (raw direction) when an A/B produced one; ``threshold_pct`` the line the judge applied;
     ``noise_pct`` the series' noise (sigma, % of the value); ``modes`` the levels of a multi-modal
     series (ascending), ``runs_base``/``runs_head`` the per-run values of an A/B (evidence kept
-    for the noise model and the pages).
+    for the noise model and the pages). ``follows`` names the metric whose verdict this one follows
+    (a derived metric of the same case: :mod:`zlops.derived`); empty for a series judged on its own.
     """
 
     reference: float
@@ -195,6 +196,7 @@ class Figures:
     modes: tuple[float, ...] = ()
     runs_base: tuple[float, ...] = ()
     runs_head: tuple[float, ...] = ()
+    follows: str = ""
 
     def __post_init__(self) -> None:
         for name in ("reference", "value"):
@@ -229,7 +231,8 @@ class Figures:
                 "value_label": self.value_label, "lower_is_better": self.lower_is_better, "unit": self.unit,
                 "ci_pct": None if self.ci_pct is None else list(self.ci_pct), "threshold_pct": self.threshold_pct,
                 "noise_pct": self.noise_pct, "p_value": self.p_value, "modes": list(self.modes),
-                "runs_base": list(self.runs_base), "runs_head": list(self.runs_head)}
+                "runs_base": list(self.runs_base), "runs_head": list(self.runs_head),
+                **({"follows": self.follows} if self.follows else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Figures | None:
@@ -242,7 +245,8 @@ class Figures:
                    ci_pct=None if ci is None else (float(ci[0]), float(ci[1])),
                    threshold_pct=data.get("threshold_pct"), noise_pct=data.get("noise_pct"),
                    p_value=data.get("p_value"), modes=tuple(data.get("modes") or ()),
-                   runs_base=tuple(data.get("runs_base") or ()), runs_head=tuple(data.get("runs_head") or ()))
+                   runs_base=tuple(data.get("runs_base") or ()), runs_head=tuple(data.get("runs_head") or ()),
+                   follows=str(data.get("follows") or ""))
 
 
 @dataclass(frozen=True)
@@ -377,6 +381,13 @@ class Comparison:
     def verdict(self) -> Verdict:
         return self.judgement.verdict
 
+    @property
+    def follows(self) -> str:
+        """The metric whose verdict this row follows (a derived metric: :mod:`zlops.derived`), else ``""``.
+
+        Such a row opens no alert and is not A/B'd on its own: its source is."""
+        return self.judgement.figures.follows if self.judgement.figures is not None else ""
+
 
 @dataclass(frozen=True)
 class CompareSummary:
@@ -404,17 +415,41 @@ class CompareSummary:
     def regressed(self) -> int:
         return self.count(Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE)
 
+    @cached_property
+    def case_counts(self) -> tuple[int, int, int]:
+        """(cases judged, cases improved, cases regressed): a case (its name, over pools) is judged when one of
+        its series is, regressed when one of its series is flagged, improved when one improved and none is
+        flagged. A FlagGems case has up to six series (latency, speedup, TFLOPS ...): people count cases."""
+        judged: set[str] = set()
+        improved: set[str] = set()
+        regressed: set[str] = set()
+        for c in self.comparisons:
+            v = c.judgement.verdict
+            if v in NOT_JUDGED:
+                continue
+            judged.add(c.case)
+            if v.flagged:
+                regressed.add(c.case)
+            elif v is Verdict.IMPROVED:
+                improved.add(c.case)
+        return len(judged), len(improved - regressed), len(regressed)
+
     def overall_line(self) -> str:
         """``Overall: 1 of 40 cases improved, 2 regressed`` plus what is still open or not judged, so a night
-        with suspects or gaps never reads as a plain "0 regressed"."""
-        improved = self.count(Verdict.IMPROVED)
-        line = f"Overall: {improved} of {self.judged} cases improved, {self.regressed} regressed"
+        with suspects or gaps never reads as a plain "0 regressed". Cases are case names (:attr:`case_counts`);
+        where a case has several series the series judged are said too, and the open or not-judged counts
+        are of series."""
+        cases, improved, regressed = self.case_counts
+        line = f"Overall: {improved} of {cases} cases improved, {regressed} regressed"
+        several = self.judged != cases or len({c.case for c in self.comparisons}) != len(self.comparisons)
+        if several:
+            line += f" ({self.judged} series judged)"
         extra = [f"{n} {label}" for n, label in (
             (self.count(Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED), "awaiting confirmation"),
             (self.count(Verdict.UNMEASURABLE), "unmeasurable"), (self.count(Verdict.INVALID), "invalid"),
             (self.count(Verdict.INCOMPARABLE), "incomparable (caliber)"), (self.count(Verdict.FAILED), "failed"))
             if n]
-        return line + (f"; {', '.join(extra)}" if extra else "")
+        return line + (f"; {'series ' if several else ''}{', '.join(extra)}" if extra else "")
 
     def counts_text(self) -> str:
         """Every verdict the night holds, by weight: what a notification preview must say (issue 12)."""
@@ -426,6 +461,24 @@ class CompareSummary:
         shown = [f"{self.count(v)} {label}" for v, label in parts
                  if self.count(v) or v in (Verdict.SEVERE, Verdict.REGRESSION, Verdict.POTENTIAL, Verdict.IMPROVED)]
         return f"{', '.join(shown)} of {self.judged} judged"
+
+
+def class_bounds(judge: str, potential_pct: float, regression_pct: float, *, long: bool = False) -> dict[Verdict, str]:
+    """What the flagged and improved classes mean under ``judge`` and its thresholds: the one place every
+    count line (``confirmed, >2%``) and, with ``long``, every section title (``confirmed, worse by more than
+    2%``) takes them from.
+
+    The simple judge: potential beyond ``potential_pct``, regression beyond ``regression_pct``. The noise
+    judge: a regression is a *confirmed* change beyond ``potential_pct`` (and beyond the series' own noise
+    threshold), severe beyond ``regression_pct``; it has no potential class.
+    """
+    def words(pct: float, way: str = "worse") -> str:
+        return f"{way} by more than {pct:g}%" if long else f">{pct:g}%" + ("" if way == "worse" else f" {way}")
+
+    confirmed = "confirmed, " if judge == "noise" else ""
+    regression = potential_pct if judge == "noise" else regression_pct
+    return {Verdict.SEVERE: confirmed + words(regression_pct), Verdict.REGRESSION: confirmed + words(regression),
+            Verdict.POTENTIAL: words(potential_pct), Verdict.IMPROVED: confirmed + words(potential_pct, "better")}
 
 
 #: verdicts that are not a judgement of the code: no baseline, no data, a coverage gap, another caliber
@@ -445,6 +498,15 @@ class RunStatus(str, Enum):
     DONE = "done"            # every step ran; individual shards may still have failed
     FAILED = "failed"        # the run could not complete (fetch/env failed, or no shard produced data)
     INTERRUPTED = "interrupted"  # zlops was stopped (signal) or died mid-run; its artifacts are kept
+
+
+def shown_run_status(status: RunStatus, shards: Sequence[ShardStatus]) -> str:
+    """The word ``zlops runs`` prints for a run: its status, except that a run that failed because every
+    shard was measured beside a busy host (all INVALID: the contention gate) is ``invalid``, not ``failed``:
+    nothing broke, the night could not be measured."""
+    if status is RunStatus.FAILED and shards and all(s is ShardStatus.INVALID for s in shards):
+        return ShardStatus.INVALID.value
+    return status.value
 
 
 @dataclass(frozen=True)

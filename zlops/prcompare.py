@@ -35,6 +35,7 @@ from typing import Any
 from zlops import __version__, gitops, judging
 from zlops.compare import JudgeInputs, build_comparisons
 from zlops.config import Config
+from zlops.derived import follow_sources
 from zlops.errors import ConfigError, GitError, ZlopsError
 from zlops.evidence import series_histories
 from zlops.identity import IDENTITY_FILE, CaliberReport, check_caliber, read_identity
@@ -51,9 +52,9 @@ log = logging.getLogger(__name__)
 
 PARAM_KEYS = ("suite", "ref", "devices", "rounds", "variants", "pairs", "pool")
 _PULL_RE = re.compile(r"^pull/[1-9][0-9]{0,8}/head$")
-_SHA_RE = re.compile(r"^[0-9a-f]{7,64}$")
+_SHA_RE = re.compile(gitops.COMMIT_SHA_PATTERN)
 #: the trigger form's pattern (Airflow validates it first; validate_ref checks again, then git does)
-REF_PATTERN = (r"^(?:pull/[1-9][0-9]{0,8}/head|[0-9a-f]{7,64}|"
+REF_PATTERN = (rf"^(?:pull/[1-9][0-9]{{0,8}}/head|{gitops.COMMIT_SHA}|"
                r"(?!-)(?!.*\.\.)(?!.*@\{)(?!.*//)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.]))$")
 MAX_ROUNDS = 1000
 MAX_PAIRS = 20
@@ -461,12 +462,13 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
             from zlops.paired import judge_from_runs
 
             medians_b, medians_h = base.medians[variant], head.medians[variant]
-            rows = judge_from_runs(config, rows, {k: (medians_b[k], medians_h[k]) for k in medians_b if k in medians_h},
-                                   potential_pct=setup.thresholds.potential_pct,
-                                   regression_pct=setup.thresholds.regression_pct,
-                                   base_label=f"merge-base {(plan.base_sha or '')[:7]}")
+            rows = follow_sources(judge_from_runs(
+                config, rows, {k: (medians_b[k], medians_h[k]) for k in medians_b if k in medians_h},
+                potential_pct=setup.thresholds.potential_pct, regression_pct=setup.thresholds.regression_pct,
+                base_label=f"merge-base {(plan.base_sha or '')[:7]}"))
         elif noise and plan.same_device:
-            rows = _confirm_with_pairs(rows, base.medians[variant], head.medians[variant], setup.policy)
+            rows = follow_sources(_confirm_with_pairs(rows, base.medians[variant], head.medians[variant],
+                                                      setup.policy))
         out[variant] = rows
     all_rows = [c for rows in out.values() for c in rows]
     if save:

@@ -187,7 +187,9 @@ def _with_stored_ab(config: Config, meta: Mapping[str, Any], summary: CompareSum
                                                      lower_is_better=c.lower_is_better, policy=policy,
                                                      base_label=label))
         rows.append(c)
-    return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(rows))
+    from zlops.derived import follow_sources
+
+    return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(follow_sources(rows)))
 
 
 def _results_path(outcome: ShardOutcome) -> Path | None:
@@ -217,7 +219,7 @@ class Revision:
 
 def revisions(config: Config, run_key: str) -> list[Revision]:
     """The archived compare tables of ``run_key``, oldest first, with their verdict counts."""
-    store = open_store(config)
+    store = open_store(config, read_only=True)
     if store.get_run(run_key) is None:
         raise ZlopsError(f"unknown run {run_key!r}; list runs with `zlops runs`")
     return [Revision(rev, when, reason, _counts(rows))

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zlops import scaling
-from zlops.alerts import commit_range, op_family
-from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict
+from zlops.alerts import op_family, series_ranges
+from zlops.model import CompareSummary, Comparison, RunRecord, ShardOutcome, ShardStatus, Verdict, class_bounds
 from zlops.report import cells
 from zlops.report.table import caliber_lines
 
@@ -40,6 +40,8 @@ class AlertDigest:
     lines: Sequence[str] = ()
     counts: Mapping[str, int] = field(default_factory=dict)
     still_open: int = 0
+    #: per series, the commit range of its alert where the change was first seen (zlops.alerts.series_ranges)
+    ranges: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,12 @@ def slack_summary_payload(
     figures: Mapping[tuple[str, str, str], str] | None = None,
     alerts: AlertDigest | None = None,
     expected_pools: Sequence[str] | None = None,
+    previous_sha: str | None = None,
 ) -> dict[str, Any]:
     """The channel message of :func:`slack_summary_messages` (pure)."""
     return slack_summary_messages(summary, run=run, shards=shards, channel=channel, report_path=report_path,
                                   thresholds=thresholds, judge=judge, figures=figures, alerts=alerts,
-                                  expected_pools=expected_pools).main
+                                  expected_pools=expected_pools, previous_sha=previous_sha).main
 
 
 def slack_summary_messages(
@@ -86,6 +89,7 @@ def slack_summary_messages(
     figures: Mapping[tuple[str, str, str], str] | None = None,
     alerts: AlertDigest | None = None,
     expected_pools: Sequence[str] | None = None,
+    previous_sha: str | None = None,
 ) -> SummaryMessages:
     """Render one run's Slack summary (pure): ``chat.postMessage`` arguments for the channel and thread.
 
@@ -96,8 +100,13 @@ def slack_summary_messages(
     Slack permalink, else the artifact path). Nothing is dropped: every series of a group with more
     goes into the thread, and so do blocks past Slack's 50-block limit (the caller attaches the
     full report there too, see :attr:`SummaryMessages.overflowed`).
+
+    A series' commit range is :func:`zlops.alerts.series_ranges`' (its alert's where the change was first
+    seen, else its baseline's commit, or ``previous_sha`` when that is tonight's own); the classes are
+    named by :func:`zlops.model.class_bounds` of ``judge`` and ``thresholds``.
     """
     potential_pct, regression_pct = thresholds
+    bounds = class_bounds(judge, potential_pct, regression_pct)
     figures = figures or {}
     alerts = alerts or AlertDigest()
     head = cells.short_sha(run.sha)
@@ -115,10 +124,12 @@ def slack_summary_messages(
         _section(f"Run `{_esc(run.run_key)}` on `{_esc(run.branch)}` · {pools_text} · shards: {shard_text}"),
         _section(
             f"*{summary.overall_line()}*\n"
-            + (f":rotating_light: {counts[Verdict.SEVERE]} severe · " if counts[Verdict.SEVERE] else "")
-            + f":red_circle: {counts[Verdict.REGRESSION]} regressions (>{regression_pct:g}%) · "
-            f":large_orange_circle: {counts[Verdict.POTENTIAL]} potential (>{potential_pct:g}%) · "
-            f":large_green_circle: {counts[Verdict.IMPROVED]} improved · "
+            + (f":rotating_light: {counts[Verdict.SEVERE]} severe ({bounds[Verdict.SEVERE]}) · "
+               if counts[Verdict.SEVERE] else "")
+            + f":red_circle: {counts[Verdict.REGRESSION]} regressions ({bounds[Verdict.REGRESSION]}) · "
+            + (f":large_orange_circle: {counts[Verdict.POTENTIAL]} potential ({bounds[Verdict.POTENTIAL]}) · "
+               if judge != "noise" or counts[Verdict.POTENTIAL] else "")
+            + f":large_green_circle: {counts[Verdict.IMPROVED]} improved · "
             f"{counts[Verdict.UNCHANGED]} unchanged · {counts[Verdict.NEW]} new · "
             f"{counts[Verdict.MISSING]} missing"
             + (f" · {counts[Verdict.SUSPECT]} suspect (unconfirmed)" if counts[Verdict.SUSPECT] else "")
@@ -136,14 +147,13 @@ def slack_summary_messages(
         top += _list_blocks(title, list(alerts.lines))
 
     by = _by_verdict(summary.comparisons)
-    regression_title = (f":red_circle: *Regressions* (confirmed, worse by more than {potential_pct:g}%)"
-                        if judge == "noise" else f":red_circle: *Regressions* (worse by more than {regression_pct:g}%)")
+    ranges = series_ranges(summary.comparisons, run.sha, previous_sha=previous_sha, alerts=alerts.ranges)
+    titles = class_bounds(judge, potential_pct, regression_pct, long=True)
     grouped = [
-        (f":rotating_light: *Severe regressions* (confirmed, worse by more than {regression_pct:g}%)",
-         by[Verdict.SEVERE], "worse"),
-        (regression_title, by[Verdict.REGRESSION], "worse"),
-        (f":large_orange_circle: *Potential regressions* (worse by more than {potential_pct:g}%)",
-         by[Verdict.POTENTIAL], "worse"),
+        (f":rotating_light: *Severe regressions* ({titles[Verdict.SEVERE]})", by[Verdict.SEVERE], "worse"),
+        (f":red_circle: *Regressions* ({titles[Verdict.REGRESSION]})", by[Verdict.REGRESSION], "worse"),
+        (f":large_orange_circle: *Potential regressions* ({titles[Verdict.POTENTIAL]})", by[Verdict.POTENTIAL],
+         "worse"),
         (":hourglass: *Suspects* (beyond the threshold tonight, awaiting confirmation; nobody is alerted)",
          by[Verdict.SUSPECT], "worse"),
         (":hourglass: *Suspect improvements* (better beyond the threshold, awaiting confirmation like a regression)",
@@ -155,17 +165,17 @@ def slack_summary_messages(
     for title, rows, word in grouped:
         if not rows:
             continue
-        shown, hidden = _group_lines(rows, run.sha, word, figures, alerts.marks)
+        shown, hidden = _group_lines(rows, ranges, word, figures, alerts.marks)
         body += _list_blocks(title, shown)
         if hidden:
             details += _list_blocks(f"{title} — every series", hidden)
     failures = [_shard_line(s) for s in sorted(bad, key=lambda s: (s.pool, s.device))]
-    failures += _count_lines(by[Verdict.FAILED], run.sha, "failed tonight")
+    failures += _count_lines(by[Verdict.FAILED], ranges, "failed tonight")
     if failures:
         body += _list_blocks(":x: *Failures*", failures)
     if by[Verdict.MISSING]:
         body += _list_blocks(":grey_question: *Missing tonight* (in the baseline, no value tonight)",
-                             _count_lines(by[Verdict.MISSING], run.sha, "missing"))
+                             _count_lines(by[Verdict.MISSING], ranges, "missing"))
     gaps = sorted(by[Verdict.INVALID] + by[Verdict.UNMEASURABLE] + by[Verdict.INCOMPARABLE],
                   key=lambda c: (c.pool, c.verdict.value, c.case, c.metric))
     if gaps:
@@ -215,29 +225,29 @@ def _worse(c: Comparison) -> float:
     return c.judgement.worse_pct if c.judgement.worse_pct is not None else 0.0
 
 
-def _group_key(c: Comparison, head_sha: str) -> tuple[str, str, str]:
-    return (commit_range(c.base.sha if c.base else None, head_sha), op_family(c.case), c.pool)
+def _group_key(c: Comparison, ranges: Mapping[tuple[str, str, str], str]) -> tuple[str, str, str]:
+    return (ranges[(c.pool, c.case, c.metric)], op_family(c.case), c.pool)
 
 
-def _grouped(rows: Sequence[Comparison], head_sha: str, word: str) -> list[tuple[tuple[str, str, str],
-                                                                                 list[Comparison]]]:
+def _grouped(rows: Sequence[Comparison], ranges: Mapping[tuple[str, str, str], str],
+             word: str) -> list[tuple[tuple[str, str, str], list[Comparison]]]:
     """Groups, largest change first; within a group the largest change first."""
     sign = 1.0 if word == "worse" else -1.0
     groups: dict[tuple[str, str, str], list[Comparison]] = {}
     for c in rows:
-        groups.setdefault(_group_key(c, head_sha), []).append(c)
+        groups.setdefault(_group_key(c, ranges), []).append(c)
     for members in groups.values():
         members.sort(key=lambda c: (-sign * _worse(c), c.case, c.metric))
     return sorted(groups.items(), key=lambda kv: (-sign * _worse(kv[1][0]), kv[0][2], kv[0][1], kv[0][0]))
 
 
-def _group_lines(rows: Sequence[Comparison], head_sha: str, word: str,
+def _group_lines(rows: Sequence[Comparison], ranges: Mapping[tuple[str, str, str], str], word: str,
                  figures: Mapping[tuple[str, str, str], str],
                  marks: Mapping[tuple[str, str, str], str]) -> tuple[list[str], list[str]]:
     """(lines for the channel message, every line of the groups that had more than fit there)."""
     shown: list[str] = []
     hidden: list[str] = []
-    for (span, family, pool), members in _grouped(rows, head_sha, word):
+    for (span, family, pool), members in _grouped(rows, ranges, word):
         amounts = sorted(abs(_worse(c)) for c in members)
         spread = (f"{amounts[0]:.1f}%" if len(amounts) == 1 or f"{amounts[0]:.1f}" == f"{amounts[-1]:.1f}"
                   else f"{amounts[0]:.1f}–{amounts[-1]:.1f}%")
@@ -273,11 +283,11 @@ def _series_line(c: Comparison, figures: Mapping[tuple[str, str, str], str],
     return _truncate(text, max(60, MAX_LINE_CHARS - len(fig))) + fig
 
 
-def _count_lines(rows: Sequence[Comparison], head_sha: str, what: str) -> list[str]:
+def _count_lines(rows: Sequence[Comparison], ranges: Mapping[tuple[str, str, str], str], what: str) -> list[str]:
     """Series that have no change to show (failed, missing), grouped: a count and the first names."""
     out = []
     for (_span, family, pool), members in sorted(
-            ((k, v) for k, v in _grouped(rows, head_sha, "worse")), key=lambda kv: (kv[0][2], kv[0][1])):
+            ((k, v) for k, v in _grouped(rows, ranges, "worse")), key=lambda kv: (kv[0][2], kv[0][1])):
         names = ", ".join(f"`{_esc(c.case)}` ({_esc(c.metric)})" for c in members[:3])
         more = f" and {len(members) - 3} more (see the report)" if len(members) > 3 else ""
         out.append(_truncate(f"• *{_esc(pool)}* · `{_esc(family)}`: {len(members)} {what}: {names}{more}",

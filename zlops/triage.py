@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from zlops.alerts import OPEN_STATES, Alert, AlertError, AlertState, clusters
+from zlops.alerts import ACTIONS, OPEN_STATES, Alert, AlertError, AlertState, clusters
 from zlops.model import Comparison
 from zlops.store import Store
 
-#: The verbs people use (``zlops alert <verb>``, the inbox's buttons) -> the state each sets.
-ACTIONS: Mapping[str, AlertState] = {"ack": AlertState.ACKED, "expected": AlertState.EXPECTED,
-                                     "false-positive": AlertState.FALSE_POSITIVE, "wontfix": AlertState.WONTFIX}
 #: Longest note kept with a change (it is shown in the Slack thread).
 MAX_NOTE_CHARS = 2000
 #: Longest actor name (the ``alert_events.actor`` column).

@@ -41,7 +41,7 @@ def test_compare_rows_flagged_ones_bold(summary: CompareSummary, run: RunRecord,
     assert "| conv2d | latency | - | 3.25 ms | - | - | new | - |" in lines
     assert "| attention | latency | 7 ms | - | - | - | MISSING | baseline 1111111 |" in lines
     assert lines.index("### cuda") < lines.index("### npu")
-    assert "**Overall: 1 of 5 cases improved, 2 regressed**" in lines
+    assert "**Overall: 1 of 4 cases improved, 2 regressed (5 series judged)**" in lines
 
 
 def test_flagged_section_links_plots_relative_to_artifacts_root(
@@ -59,8 +59,12 @@ def test_flagged_section_links_plots_relative_to_artifacts_root(
 def test_notes_state_the_thresholds(summary: CompareSummary, run: RunRecord,
                                     shards: list[ShardOutcome], tmp_path: Path) -> None:
     text = _report(summary, run, shards, tmp_path, thresholds=(3.0, 7.5))
-    assert "worse than the baseline by more than 3%" in text
+    assert "- Potential regression (flagged, `! potential`): worse by more than 3%." in text
     assert "worse by more than 7.5%." in text
+    # the noise judge's regression is a confirmed change beyond potential_pct, severe beyond regression_pct
+    noise = markdown_report(summary, run=run, shards=shards, thresholds=(3.0, 7.5), judge="noise")
+    assert "- Regression (`!! REGRESSION`): confirmed, worse by more than 3%" in noise
+    assert "- Severe (`!!! SEVERE`): confirmed, worse by more than 7.5%." in noise
 
 
 def test_absolute_paths_without_root_and_pipes_escaped(

@@ -32,7 +32,7 @@ Flagged:
   !! REGRESSION  npu / matmul_bf16 (latency): +29.66% (1240 us -> 1608 us; Base = baseline 1111111)
   ! potential    cuda / gemm (latency): +2.80% (12.5 ms -> 12.85 ms; Base = baseline 1111111)
 
-Overall: 1 of 5 cases improved, 2 regressed
+Overall: 1 of 4 cases improved, 2 regressed (5 series judged)
 """
 
 

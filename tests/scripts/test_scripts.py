@@ -112,3 +112,26 @@ def test_airflow_stop_refuses_a_pid_that_is_not_a_number(tmp_path: Path) -> None
     done = subprocess.run(["bash", str(REPO / "scripts" / "airflow-stop.sh"), "1;true"], capture_output=True,
                           text=True, timeout=30)
     assert done.returncode == 1 and "not a pid" in done.stderr
+
+
+def test_bootstrap_writes_the_byte_code_once_and_then_only_checks_it(tmp_path: Path) -> None:
+    """scripts/compile_bytecode.py (run by bootstrap.sh) re-imports nothing while every .pyc it wrote is fresh."""
+    import importlib.util
+    import py_compile
+
+    spec = importlib.util.spec_from_file_location("compile_bytecode", REPO / "scripts" / "compile_bytecode.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    source = tmp_path / "mod.py"
+    source.write_text("X = 1\n")
+    listing = tmp_path / "zlops-bytecode.txt"
+    assert script._fresh(listing) is None  # no last run
+    listing.write_text(f"{source}\n")
+    assert script._fresh(listing) is None  # no .pyc yet
+    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)))
+    assert script._fresh(listing) == 1
+    later = os.stat(importlib.util.cache_from_source(str(source))).st_mtime + 5
+    os.utime(source, (later, later))  # the source changed after its .pyc was written
+    assert script._fresh(listing) is None
+    assert "compile_bytecode.py" in (REPO / "scripts" / "bootstrap.sh").read_text()

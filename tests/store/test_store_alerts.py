@@ -161,3 +161,26 @@ def test_a_suite_with_more_open_alerts_than_a_page_counts_them_all(store: Store,
     assert digest.still_open == 520 and len(digest.marks) == 520
     assert len(store.alerts(suite="ops", states={AlertState.CONFIRMED})) == 500   # a page, as asked
     assert len(store.alerts(suite="ops", states={AlertState.CONFIRMED}, limit=None)) == 520
+
+
+def test_an_alert_measured_against_its_own_commit_keeps_the_real_range(store: Store, make) -> None:
+    """Issue 22: the second night of the same code has its baseline on tonight's commit; the alert's range
+    starts at the previous accepted commit, never ``x..x``; a new alert cleared as unmeasurable says why."""
+    store.upsert_run(make.run("n3", sha=3, day=3))
+    same = Comparison("ops", "npu", "softmax_8192", "time", "ms", True,
+                      BaselinePoint("n2", make.sha(3), "ms", 4.0, 1), Summary(4.4, 1),
+                      Judgement(Verdict.REGRESSION, 10.0, 10.0, 2.0))
+    with store.session() as s:
+        steps = plan_night([same], {}, band_pct=2.0)
+        (opened,) = store_alerts.apply_steps(s, "n3", "ops", steps, band_pct=2.0, previous_sha=make.sha(1))
+    assert opened.alert.commit_range == f"{make.sha(1)[:7]}..{make.sha(3)[:7]}"
+    store.upsert_run(make.run("n4", sha=4, day=4))
+    (watch,) = _night(store, "n4", [_cmp(Verdict.SUSPECT, 4.0, 4.4, case="gelu")])
+    store.upsert_run(make.run("n5", sha=5, day=5))
+    gone = _cmp(Verdict.UNMEASURABLE, 4.0, 4.3, case="gelu")
+    gone = Comparison(**{**gone.__dict__, "judgement": Judgement(Verdict.UNMEASURABLE, 7.5, 7.5, 2.0, "bimodal")})
+    (cleared,) = _night(store, "n5", [gone])
+    assert cleared.alert.id == watch.alert.id and cleared.alert.state is AlertState.CLEARED
+    assert store.alert_events(watch.alert.id)[-1]["note"] == (
+        "not confirmed by the judge (unmeasurable: bimodal): closed quietly")
+    assert _night(store, "n5", [gone]) == []   # a retry of the report step changes nothing

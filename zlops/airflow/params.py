@@ -20,7 +20,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-SHA_PATTERN = r"^[0-9a-f]{7,64}$"
+from zlops.gitops import COMMIT_SHA_ACCEPTS, COMMIT_SHA_PATTERN
+
+#: the trigger form's pattern: the one SHA rule of zlops.gitops (``zlops nightly --sha`` checks the same)
+SHA_PATTERN = COMMIT_SHA_PATTERN
 #: the DAG ids whose trigger refusals are rewritten
 DAG_PREFIX = "zlops_"
 
@@ -45,8 +48,7 @@ class ParamText:
 
 PARAMS: dict[str, ParamText] = {
     "sha": ParamText("Commit", "Measure this commit of the branch instead of its head.",
-                     "a full or short commit SHA: 7 to 64 lower-case hex characters like 1a2b3c4 "
-                     "(empty: the branch head)"),
+                     f"{COMMIT_SHA_ACCEPTS} (empty: the branch head)"),
     "promote": ParamText("Promote to baseline", "Accept this run as the baseline although its commit is older than "
                          "the current baseline, off the branch's first-parent line, or a caliber break (backfills, an "
                          "intended driver or timer change).", "true or false"),

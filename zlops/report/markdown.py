@@ -19,6 +19,7 @@ from zlops.model import (
     ShardOutcome,
     ShardStatus,
     Verdict,
+    class_bounds,
 )
 from zlops.partition import schedule_section
 from zlops.report import cells
@@ -42,6 +43,7 @@ def markdown_report(
     telemetry: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
     alerts: Sequence[str] = (),
     gang_busy: Mapping[tuple[str, int], float] | None = None,
+    judge: str = "simple",
 ) -> str:
     """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
 
@@ -50,7 +52,8 @@ def markdown_report(
 
     ``plots`` maps ``(pool, case, metric)`` to a trend plot file, shown under "Flagged";
     ``thresholds`` is ``(potential_pct, regression_pct)`` as the judge applied them, stated in the
-    notes so a reader knows what "flagged" meant tonight.
+    notes so a reader knows what "flagged" meant tonight, as ``judge`` meant it
+    (:func:`zlops.model.class_bounds`, the words of every rendering).
     """
     plots = plots or {}
     potential_pct, regression_pct = thresholds
@@ -87,11 +90,7 @@ def markdown_report(
     out += [
         "## Notes",
         "",
-        (f"- Potential regression (flagged, `! potential`): worse than the baseline by more than "
-         f"{potential_pct:g}%."),
-        f"- Regression (highlighted, `!! REGRESSION`): worse by more than {regression_pct:g}%.",
-        (f"- Improved: better by more than {potential_pct:g}%; anything within "
-         f"±{potential_pct:g}% is treated as noise."),
+        *class_notes(judge, potential_pct, regression_pct),
         ("- Change (%) is (HEAD - Base) / Base; whether a positive change is worse depends on the "
          "metric (lower is better for times, higher for throughput)."),
         ("- Base is what the verdict compared tonight with (its reference: the median of the last accepted "
@@ -300,3 +299,17 @@ def _duration(seconds: float | None) -> str:
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def class_notes(judge: str, potential_pct: float, regression_pct: float) -> list[str]:
+    """The report's notes on what each class meant tonight (:func:`zlops.model.class_bounds`)."""
+    words = class_bounds(judge, potential_pct, regression_pct, long=True)
+    if judge == "noise":
+        return [f"- Severe (`!!! SEVERE`): {words[Verdict.SEVERE]}.",
+                f"- Regression (`!! REGRESSION`): {words[Verdict.REGRESSION]} (and beyond the series' own noise).",
+                f"- Improved: {words[Verdict.IMPROVED]}; a change not yet confirmed is a suspect, nobody is alerted.",
+                ("- A derived metric (speedup, TFLOPS, GB/s, a campaign's efficiency or ratio) has the verdict of the "
+                 "timing it comes from, its change as a ratio of that timing's (docs/statistics.md).")]
+    return [f"- Potential regression (flagged, `! potential`): {words[Verdict.POTENTIAL]}.",
+            f"- Regression (highlighted, `!! REGRESSION`): {words[Verdict.REGRESSION]}.",
+            f"- Improved: {words[Verdict.IMPROVED]}; anything within ±{potential_pct:g}% is treated as noise."]

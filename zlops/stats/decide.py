@@ -584,11 +584,13 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
             return Decision(State.UNMEASURABLE, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
                             f"{base_modes.describe()} (A/B base runs, {base_modes.gap_pct:.0f}% apart): "
                             f"unmeasurable at {pol.potential_pct:g}%; suspect not confirmed: {ab.reason}")
-        # inconclusive: neither confirmed nor cleared. Never "unchanged": the nights' rules below may still
-        # confirm it; otherwise it stays a suspect, with the A/B's figures, carried to the next night
-        inconclusive = ab
-    else:
-        inconclusive = None
+        # inconclusive: neither confirmed nor cleared. Never "unchanged"; nor do the nights' rules confirm what
+        # a same-device A/B of this very change could not (real FlagGems exp 64x64 tflops: an inconclusive
+        # A/B, then "improved" by two nights of process levels). It stays a suspect, with the A/B's figures,
+        # carried to the next night
+        return Decision(night.state, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
+                        f"A/B inconclusive, still a {night.state.value.replace('_', ' ')}: {ab.reason} "
+                        f"(night: {night.reason})")
     if previous is not None and previous.worse_pct is not None and night.worse_pct is not None \
             and not (_calibrated(previous) and _calibrated(night)) and clear_step(previous, night, pol):
         if worse_side:
@@ -615,10 +617,6 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
                             **figures)
     second = previous is not None and previous.state is night.state
     calibrated = previous is not None and _calibrated(previous) and _calibrated(night)
-    if inconclusive is not None:
-        return Decision(night.state, inconclusive.change_pct, inconclusive.worse_pct, night.threshold_pct, None,
-                        f"A/B inconclusive, still a {night.state.value.replace('_', ' ')}: {inconclusive.reason} "
-                        f"(night: {night.reason})")
     return Decision(night.state, confirmed_by=None,
                     reason=f"{pending_text(second=second, calibrated=calibrated, policy=pol)}: {night.reason}",
                     **figures)

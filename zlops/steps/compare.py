@@ -66,12 +66,13 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
                                      head_summaries={(p.pool, p.case, p.metric): Summary(p.median, p.n)
                                                      for p in points})
         if any(ctx.config.measures_paired(p) for p in ctx.suite.pools):  # judged from tonight's pairs
+            from zlops.derived import follow_sources
             from zlops.paired import judge_rows
 
             run = store.get_run(ctx.run_key)
-            rows = judge_rows(ctx.config, run.meta if run is not None else {}, rows,
-                              potential_pct=setup.thresholds.potential_pct,
-                              regression_pct=setup.thresholds.regression_pct)
+            rows = follow_sources(judge_rows(ctx.config, run.meta if run is not None else {}, rows,
+                                             potential_pct=setup.thresholds.potential_pct,
+                                             regression_pct=setup.thresholds.regression_pct))
         rows = evidence.invalid_rows(ctx.suite_name, rows, results, invalid, head, baselines)
         rows = evidence.annotate_change_points(ctx, store, rows, window, setup)
         if save:

@@ -15,25 +15,49 @@ from pathlib import Path
 from zlops.config import Config, SuiteConfig
 from zlops.errors import ZlopsError
 from zlops.store import Store
+from zlops.store.engine import CONNECT_TIMEOUT_S
+
+#: A command that only reads (``zlops runs``, ``zlops alert list``...) answers within seconds when the
+#: database is down, instead of retrying for ``database_retry_s`` as a night does: one retry after
+#: a short pause (a restart in progress), and connects that give up after this many seconds.
+READ_ONLY_RETRY_S = 1.0
+READ_ONLY_CONNECT_TIMEOUT_S = 3
 
 
 @lru_cache(maxsize=8)
-def _open_store(url: str, retry_s: float) -> Store:
+def _open_store(url: str, retry_s: float, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Store:
     from zlops.store.retry import RetryPolicy
 
-    return Store.open(url, retry=RetryPolicy(total_s=retry_s))
+    return Store.open(url, retry=RetryPolicy(total_s=retry_s), connect_timeout_s=connect_timeout_s)
 
 
-def open_store(config: Config) -> Store:
+def open_store(config: Config, *, read_only: bool = False) -> Store:
     """The store of this config (opened, migrated to head, cached per process); transient database
-    faults are retried for ``database_retry_s``."""
+    faults are retried for ``database_retry_s``, or briefly for a ``read_only`` command
+    (:data:`READ_ONLY_RETRY_S`, :data:`READ_ONLY_CONNECT_TIMEOUT_S`): a person waiting on ``zlops runs``
+    learns of a dead database in seconds, its URL named (password redacted)."""
+    if read_only:
+        return _open_store(config.database_url, min(READ_ONLY_RETRY_S, config.database_retry_s),
+                           READ_ONLY_CONNECT_TIMEOUT_S)
     return _open_store(config.database_url, config.database_retry_s)
+
+
+#: What a run label may hold (an Airflow run id, ``--run-id``, a timestamp).
+RUN_LABEL_PATTERN = r"[A-Za-z0-9_.:+\-]{1,200}"
+
+
+def run_label_problem(label: str) -> str | None:
+    """Why ``label`` cannot label a run (None when it can): the CLI refuses ``--run-id`` with it up front."""
+    if not re.fullmatch(RUN_LABEL_PATTERN, label):
+        return f"invalid run label {label!r}: use letters, digits and _ . : + -"
+    return None
 
 
 def make_run_key(kind: str, suite: str, label: str) -> str:
     """``<kind>:<suite>:<label>``; the label is an Airflow run id, a CLI --run-id or a timestamp."""
-    if not re.fullmatch(r"[A-Za-z0-9_.:+\-]{1,200}", label):
-        raise ZlopsError(f"invalid run label {label!r}: use letters, digits and _ . : + -")
+    problem = run_label_problem(label)
+    if problem:
+        raise ZlopsError(problem)
     return f"{kind}:{suite}:{label}"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from zlops import __version__, gitops
 from zlops.config import Config
-from zlops.errors import GitError, RunAlreadyAccepted, ZlopsError
+from zlops.errors import RunAlreadyAccepted, ZlopsError
 from zlops.model import RunRecord, RunStatus
 from zlops.progress import LogProgress, Progress
 from zlops.steps.context import RunContext, open_store
@@ -84,8 +84,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
         elif sha is None:
             chosen = head
         else:
-            if not gitops.looks_like_sha(sha):
-                raise GitError(f"--sha expects a commit id (4-64 hex digits), got {sha!r}")
+            gitops.check_commit_sha(sha, what="sha")
             if len(sha) in (40, 64):
                 gitops.fetch_commit(mirror, sha.lower(), timeout=config.git_timeout_s)
             chosen = gitops.resolve(mirror, sha)

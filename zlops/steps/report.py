@@ -60,7 +60,7 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
     new version folder ``rerender-<n>/`` of the run's artifacts (the run folder itself only when the run
     was never rendered).
     """
-    from zlops.alerts import OPEN_STATES
+    from zlops.alerts import OPEN_STATES, previous_commit
     from zlops.announce import alert_digest, announce, update_alerts
     from zlops.nightly_figures import draw_run_figures
     from zlops.report.html import html_report
@@ -104,10 +104,13 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
                                                for a in watched}, as_of=run.started_at, ancestors=ancestors)
         digest = AlertDigest()
         alert_lines: list[str] = []
+        # where a change's commit range starts when its baseline is tonight's own commit (zlops.alerts.change_range)
+        previous_sha = previous_commit([(r.sha, r.started_at) for r in store.accepted_runs(ctx.suite_name)],
+                                       head_sha=run.sha, before=run.started_at, ancestors=ancestors)
         if nightly:
             if not rerender:
                 update_alerts(store, run=run, summary=summary, channel=channel, band_pct=band,
-                              trends=figures.trends)
+                              trends=figures.trends, previous_sha=previous_sha)
             digest, alert_lines = alert_digest(store, run_key=ctx.run_key, suite=ctx.suite_name)
         backends = {(s.pool, s.device): s.backend for s in shards}  # names the clock (CPU, SM, AI Core)
         telemetry = {k: {"backend": backends.get(k), **v["telemetry"]}
@@ -116,19 +119,21 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         md_path = out_dir / "report.md"
         md_path.write_text(markdown_report(summary, run=run, shards=shards, plots=figures.trends, thresholds=pcts,
                                            artifacts_root=out_dir, telemetry=telemetry, alerts=alert_lines,
-                                           gang_busy=run_gang_busy(store, run)),
+                                           gang_busy=run_gang_busy(store, run), judge=setup.judge),
                            encoding="utf-8")
         html_path = out_dir / "report.html"
         html_path.write_text(html_report(summary, run=run, shards=shards, plots=figures.trends,
                                          overview=figures.overview(), thresholds=pcts, artifacts_root=out_dir,
-                                         telemetry=telemetry, alerts=alert_lines, expected_pools=ctx.suite.pools),
+                                         telemetry=telemetry, alerts=alert_lines, expected_pools=ctx.suite.pools,
+                                         judge=setup.judge),
                              encoding="utf-8")
         if rerender:  # a re-render is a reading of the store: nothing is announced again
             return ReportOutput(text_path, md_path, tuple(figures.trends.values()),
                                 None, table, html_path, figures, console)
         sent = announce(store, run=run, summary=summary, shards=shards, channel=channel, client=slack_client,
                         run_dir=ctx.run_dir, figures=figures, digest=digest, report_files=(md_path, html_path),
-                        thresholds=pcts, judge=setup.judge, expected_pools=ctx.suite.pools)
+                        thresholds=pcts, judge=setup.judge, expected_pools=ctx.suite.pools,
+                        previous_sha=previous_sha)
     return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures,
                         console)
 

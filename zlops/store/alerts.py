@@ -69,14 +69,15 @@ def night_state(session: Session, suite: str, run_key: str) -> tuple[dict[Series
 
 
 def apply_steps(session: Session, run_key: str, suite: str, steps: Sequence[Step], *,
-                band_pct: float) -> list[Applied]:
+                band_pct: float, previous_sha: str | None = None) -> list[Applied]:
     """Write one night's steps: new alerts, state changes, updates and their events.
 
     In bulk, never a statement per step (a night that moved thousands of series has thousands of steps):
     the alerts the steps change are read and locked in IN lists of :data:`IDS`, the new ones inserted,
     the changed ones updated and the events inserted each in one executemany, and the alerts as they
     now are read back in IN lists. A step that cannot be written (no baseline, an unknown alert) raises
-    AlertError before anything is written.
+    AlertError before anything is written. A new alert's commit range starts at its baseline's commit, or at
+    ``previous_sha`` when the baseline is tonight's own commit (:func:`zlops.alerts.change_range`).
     """
     run = require_run(session, run_key)
     now = utcnow()
@@ -97,7 +98,8 @@ def apply_steps(session: Session, run_key: str, suite: str, steps: Sequence[Step
             new_rows.append(dict(
                 suite=suite, pool=c.pool, case=c.case, metric=c.metric, unit=c.unit,
                 lower_is_better=c.lower_is_better, state=step.to_state.value, opened_run_id=run.id,
-                last_run_id=run.id, base_value=base, band_pct=band_pct, first_base_sha=c.base.sha,
+                last_run_id=run.id, base_value=base, band_pct=band_pct,
+                first_base_sha=previous_sha if previous_sha and c.base.sha == run.sha else c.base.sha,
                 first_head_sha=run.sha, last_head_sha=run.sha, last_change_pct=step.change_pct,
                 worst_worse_pct=step.worse_pct, note="", opened_at=now, updated_at=now))
             continue

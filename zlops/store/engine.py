@@ -16,15 +16,17 @@ import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import JSON, Engine, Table, create_engine, event
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from zlops.errors import DatabaseUnavailable, StoreError
+
+if TYPE_CHECKING:  # the dialects' insert constructs are imported by the writers that use them
+    from sqlalchemy.dialects import postgresql, sqlite
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +46,18 @@ def parse_url(url: str) -> URL:
             "or postgresql+psycopg://user@host:5432/zlops") from exc
 
 
-def create_store_engine(url: str) -> Engine:
-    """An engine for ``url`` set up for the store (see the module docstring)."""
+def create_store_engine(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Engine:
+    """An engine for ``url`` set up for the store (see the module docstring); a server that does not
+    answer a connect fails it after ``connect_timeout_s`` (unless the URL sets ``connect_timeout``)."""
     try:
-        return _create_store_engine(url)
+        return _create_store_engine(url, connect_timeout_s)
     except (ImportError, NoSuchModuleError) as exc:
         shown = parse_url(url).render_as_string(hide_password=True)
         raise DatabaseUnavailable(f"database unusable: {shown}: its driver is not installed ({exc}); zlops supports "
                                   "sqlite:///PATH and postgresql+psycopg://USER@HOST:PORT/DB") from exc
 
 
-def _create_store_engine(url: str) -> Engine:
+def _create_store_engine(url: str, connect_timeout_s: int) -> Engine:
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
@@ -64,7 +67,7 @@ def _create_store_engine(url: str) -> Engine:
     # pre-ping: Airflow workers hold engines across long idle gaps that servers may cut, and a
     # terminated connection is replaced at checkout instead of failing the next statement;
     # a connect timeout: a host that drops packets fails (and is retried) instead of hanging the night
-    connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+    connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": connect_timeout_s}
     return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
 
@@ -123,6 +126,8 @@ def dialect_insert(session: Session, table: type[Any]) -> postgresql.Insert | sq
     Both dialects spell upserts the same way (``ON CONFLICT (...) DO UPDATE/NOTHING``); this is the one
     place that picks the dialect's construct, so store writes stay idempotent on either database.
     """
+    from sqlalchemy.dialects import postgresql, sqlite
+
     name = session.get_bind().dialect.name
     if name == "postgresql":
         return postgresql.insert(table)

@@ -21,9 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Connection, Table, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from zlops import metrics
 from zlops.model import CaseResult
@@ -43,6 +41,7 @@ def spread_pct(samples: Sequence[float]) -> float | None:
 
 def spreads(samples: Sequence[Sequence[float]]) -> list[float | None]:
     """:func:`spread_pct` of each sample, computed in one numpy pass per distinct sample size."""
+    import numpy as np  # here, not at the top: `zlops runs` and `zlops --help` load the store without it
     out: list[float | None] = [None] * len(samples)
     by_size: dict[int, list[int]] = defaultdict(list)
     for i, s in enumerate(samples):
@@ -186,6 +185,8 @@ def ensure_series(conn: Connection, table: Table, suite: str,
     ids = known()
     missing = sorted(wanted - ids.keys())
     if missing:
+        from sqlalchemy.dialects import postgresql, sqlite
+
         insert = postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
         conn.execute(insert.on_conflict_do_nothing(),
                      [{"suite": suite, "pool": p, "case": cs, "metric": m, "unit": u, "lower_is_better": lib}

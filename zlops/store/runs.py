@@ -117,6 +117,17 @@ def list_runs(session: Session, *, suite: str | None = None, kind: str | None = 
     return [_record(row) for row in session.scalars(query)]
 
 
+def shard_statuses(session: Session, run_keys: Sequence[str]) -> dict[str, list[ShardStatus]]:
+    """The statuses of each run's shards (one query; a run without shards maps to an empty list)."""
+    out: dict[str, list[ShardStatus]] = {key: [] for key in run_keys}
+    if run_keys:
+        rows = session.execute(select(Run.run_key, Shard.status).join(Shard, Shard.run_id == Run.id)
+                               .where(Run.run_key.in_(list(run_keys))))
+        for key, status in rows:
+            out[key].append(ShardStatus(status))
+    return out
+
+
 def accepted_runs(session: Session, suite: str, *, kind: str = "nightly") -> list[RunRecord]:
     """Every accepted (baseline) run of ``suite``/``kind``, newest started first."""
     query = (select(Run).where(Run.suite == suite, Run.kind == kind, Run.accepted.is_(True))

@@ -29,13 +29,14 @@ from zlops.model import (
     RunRecord,
     RunStatus,
     ShardOutcome,
+    ShardStatus,
     Verdict,
 )
 from zlops.store import alerts as _alerts
 from zlops.store import bisections as _bisections
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
-from zlops.store.engine import SQLITE_BEGIN_OPTION, create_store_engine, parse_url
+from zlops.store.engine import CONNECT_TIMEOUT_S, SQLITE_BEGIN_OPTION, create_store_engine, parse_url
 from zlops.store.points import SeriesKey, SeriesPoint
 from zlops.store.retry import RetryPolicy, as_unavailable, redacted_url, with_retries
 
@@ -76,10 +77,12 @@ class Store:
         self._reads = sessionmaker(bind=engine, expire_on_commit=False)
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True, retry: RetryPolicy | None = None) -> Store:
+    def open(cls, url: str, *, migrate: bool = True, retry: RetryPolicy | None = None,
+             connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Store:
         """Connect to ``url`` (a SQLite file's folder is created) and, when ``migrate``, upgrade the
-        schema to the newest revision (connects that fail at start-up are retried by ``retry``)."""
-        store = cls(url, create_store_engine(url), retry=retry)
+        schema to the newest revision (connects that fail at start-up are retried by ``retry``; a
+        server that does not answer fails a connect after ``connect_timeout_s``)."""
+        store = cls(url, create_store_engine(url, connect_timeout_s=connect_timeout_s), retry=retry)
         if migrate:
             store.upgrade()
         return store
@@ -228,6 +231,10 @@ class Store:
                   limit: int = 50) -> list[RunRecord]:
         """Runs, newest started first."""
         return self._query(runs.list_runs, suite=suite, kind=kind, limit=limit)
+
+    def shard_statuses(self, run_keys: Sequence[str]) -> dict[str, list[ShardStatus]]:
+        """The statuses of each of ``run_keys``' shards, in one read."""
+        return self._query(runs.shard_statuses, list(run_keys))
 
     def accepted_runs(self, suite: str, *, kind: str = "nightly") -> list[RunRecord]:
         """Every accepted (baseline) run of a suite, newest started first."""
