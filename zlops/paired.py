@@ -12,7 +12,8 @@ pairs with the A/B's statistics (:func:`zlops.stats.confirm_ab`): load that hits
   pool's ``max_steal_pct``) is discarded with the figures, the host is given ``paired.quiet_wait_s`` to
   quiet, and the pair is measured again while ``paired.budget_s`` lasts. A foreign process on the
   device invalidates a run as always.
-- Verdicts: *confirmed* -> regression / severe / improved (the interleaved runs are the confirmation);
+- Verdicts: *confirmed* (the pairs' rank test at ``noise.alpha``) -> regression / severe / improved (the
+  interleaved runs are the confirmation);
   *cleared* (the CI of the change lies inside +-``paired.equivalence_pct``) -> unchanged;
   *inconclusive* -> a suspect with its figures (never unchanged, never alerted); *invalid* -> invalid
   with the reason. With no valid pair at all the shard is INVALID with the figures (could not measure).
@@ -152,9 +153,10 @@ def judge_pairs(base_runs: Sequence[float], head_runs: Sequence[float], *, lower
                 equivalence_pct: float | None = None) -> tuple[str, Any]:
     """(outcome, Confirmation) of one series' paired runs by :func:`zlops.stats.confirm_ab`.
 
-    ``confirmed``: regression/severe/improved; ``cleared``: the CI of the change lies inside
-    +-``equivalence_pct`` (default the threshold: an equivalence test); ``inconclusive``: neither;
-    ``invalid``: too few runs to decide.
+    ``confirmed``: regression/severe/improved, and the rank test's p below ``alpha`` (confirm_ab's
+    level-shift rule alone does not confirm a paired night: below); ``cleared``: the CI of the change
+    lies inside +-``equivalence_pct`` (default the threshold: an equivalence test); ``inconclusive``:
+    neither; ``invalid``: too few runs to decide.
     """
     from zlops import stats
 
