@@ -127,9 +127,15 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     - The history restarts at the last night that changed the series' level (that night included:
       regression, severe, improved; :attr:`Verdict.changes_level`), or a confirmed step would be
       reported again every night until the window's median moved past it (Otava segments).
+    - Unresolved suspects never enter the reference or the noise model (issue 22): the newest nights
+      whose stored verdicts are a run of suspects in one direction (:func:`zlops.stats.decide.unresolved_suspects`:
+      an A/B that could not decide leaves one unresolved for several nights) are left out, all but the
+      newest, which the judge re-judges against the nights before the run and holds out itself
+      (:func:`zlops.stats.judge_tonight`), so last night and tonight are judged against the same nights.
     - ``processes``: the per-run values of the A/Bs the series had within what is kept (each run is a
-      process at its level; after a confirmed change only its head runs are at the current level);
-      the noise model and the process-level detection use them (issue 11).
+      process at its level; after a confirmed change only its head runs are at the current level, and
+      of an unresolved suspect's A/B only its base runs); the noise model and the process-level
+      detection use them (issue 11).
 
     ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
     changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
@@ -138,6 +144,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     """
     import numpy as np
 
+    from zlops.stats.decide import unresolved_suspects
     from zlops.store.frames import series_starts
 
     history: dict[cmp.SeriesKey, Any] = {k: [] for k in keys}
@@ -165,20 +172,34 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
             if hit.size:
                 lo = a + int(hit[-1]) + 1
         found_of = by_series.get(key)
+        hi = b
         if found_of:
             for i in range(b - 1, lo - 1, -1):
                 found = found_of.get(run_keys[i])
                 if found is not None and found[0].changes_level:
                     lo = i
                     break
+            # the trailing run of unresolved suspects (stored verdicts): all but the newest stay out of the
+            # history, which the judge re-judges and holds out itself (zlops.stats.judge_tonight)
+            states = [found_of[run_keys[i]][0].value if run_keys[i] in found_of else None for i in range(lo, b)]
+            pending = min(unresolved_suspects(states), b - lo - 1)
+            hi = b - pending
             runs: list[float] = []
             for i in range(lo, b):
                 found = found_of.get(run_keys[i])
                 if found is None or found[1] is None or not found[1].runs_head:
                     continue
                 verdict, figures = found
-                runs.extend(figures.runs_head if verdict.changes_level else (*figures.runs_base, *figures.runs_head))
+                if pending and i >= hi:   # an unresolved suspect's A/B: its head may be at a new level
+                    runs.extend(figures.runs_base)
+                elif verdict.changes_level:
+                    runs.extend(figures.runs_head)
+                else:
+                    runs.extend((*figures.runs_base, *figures.runs_head))
             processes[key] = runs
+            if pending >= 2:
+                history[key] = np.concatenate((medians[lo:hi], medians[b - 1:b]))
+                continue
         history[key] = medians[lo:b]
     return history, processes
 
