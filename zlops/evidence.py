@@ -130,7 +130,8 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     - Unresolved suspects never enter the reference or the noise model (issue 22): the newest nights
       whose stored verdicts are a run of suspects in one direction (:func:`zlops.stats.decide.unresolved_suspects`:
       an A/B that could not decide leaves one unresolved for several nights) are left out, all but the
-      newest, which the judge re-judges against the nights before the run and holds out itself
+      newest (and only over at least 3 earlier nights: :func:`zlops.stats.decide.held_out_nights`),
+      which the judge re-judges against the nights before the run and holds out itself
       (:func:`zlops.stats.judge_tonight`), so last night and tonight are judged against the same nights.
     - ``processes``: the per-run values of the A/Bs the series had within what is kept (each run is a
       process at its level; after a confirmed change only its head runs are at the current level, and
@@ -144,7 +145,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     """
     import numpy as np
 
-    from zlops.stats.decide import unresolved_suspects
+    from zlops.stats.decide import held_out_nights, unresolved_suspects
     from zlops.store.frames import series_starts
 
     history: dict[cmp.SeriesKey, Any] = {k: [] for k in keys}
@@ -172,7 +173,6 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
             if hit.size:
                 lo = a + int(hit[-1]) + 1
         found_of = by_series.get(key)
-        hi = b
         if found_of:
             for i in range(b - 1, lo - 1, -1):
                 found = found_of.get(run_keys[i])
@@ -182,23 +182,23 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
             # the trailing run of unresolved suspects (stored verdicts): all but the newest stay out of the
             # history, which the judge re-judges and holds out itself (zlops.stats.judge_tonight)
             states = [found_of[run_keys[i]][0].value if run_keys[i] in found_of else None for i in range(lo, b)]
-            pending = min(unresolved_suspects(states), b - lo - 1)
-            hi = b - pending
+            pending = unresolved_suspects(states)
+            drop = held_out_nights(b - lo, pending)
             runs: list[float] = []
             for i in range(lo, b):
                 found = found_of.get(run_keys[i])
                 if found is None or found[1] is None or not found[1].runs_head:
                     continue
                 verdict, figures = found
-                if pending and i >= hi:   # an unresolved suspect's A/B: its head may be at a new level
+                if pending and i >= b - pending:   # an unresolved suspect's A/B: its head may be at a new level
                     runs.extend(figures.runs_base)
                 elif verdict.changes_level:
                     runs.extend(figures.runs_head)
                 else:
                     runs.extend((*figures.runs_base, *figures.runs_head))
             processes[key] = runs
-            if pending >= 2:
-                history[key] = np.concatenate((medians[lo:hi], medians[b - 1:b]))
+            if drop:
+                history[key] = np.concatenate((medians[lo:b - drop - 1], medians[b - 1:b]))
                 continue
         history[key] = medians[lo:b]
     return history, processes

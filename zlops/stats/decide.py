@@ -273,10 +273,10 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
     text = f"{worse:+.2f}% worse vs {ref_text}; threshold {threshold:.2f}% ({basis})"
     measurable = modes is not None or is_measurable(noise, target_pct=pol.measurable_target_pct, k=pol.k)
     # a series whose noise hides the target change is a coverage gap, not a source of alarms: only a
-    # change beyond twice its threshold on the log scale (2k sigma: the threshold's ratio squared) makes
-    # it a suspect, so that a large change is never hidden (a +500% night, or a throughput falling to
-    # 15%, is not "unmeasurable") while its ordinary wander (real H200 mm_512: +5.4%, +5.9% on two
-    # nights at sigma 1.8%) never is one
+    # change beyond 1.5 times its threshold on the log scale (4.5 sigma at k = 3) makes it a suspect, so
+    # that a large change is never hidden (a +500% night, or a throughput falling to 15% on 25% noise,
+    # is not "unmeasurable") while its ordinary wander (real H200 mm_512: +5.4%, +5.9% on two nights at
+    # sigma 1.8%, a line of +8.4%) never is one
     line = log_ratio(threshold) * (1.0 if measurable else UNMEASURABLE_FACTOR)
     if log_worse > line:
         return result(State.SUSPECT, text, **figures)
@@ -290,8 +290,11 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
 
 
 #: how far beyond its threshold an unmeasurable series must move to become a suspect (judge_night), as a
-#: multiple of the threshold's log ratio
-UNMEASURABLE_FACTOR = 2.0
+#: multiple of the threshold's log ratio. Measured (issue 22, tests/test_night_rules.py' walk): a
+#: higher-is-better series with 25% process noise falling to 15% of its level, 60 seeds, 30 nights of
+#: history: at 2.0 (6 sigma, the noise estimate runs ~28% on 25% noise) it was a suspect the first night
+#: in ~75% and confirmed by the second in 70%; at 1.5 in 60 of 60, confirmed by the second in 60 of 60
+UNMEASURABLE_FACTOR = 1.5
 
 
 def oriented_log_ratio(reference: float, value: float, *, lower_is_better: bool) -> float:
@@ -347,8 +350,23 @@ def unresolved_suspects(states: Sequence[str | None]) -> int:
     return n
 
 
+def held_out_nights(n_nights: int, pending: int) -> int:
+    """How many nights of a history of ``n_nights`` stay out of it for a run of ``pending`` unresolved
+    suspects (the newest nights): all of the run but its newest, which :func:`judge_tonight` re-judges and
+    holds out itself; none unless at least ``MIN_REFERENCE_NIGHTS`` nights remain before the run.
+
+    Before that the reference is one or two nights and the threshold the floor: a suspect against it is
+    no evidence of a change (a noisy series after a restart lands on either side of its one night), and
+    holding a run of them out would keep such a series from ever gathering the nights its noise model
+    needs (measured: a 25%-noise series restarted on a low night stays "better" for weeks).
+    """
+    if pending < 2 or n_nights - pending < MIN_REFERENCE_NIGHTS:
+        return 0
+    return pending - 1
+
+
 def without_pending(history: Sequence[float], pending: int) -> list[float]:
-    """``history`` less its unresolved suspect nights (the newest ``pending``), all but the newest one.
+    """``history`` less the unresolved suspect nights among its newest ``pending`` (:func:`held_out_nights`).
 
     The newest stays: :func:`judge_tonight` re-judges it against the rest (the same reference tonight
     is judged against), holds it out and hands it to :func:`decide` as last night. The others never
@@ -357,10 +375,15 @@ def without_pending(history: Sequence[float], pending: int) -> list[float]:
     series' noise from 0.06% to 0.44% and hid the change it belonged to).
     """
     values = list(history)
-    if pending < 2:
+    drop = held_out_nights(len(values), pending)
+    if not drop:
         return values
-    pending = min(pending, len(values) - 1)   # keep the oldest night: a reference is needed
-    return values[:len(values) - pending] + values[-1:]
+    return values[:len(values) - drop - 1] + values[-1:]
+
+
+#: the fewest nights before a run of unresolved suspects for the run to be held out (:func:`held_out_nights`):
+#: the least that gives a between-night noise estimate (:func:`zlops.stats.noise.noise_model`)
+MIN_REFERENCE_NIGHTS = 3
 
 
 _SUSPECT_VALUES = frozenset({"suspect", "suspect_improved"})
@@ -380,8 +403,8 @@ def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: 
     Earlier nights of the same unresolved run of suspects are the caller's to leave out, from their
     stored verdicts (:func:`unresolved_suspects`, :func:`without_pending`; the nightly does it in
     ``zlops.evidence.series_histories``), so that last night and tonight are both judged against the
-    nights before the run. Returns ``(tonight, last_night)``; ``last_night`` is None without at least 2 nights of history.
-    Pass both to :func:`decide` (``previous=last_night``).
+    nights before the run. Returns ``(tonight, last_night)``; ``last_night`` is None without at least 2
+    nights of history. Pass both to :func:`decide` (``previous=last_night``).
     """
     hist = _values(history, "history")
     previous = None
