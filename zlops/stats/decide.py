@@ -290,7 +290,7 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
 
 
 #: how far beyond its threshold an unmeasurable series must move to become a suspect (judge_night), as a
-#: multiple of the threshold's log ratio. Measured (issue 22, tests/test_night_rules.py' walk): a
+#: multiple of the threshold's log ratio. Measured (issue 22, tests/stats/test_stats_night_rules.py' walk): a
 #: higher-is-better series with 25% process noise falling to 15% of its level, 60 seeds, 30 nights of
 #: history: at 2.0 (6 sigma, the noise estimate runs ~28% on 25% noise) it was a suspect the first night
 #: in ~75% and confirmed by the second in 70%; at 1.5 in 60 of 60, confirmed by the second in 60 of 60
