@@ -170,9 +170,9 @@ def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_i
 
     On this 5-op subset one benchmark process costs ~15 s of start-up (importing flag_gems alone takes
     6.7 s) plus ~2 s an op, so even a 2-run A/B of abs alone costs more than the whole night: within
-    the default budget (25% of the night's benchmark time) zlops spends nothing on A/Bs and confirms by
-    the second night. The 1G-element shapes held within 0.15% over four earlier nights; C doubles them on
-    two nights in a row: severe on the same-commit night. The launch-bound shapes, whose processes
+    the default budget (25% of the night's benchmark time) zlops spends nothing on A/Bs. The 1G-element
+    shapes held within 0.15% over four earlier nights; C doubles them on two nights in a row: a suspect
+    both nights, never confirmed by nights alone over four processes (issue 22). The launch-bound shapes, whose processes
     wander by 5-30% and land on levels ~2x apart, stay suspects or unmeasurable, with their figures.
     """
     up = FlaggemsReplay(tmp_path / "up")
@@ -200,11 +200,13 @@ def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_i
         # why it waits is said beside it: the A/B the budget could not buy, with both figures
         assert re.search(r"\[A/B on h200 skipped: 5 pairs need ~\d+ s, the budget is \d+ s\]",
                          first.judgement.note or ""), first.judgement.note
-        assert second.verdict is Verdict.SEVERE, second.judgement.note
-        assert "two consecutive nights beyond every one of the 4 earlier nights" in second.judgement.note
+        # four earlier processes cannot tell its process levels (issue 22): nights alone never confirm it,
+        # the second night says so and waits for an A/B (which this budget cannot buy either)
+        assert second.verdict is Verdict.SUSPECT, second.judgement.note
+        assert "known from 4 processes" in second.judgement.note and "awaiting an A/B" in second.judgement.note
         assert second.figures is not None and 95 < second.figures.change_pct < 105
         assert {a.state.value for a in store.alerts(suite="flaggems", states=None)
-                if a.case == f"abs/float16/{shape}" and a.metric == "latency"} == {"confirmed"}
+                if a.case == f"abs/float16/{shape}" and a.metric == "latency"} == {"new"}
     # every other abs shape: flagged, or labelled with its figures and the reason (suspect, unmeasurable)
     for shape in SHAPES:
         row = c5[(f"abs/float16/{shape}", "latency")]

@@ -298,3 +298,27 @@ def test_two_nights_never_confirm_where_the_process_levels_are_not_known() -> No
 
 def _calibrated_for_test(night: object) -> bool:
     return bool(getattr(night, "noise", None) is not None and night.noise.enough_history)  # type: ignore[attr-defined]
+
+
+def test_changes_are_ratios_a_fall_to_15pct_is_as_loud_as_a_6_7x_time() -> None:
+    """Issue 22: the judge and what the report shows agree on one formula (zlops.model.worse_pct)."""
+    from zlops.model import worse_pct
+    from zlops.stats.decide import worse_ratio_pct
+
+    for ref, value in ((100.0, 15.0), (100.0, 667.0), (100.0, 98.0), (3.0, 3.3)):
+        for lower in (True, False):
+            assert worse_ratio_pct(ref, value, lower_is_better=lower) == pytest.approx(
+                worse_pct(ref, value, lower_is_better=lower), rel=1e-12)
+    assert worse_ratio_pct(100.0, 15.0, lower_is_better=False) == pytest.approx(
+        worse_ratio_pct(15.0, 100.0, lower_is_better=True))
+    # a loud series (25% noise, 30 nights): a fall of a throughput to 15% is a suspect, not "unmeasurable"
+    rng = np.random.default_rng(3)
+    hist = (1000 * np.exp(rng.normal(0, 0.25, 30))).tolist()
+    night = judge_night(hist, [float(np.median(hist)) * 0.15], lower_is_better=False)
+    assert night.state is State.SUSPECT and night.worse_pct == pytest.approx(566.67, abs=0.01), night.reason
+    assert night.change_pct == pytest.approx(-85.0)
+    # symmetric on the log scale: 2x slower is +100% worse, 2x faster -50% (the same log ratio)
+    tight = _history(n=12)
+    ref = float(np.median(tight))
+    assert judge_night(tight, [ref * 2.0]).worse_pct == pytest.approx(100.0)
+    assert judge_night(tight, [ref * 2.0], lower_is_better=False).worse_pct == pytest.approx(-50.0)
