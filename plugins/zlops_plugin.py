@@ -13,13 +13,13 @@ from airflow.plugins_manager import AirflowPlugin
 
 from zlops.airflow.links import RUN_TAB_HREF, ZlopsReportLink
 from zlops.airflow.params import TriggerParamErrors
-from zlops.airflow.ui import create_app
+from zlops.airflow.ui import URL_PREFIX, create_app
 
 
 class ZlopsPlugin(AirflowPlugin):
     name = "zlops"
     # AirflowPlugin declares these as plain class attributes
-    fastapi_apps = [{"app": create_app(), "url_prefix": "/zlops", "name": "zlops"}]  # noqa: RUF012
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "zlops"}]  # noqa: RUF012
     # a refused trigger param of a zlops DAG answers with one sentence, not jsonschema's dump
     fastapi_root_middlewares = [  # noqa: RUF012
         {"middleware": TriggerParamErrors, "args": [], "kwargs": {}, "name": "zlops trigger param errors"},

@@ -47,9 +47,14 @@ def test_a_threshold_above_the_severe_line_is_judged_not_crashed(tmp_path: Path,
     # the row's figures are the A/B's: base and head medians of the runs, and the change from those two
     assert row.figures is not None and row.figures.reference_label.startswith("A/B base")
     assert row.figures.runs_base == tuple(ab[0]) and row.judgement.change_pct == row.figures.change_pct
-    assert saved and metas == [{"ab": {"p": {"runs": 16, "seconds": 80.0, "night_s": 400.0, "budget_s": 100.0,
-                                             "suspects": 1, "confirmed": 1, "cases": "all",
-                                             "stopped": "max pairs"}}}]
+    assert saved and len(metas) == 1
+    meta = metas[0]["ab"]["p"]
+    assert {k: meta[k] for k in ("runs", "seconds", "night_s", "budget_s", "suspects", "ab_suspects", "cases",
+                                 "stopped")} == {"runs": 16, "seconds": 80.0, "night_s": 400.0, "budget_s": 100.0,
+                                                 "suspects": 1, "ab_suspects": 1, "cases": "all",
+                                                 "stopped": "max pairs"}
+    assert meta["outcomes"] == {"confirmed" if want is Verdict.SEVERE else "cleared": 1}
+    assert "estimated 80" in row.judgement.note   # 16 runs x the 5 s estimate, beside the 80 s they took
 
 
 def test_confirm_suspect_leaves_non_suspects_and_undecidable_a_b_alone() -> None:
@@ -79,7 +84,8 @@ def _budget_ctx(tmp_path: Path, command: list[str], **noise: object) -> confirm_
     return confirm_mod.RunContext(config, "s", "nightly:s:2", "b" * 40)
 
 
-def _fake_store(monkeypatch: pytest.MonkeyPatch, *, duration_s: float, cases: list[str]) -> None:
+def _fake_store(monkeypatch: pytest.MonkeyPatch, *, duration_s: float, cases: list[str],
+                earlier: list[dict] | None = None) -> None:
     from datetime import datetime, timedelta, timezone
 
     from zlops.model import CaseResult, ShardOutcome, ShardStatus
@@ -87,8 +93,10 @@ def _fake_store(monkeypatch: pytest.MonkeyPatch, *, duration_s: float, cases: li
     t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
     shard = ShardOutcome("p", 0, "cpu", ShardStatus.OK, Path("/x"), 0, t0, t0 + timedelta(seconds=duration_s))
     results = [("p", 0, CaseResult(c, "time", "ms", True, (1.0,))) for c in cases]
+    runs = [type("R", (), {"run_key": f"nightly:s:0{i}", "meta": m})() for i, m in enumerate(earlier or [])]
     monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
-        "shards": lambda self, key: [shard], "results": lambda self, key: results})())
+        "shards": lambda self, key: [shard], "results": lambda self, key: results,
+        "list_runs": lambda self, **kw: runs})())
 
 
 def _suspect(case: str, worse: float) -> Comparison:
@@ -99,18 +107,38 @@ def _suspect(case: str, worse: float) -> Comparison:
 
 def test_the_budget_is_device_time_and_buys_the_most_severe_suspects_first(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    # 100 cases took 400 s tonight: 4 s a case; 25% of the night is 100 s; 5 pairs of one case cost 40 s
-    _fake_store(monkeypatch, duration_s=400.0, cases=[f"c{i}" for i in range(100)])
-    ctx = _budget_ctx(tmp_path, ["bench", "--only", "{cases}"])
+    # 100 cases took 400 s tonight; earlier A/B runs of 2 cases took 34 s each: the cost model is a
+    # start-up of ~30 s plus ~3.7 s a case (fitted on both case counts), not 400/100 = 4 s a case
+    _fake_store(monkeypatch, duration_s=400.0, cases=[f"c{i}" for i in range(100)],
+                earlier=[{"ab": {"p": {"observed": [[2, 37.4], [2, 37.4]]}}}])
+    ctx = _budget_ctx(tmp_path, ["bench", "--only", "{cases}"], ab_budget_floor_s=0, ab_budget_share=1.0)
     suspects = [_suspect("c1", 3.0), _suspect("c2", 50.0), _suspect("c3", 10.0)]
     budget, chosen = confirm_mod.pool_budget(ctx, "p", suspects)
-    assert budget.seconds == pytest.approx(100.0) and budget.night_s == pytest.approx(400.0)
-    assert [c.case for c in chosen] == ["c2", "c3"]            # a third case would cost 120 s > 100 s
-    assert budget.cases == ("c2", "c3") and budget.run_s == pytest.approx(8.0)
-    # an explicit budget in seconds overrides the share
+    assert budget.seconds == pytest.approx(400.0) and budget.night_s == pytest.approx(400.0)
+    assert budget.cost is not None and "fitted on 3 processes of 2 case counts" in budget.cost.basis
+    assert budget.cost.fixed_s == pytest.approx(30.0, abs=0.1)
+    assert budget.cost.per_case_s == pytest.approx(3.7, abs=0.01)
+    # most severe first: c2 (10 runs x 33.7 s = 337 s), then c3 (10 x 37.4 = 374 s), c1 would need 411 s
+    assert [c.case for c in chosen] == ["c2", "c3"]
+    assert budget.cases == ("c2", "c3") and budget.run_s == pytest.approx(37.4, abs=0.01)
+
+
+def test_the_budget_has_a_floor_and_a_ceiling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on FlagGems (#22): 25% of a 24 s night is 6 s, and a one-op A/B run costs ~14 s: no A/B ever ran."""
+    _fake_store(monkeypatch, duration_s=24.0, cases=[f"c{i}" for i in range(25)])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])      # the defaults: share 0.25, floor 300 s
+    budget, chosen = confirm_mod.pool_budget(ctx, "p", [_suspect("c1", 3.0), _suspect("c2", 8.0)])
+    assert budget.seconds == pytest.approx(300.0) and "floor 300" in budget.basis
+    # one case count only: start-up is half the process (12 s), the rest 0.48 s a case
+    assert budget.run_s == pytest.approx(12.0 + 2 * 0.48) and [c.case for c in chosen] == ["c2", "c1"]
+    big = confirm_mod.budget_seconds(_budget_ctx(tmp_path, ["b"], ab_budget_max_s=1000).config.noise, 8000.0)
+    assert big.seconds == pytest.approx(1000.0) and "capped at 1000" in big.basis
+    share = confirm_mod.budget_seconds(ctx.config.noise, 4000.0)
+    assert share.seconds == pytest.approx(1000.0) and share.basis.startswith("25% of tonight's 4000 s")
+    # an explicit budget in seconds overrides both
     budget, chosen = confirm_mod.pool_budget(_budget_ctx(tmp_path, ["bench", "{cases}"], ab_budget_s=1000),
-                                             "p", suspects)
-    assert budget.seconds == 1000 and len(chosen) == 3
+                                             "p", [_suspect("c1", 3.0)])
+    assert budget.seconds == 1000 and len(chosen) == 1
 
 
 def test_a_suite_that_cannot_select_cases_runs_whole_and_says_so(tmp_path: Path,

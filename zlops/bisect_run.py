@@ -44,7 +44,7 @@ from zlops.bisect import (
     bisect_range,
 )
 from zlops.config import Config
-from zlops.errors import DatabaseUnavailable, DeviceBusy, ZlopsError
+from zlops.errors import DatabaseUnavailable, DeviceBusy, HostBusy, ZlopsError
 from zlops.model import RunStatus
 from zlops.steps.cleanup import cleanup as cleanup_step
 from zlops.steps.context import Prepared, RunContext, make_run_key, open_store
@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 #: alert states a bisection is started for (a confirmed regression; a person may have acked it)
 BISECTABLE = frozenset({AlertState.CONFIRMED, AlertState.ACKED, AlertState.EXPECTED})
 MAX_ALERT_ID = 2**31 - 1
+#: runs of one bisection step the contention gate may spoil before the bisection pauses (to resume later)
+BUSY_RETRIES = 3
 
 
 class NothingToBisect(ZlopsError):
@@ -154,22 +156,34 @@ class DeviceMeasurer:
             raise BuildFailed(f"{sha[:12]}: {exc}") from exc
 
     def run(self, sha: str, targets: Sequence[Target]) -> tuple[dict[tuple[str, str], float], float]:
-        from zlops.confirm import run_side
+        from zlops.confirm import quiet_waiter, run_side
         from zlops.selection import selects_cases
 
         ctx = self._ctx(sha)
         suite = self.config.suite(self.suite_name)
         cases = tuple(sorted({t.case for t in targets})) if selects_cases(suite) else None
-        out = ctx.run_dir / "runs" / f"{time.time_ns()}"
         t0 = time.monotonic()
-        try:
-            medians = run_side(ctx, ctx, self.prepared[sha], self.pool, self.device, out, cases)
-        except DeviceBusy as exc:
-            raise Paused(f"device {self.pool}/{self.device} stayed leased: {exc}") from exc
-        except DatabaseUnavailable:
-            raise
-        except ZlopsError as exc:
-            raise BuildFailed(str(exc)) from exc
+        busy: list[str] = []
+        while True:   # a run the contention gate spoiled is run again once the host quiets: it never ends the job
+            out = ctx.run_dir / "runs" / f"{time.time_ns()}"
+            try:
+                medians = run_side(ctx, ctx, self.prepared[sha], self.pool, self.device, out, cases)
+                break
+            except HostBusy as exc:
+                busy.append(str(exc))
+                if len(busy) > BUSY_RETRIES:
+                    raise Paused(f"the host stayed busy for {len(busy)} runs of {sha[:12]} on {self.pool}/"
+                                 f"{self.device} (last: {exc}); the next request resumes it") from exc
+                log.warning("bisection run of %s invalid (%s); running it again once the host quiets", sha[:12], exc)
+                wait = quiet_waiter(ctx, self.pool)
+                if wait is not None:
+                    wait()
+            except DeviceBusy as exc:
+                raise Paused(f"device {self.pool}/{self.device} stayed leased: {exc}") from exc
+            except DatabaseUnavailable:
+                raise
+            except ZlopsError as exc:
+                raise BuildFailed(str(exc)) from exc
         return medians, time.monotonic() - t0
 
     def cleanup(self) -> None:

@@ -46,7 +46,7 @@ from zlops.runner import ShardSpec, run_shard
 from zlops.telemetry import summarize_dir
 
 if TYPE_CHECKING:
-    from zlops.confirm import PoolBudget
+    from zlops.confirm import PoolBudget, budget_seconds
     from zlops.steps.context import Prepared, RunContext
 
 T = TypeVar("T")
@@ -125,10 +125,11 @@ def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost:
 
 
 def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
-    """The budget of a campaign pool's A/B (``noise.ab_budget_s``, else ``noise.ab_budget_share`` of
-    tonight's campaign device-seconds on the pool) and the suspects it can afford (:func:`choose`;
+    """The budget of a campaign pool's A/B (:func:`zlops.confirm.budget_seconds`: the larger of
+    ``noise.ab_budget_share`` of tonight's campaign device-seconds on the pool and ``noise.ab_budget_floor_s``,
+    or ``noise.ab_budget_s``) and the suspects it can afford (:func:`choose`;
     ``ordered`` is most severe first)."""
-    from zlops.confirm import PoolBudget
+    from zlops.confirm import PoolBudget, budget_seconds
 
     cfg = ctx.config.noise
     run = ctx.store.get_run(ctx.run_key)
@@ -137,12 +138,12 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tu
         raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
     cost = tonight_device_seconds(ctx, pool)
     night_s = float(sum(cost.values()))
-    seconds = cfg.ab_budget_s if cfg.ab_budget_s is not None else cfg.ab_budget_share * night_s
-    chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements], cost, seconds=seconds,
+    budget = budget_seconds(cfg, night_s)
+    chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements], cost, seconds=budget.seconds,
                                    min_pairs=cfg.ab_min_pairs)
     packed = ab_plan(pool, shards, ctx.pool_devices(pool), cost)
-    return PoolBudget(seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards,
-                      plan=packed), chosen
+    return PoolBudget(budget.seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards,
+                      plan=packed, basis=budget.basis), chosen
 
 
 def ab_plan(pool: str, shards: Sequence[CampaignCase], devices: Sequence[int],

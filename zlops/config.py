@@ -468,7 +468,12 @@ class NoiseConfig(_Strict):
     ab_budget_share: float = Field(default=0.25, gt=0, le=10, description="A/B device time per night and pool, "
                                    "as a share of tonight's benchmark time on that pool")
     ab_budget_s: float | None = Field(default=None, gt=0, description="A/B device seconds per night and pool "
-                                      "(overrides ab_budget_share)")
+                                      "(overrides ab_budget_share and ab_budget_floor_s)")
+    ab_budget_floor_s: float = Field(default=300.0, ge=0, description="the least A/B device seconds per night and "
+                                     "pool whatever the night's length: a small suite's top suspects always get a "
+                                     "decisive A/B (FlagGems on an H200: ~15 s a process, 5 pairs ~150 s)")
+    ab_budget_max_s: float = Field(default=3600.0, gt=0, description="the hard ceiling of a pool's A/B device "
+                                   "seconds per night (the nightly window)")
     max_throttle_share: float = Field(default=0.2, ge=0, le=1, description="busy telemetry samples below 90% of "
                                       "peak clock that make a shard invalid")
     temp_limit_c: float | None = Field(default=None, description="a shard hotter than this is invalid")

@@ -18,16 +18,20 @@ the same bot, randomized order, adding repeats while undecided); asv ``--interle
 from __future__ import annotations
 
 import logging
+import math
 import time
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from zlops import campaign_ab
 from zlops.campaign import CampaignCase, CampaignPlan
-from zlops.errors import DeviceBusy, ZlopsError
+from zlops.config import NoiseConfig
+from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.ingest import read_shard
+from zlops.interleave import Budget, CostModel, Pairs, ab_budget, learn_cost, run_pairs
 from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
@@ -57,20 +61,48 @@ class PoolBudget:
 
     seconds: float                 # device seconds the A/B may take
     night_s: float                 # tonight's benchmark time on the pool (the budget's basis)
-    run_s: float                   # estimated seconds of one A/B run of the chosen cases
+    run_s: float                   # estimated seconds of one A/B run of the chosen cases (before any ran)
     cases: tuple[str, ...] | None  # the cases an A/B run executes (None: the whole suite)
     #: a campaign suite's A/B: the shards one run executes, each on its gang (zlops.campaign_ab);
     #: then ``seconds``, ``night_s`` and ``run_s`` are device-seconds
     shards: tuple[CampaignCase, ...] = ()
     #: where every A/B run puts those shards (zlops.campaign_ab.ab_plan): the same devices for base and head
     plan: CampaignPlan | None = None
+    #: which rule set ``seconds`` (zlops.interleave.ab_budget) and what ``run_s`` was estimated from
+    basis: str = ""
+    cost: CostModel | None = None
+
+
+def budget_seconds(cfg: NoiseConfig, night_s: float) -> Budget:
+    """The pool's A/B budget tonight (:func:`zlops.interleave.ab_budget` with the config's knobs)."""
+    return ab_budget(night_s, share=cfg.ab_budget_share, floor_s=cfg.ab_budget_floor_s,
+                     ceiling_s=cfg.ab_budget_max_s, fixed_s=cfg.ab_budget_s)
+
+
+#: earlier nights whose A/B runs teach the cost model (one bulk read of their run rows)
+COST_HISTORY_RUNS = 30
+
+
+def observed_runs(ctx: RunContext, store: Any, pool: str,
+                  tonight: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Whole processes timed on ``pool``: tonight's shards plus the A/B runs of the last nights (run meta)."""
+    obs = list(tonight)
+    for run in store.list_runs(suite=ctx.suite_name, kind="nightly", limit=COST_HISTORY_RUNS):
+        entry = ((run.meta or {}).get("ab") or {}).get(pool) if run.run_key != ctx.run_key else None
+        for item in (entry or {}).get("observed", ()) if isinstance(entry, dict) else ():
+            if isinstance(item, (list, tuple)) and len(item) == 2:
+                obs.append((int(item[0]), float(item[1])))
+    return obs
 
 
 def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a pool's A/B, and the suspects it can afford (most severe first).
 
-    Per-case cost is estimated from tonight's shards of the pool (their duration over their case
-    count); a suite that cannot select cases costs a whole shard per run whatever is chosen.
+    The budget is :func:`budget_seconds` of tonight's benchmark time on the pool. A run's cost comes
+    from the pool's cost model (:func:`zlops.interleave.learn_cost` on tonight's shards and earlier A/B
+    runs: a fixed start-up plus a per-case time), so packing several suspects' cases into one run
+    costs little more than one; suspects are added most severe first while ``ab_min_pairs`` pairs of
+    the union of their cases fit. A suite that cannot select cases costs a whole shard per run.
     """
     cfg = ctx.config.noise
     store = open_store(ctx.config)
@@ -78,24 +110,29 @@ def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison]) -> tuple
     durations = [o.duration_s for o in shards if o.duration_s]
     night_s = float(sum(durations)) if durations else 0.0
     per_shard = max(durations) if durations else 0.0
-    seconds = cfg.ab_budget_s if cfg.ab_budget_s is not None else cfg.ab_budget_share * night_s
+    budget = budget_seconds(cfg, night_s)
     ordered = _pick(suspects, cfg.ab_budget)
-    if not selects_cases(ctx.suite):
-        return PoolBudget(seconds, night_s, per_shard, None), ordered
     per_device_cases: dict[int, set[str]] = defaultdict(set)
     for p, device, res in store.results(ctx.run_key):
         if p == pool:
             per_device_cases[device].add(res.case)
+    tonight = [(len(per_device_cases.get(o.device, ())), float(o.duration_s)) for o in shards if o.duration_s]
     n_cases = max((len(v) for v in per_device_cases.values()), default=1) or 1
-    per_case = per_shard / n_cases
+    if not selects_cases(ctx.suite):
+        return PoolBudget(budget.seconds, night_s, per_shard, None, basis=budget.basis), ordered
+    try:
+        cost = learn_cost(observed_runs(ctx, store, pool, tonight))
+    except ValueError:   # nothing timed tonight (every shard failed): a whole shard per run, said so
+        cost = CostModel(per_shard, 0.0, "no process timed: a whole shard per run")
     chosen: list[Comparison] = []
     for c in ordered:
         cases = {x.case for x in chosen} | {c.case}
-        if chosen and 2 * cfg.ab_min_pairs * per_case * len(cases) > seconds:
-            break
+        if chosen and 2 * cfg.ab_min_pairs * min(cost.estimate(len(cases)), per_shard or math.inf) > budget.seconds:
+            continue   # a cheaper suspect further down may still fit beside the chosen ones
         chosen.append(c)
     cases = tuple(sorted({c.case for c in chosen}))
-    return PoolBudget(seconds, night_s, per_case * len(cases), cases), chosen
+    run_s = cost.estimate(len(cases)) if len(cases) < n_cases else (per_shard or cost.estimate(len(cases)))
+    return PoolBudget(budget.seconds, night_s, run_s, cases, basis=budget.basis, cost=cost), chosen
 
 
 def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: str,
@@ -115,8 +152,8 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
     # parsed as the nightly parses its shards; an A/B measured beside a busy host confirms nothing: its
     # suspects stay suspects
     read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=summarize_dir(out))
-    if read.outcome.status is ShardStatus.INVALID:
-        raise ZlopsError(f"A/B run in {out} invalid: {read.outcome.error}")
+    if read.outcome.status is ShardStatus.INVALID:   # the contention gate: run again once the host quiets
+        raise HostBusy(f"A/B run in {out} invalid: {read.outcome.error}", seconds=outcome.duration_s)
     if not read.usable:
         raise ZlopsError(f"A/B run in {out}: {read.outcome.error}")
     return {(r.case, r.metric): r.median for r in read.results}
@@ -132,22 +169,23 @@ class PoolAB:
     budget: PoolBudget
     stopped: str
     wall_s: float = 0.0   # wall-clock seconds of the whole A/B, both sides' preparation included
+    pairs: Pairs | None = None
 
 
 def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
                  budget: PoolBudget, decide_fn: object = None) -> PoolAB:
     """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device, or,
     for a campaign suite (``budget.plan``), of the suspects' shards packed over the pool's devices
-    (zlops.campaign_ab).
+    (zlops.campaign_ab), through :func:`zlops.interleave.run_pairs`.
 
     Runs ``ab_min_pairs`` pairs, then adds pairs while ``decide_fn(samples)`` reports undecided
-    suspects, up to ``ab_pairs``, never starting a pair the remaining budget cannot pay for.
+    suspects, up to ``ab_pairs``, never starting a pair the remaining budget cannot pay for; a pair
+    the contention gate spoiled is run again after the host quiets.
     """
     cfg = ctx.config.noise
     base_sha = suspects[0].base.sha if suspects[0].base else None
     if base_sha is None:
         raise ZlopsError("a suspect without a baseline cannot be confirmed by A/B")
-    from zlops.stats import interleaved_order
 
     devices = ctx.pool_devices(pool)
     device = devices[0]
@@ -156,42 +194,56 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
     where = f"{pool}/{device}" if budget.plan is None else \
         f"{pool}/{','.join(map(str, sorted({d for p in budget.plan.placements for d in p.devices})))}"
     base_ctx = RunContext(ctx.config, ctx.suite_name, f"{ctx.run_key}:ab-base", base_sha, ctx.auto_devices)
-    samples: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    order = interleaved_order(max(cfg.ab_pairs, cfg.ab_min_pairs), seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()))
-    spent, runs, stopped = 0.0, 0, "max pairs"
+    keys = sorted({(c.case, c.metric) for c in suspects})
     wall0 = time.monotonic()
     try:
         with progress.step("ab", suite=ctx.suite_name, commit=f"{base_sha[:7]}..{ctx.sha[:7]}",
                            device=where):
             sides = {"A": (base_ctx, prepare(base_ctx)), "B": (ctx, prepare(ctx))}
-            run_s = budget.run_s
-            for pair in range(len(order) // 2):
-                if pair >= cfg.ab_min_pairs and decide_fn is not None and not decide_fn(dict(samples)):  # type: ignore[operator]
-                    stopped = "decided"
-                    break
-                if pair >= 1 and spent + 2 * run_s > budget.seconds:
-                    stopped = f"budget ({budget.seconds:.0f} s) spent"
-                    break
-                for i in (2 * pair, 2 * pair + 1):
-                    side = order[i]
-                    side_ctx, prepared = sides[side]
-                    out = ctx.run_dir / "ab" / pool / f"{i:02d}{side}"
-                    if budget.plan is not None:   # device-seconds of the gang shards, lanes in parallel
-                        medians, took = campaign_ab.run_side(ctx, side_ctx, prepared, pool, out, budget.plan)
-                    else:
-                        t0 = time.monotonic()
-                        medians = run_side(ctx, side_ctx, prepared, pool, device, out, budget.cases)
-                        took = time.monotonic() - t0
-                    spent += took
-                    runs += 1
-                    run_s = max(run_s, took) if runs <= 2 else (spent / runs)
-                    for c in suspects:
-                        value = medians.get((c.case, c.metric))
-                        if value is not None:
-                            samples[(c.case, c.metric)][0 if side == "A" else 1].append(value)
+
+            def run_one(side: str, i: int) -> tuple[dict[tuple[str, str], float], float]:
+                side_ctx, prepared = sides[side]
+                out = ctx.run_dir / "ab" / pool / f"{i:02d}{side}"
+                if budget.plan is not None:   # device-seconds of the gang shards, lanes in parallel
+                    return campaign_ab.run_side(ctx, side_ctx, prepared, pool, out, budget.plan)
+                t0 = time.monotonic()
+                medians = run_side(ctx, side_ctx, prepared, pool, device, out, budget.cases)
+                return medians, time.monotonic() - t0
+
+            pairs = run_pairs(run_one=run_one, seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()),
+                              min_pairs=min(cfg.ab_min_pairs, max(cfg.ab_pairs, 1)),
+                              max_pairs=max(cfg.ab_pairs, cfg.ab_min_pairs), budget_s=budget.seconds,
+                              est_run_s=budget.run_s, keys=keys, quiet=quiet_waiter(ctx, pool),
+                              decided=None if decide_fn is None else
+                              (lambda samples: not decide_fn(samples)))  # type: ignore[operator]
     finally:
         cleanup(base_ctx)
-    return PoolAB(dict(samples), runs, spent, budget, stopped, wall_s=time.monotonic() - wall0)
+    return PoolAB(pairs.samples, pairs.runs, pairs.seconds, budget, pairs.stopped,
+                  wall_s=time.monotonic() - wall0, pairs=pairs)
+
+
+def quiet_waiter(ctx: RunContext, pool: str) -> Any:
+    """What run_pairs calls after a busy pair: wait (bounded by the pool's contention_wait_s) for the host
+    to quiet, as a shard does before it starts; None where the pool's gate is off."""
+    from zlops import contention
+
+    limits = ctx.config.host_limits(pool)
+    if not limits.gates:
+        return None
+
+    def wait() -> None:
+        contention.wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
+
+    return wait
+
+
+def _outcome(j: Judgement) -> str:
+    """Which of the A/B's three outcomes a judged suspect got (unmeasurable counts as not cleared)."""
+    if j.verdict.changes_level:
+        return "confirmed"
+    if j.verdict.awaiting_confirmation:
+        return "inconclusive"
+    return "cleared" if j.verdict.value == "unchanged" else j.verdict.value
 
 
 def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None = None,
@@ -228,10 +280,11 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         need = 2 * cfg.noise.ab_min_pairs * budget.run_s
         if need > budget.seconds:   # an A/B that cannot reach its first decision is time thrown away
             costs[pool] = {"runs": 0, "seconds": 0.0, "night_s": round(budget.night_s, 2),
-                           "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": 0,
+                           "budget_s": round(budget.seconds, 2), "budget_basis": budget.basis,
+                           "suspects": len(members), "ab_suspects": 0, "est_run_s": round(budget.run_s, 2),
                            "stopped": f"skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
-                                      f"{budget.seconds:.0f} s (noise.ab_budget_share / ab_budget_s); suspects "
-                                      "wait for a second night"}
+                                      f"{budget.seconds:.0f} s ({budget.basis}); suspects stay suspects",
+                           **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {})}
             skipped = (f"[A/B on {pool} skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
                        f"{budget.seconds:.0f} s]")
             for c in members:   # the reason a suspect stays one is said beside it, in every rendering
@@ -263,13 +316,33 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
             log.warning("A/B of pool %s failed, suspects stay suspects: %s", pool, exc)
             costs[pool] = {"error": str(exc)[:300]}
             continue
-        cost = f"{ab.runs} runs, {ab.seconds:.0f} s" if not budget.shards else \
-            f"{ab.runs} runs of {len(budget.shards)} gang shards, {ab.seconds:.0f} device-s"
-        for key, j in judged(ab.samples).items():
+        unit = "s" if not budget.shards else "device-s"
+        cost = (f"{ab.runs} runs, {ab.seconds:.0f} {unit} (estimated {budget.run_s * ab.runs:.0f}), "
+                f"budget {budget.seconds:.0f} {unit}")
+        if budget.shards:
+            cost = f"{ab.runs} runs of {len(budget.shards)} gang shards, " + cost.split(", ", 1)[1]
+        if ab.pairs is not None and ab.pairs.discarded:
+            cost += f"; {len(ab.pairs.discarded)} busy pair(s) re-run"
+        outcomes: dict[str, int] = defaultdict(int)
+        decided = judged(ab.samples)
+        for key, j in decided.items():
             updated[key] = replace(j, note=f"{j.note} [A/B on {pool}: {cost}]")
-        costs[pool] = {"runs": ab.runs, "seconds": round(ab.seconds, 2), "night_s": round(budget.night_s, 2),
-                       "budget_s": round(budget.seconds, 2), "suspects": len(members), "confirmed": len(chosen),
+            outcomes[_outcome(j)] += 1
+        left = [c for c in members if (c.pool, c.case, c.metric) not in decided]
+        for c in left:   # beyond the budget, or no value in the A/B's runs: said beside it
+            why = "not in tonight's A/B (budget)" if c not in chosen else "the A/B runs measured no value"
+            updated[(c.pool, c.case, c.metric)] = replace(
+                c.judgement, note=f"{c.judgement.note} [{why}]" if c.judgement.note else f"[{why}]")
+        pairs_meta = ab.pairs.to_json() if ab.pairs is not None else {}
+        observed = [] if budget.shards or budget.cases is None else \
+            [[len(budget.cases), round(t, 3)] for t in (ab.pairs.run_seconds if ab.pairs else [])]
+        costs[pool] = {**pairs_meta, "runs": ab.runs, "seconds": round(ab.seconds, 2),
+                       "night_s": round(budget.night_s, 2), "budget_s": round(budget.seconds, 2),
+                       "budget_basis": budget.basis, "suspects": len(members), "ab_suspects": len(chosen),
+                       "outcomes": dict(outcomes),
                        "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped,
+                       "observed": observed,
+                       **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",
                            "wall_s": round(ab.wall_s, 2)} if budget.shards else {})}
     store = open_store(cfg)

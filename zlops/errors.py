@@ -65,6 +65,15 @@ class DeviceBusy(ZlopsError):
     """A device is held by another benchmark process and did not become free in time."""
 
 
+class HostBusy(ZlopsError):
+    """A benchmark run the host-contention gate made invalid (foreign load, steal): run it again once the host
+    quiets. ``seconds``: what the invalid run cost (device time spent all the same)."""
+
+    def __init__(self, message: str, *, seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
 class ProcessError(ZlopsError):
     """An external program failed. Keeps argv, exit code and the tails of stdout/stderr."""
 

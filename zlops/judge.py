@@ -146,9 +146,11 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
 
     :func:`zlops.stats.confirm_ab` (Mann-Whitney U + bootstrap CI of the median ratio, and the
     level-shift rule for mixtures), then :func:`zlops.stats.decide`: regression / severe / improved
-    when confirmed in the suspect's direction, unchanged when the A/B does not reproduce it
-    (unmeasurable when its base runs show separated process levels), still a suspect when the A/B
-    cannot decide (too few runs, statistics refused). The verdict's figures become the A/B's: the
+    when confirmed in the suspect's direction, unchanged only when the A/B clears it (the CI of the
+    change inside +-potential_pct, the floor), unmeasurable when it is inconclusive and its base runs
+    show separated process levels, and still a suspect (with the A/B's figures, "A/B inconclusive")
+    when it could not decide: too few runs, a CI that straddles the floor, statistics refused. The
+    verdict's figures become the A/B's: the
     median of the base runs against the median of the head runs, with the CI and the runs. The
     severe line is never below the series' own threshold (a noisy series' threshold can exceed 5%:
     seen on an H200). Used by the nightly's confirm step, the PR compare and bisection.
@@ -163,7 +165,8 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
                               None, None, None, judgement.note)
     try:
         conf = stats.confirm_ab(base_runs, head_runs, lower_is_better=lower_is_better, threshold_pct=threshold,
-                                severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0)
+                                severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0,
+                                equivalence_pct=min(policy.potential_pct, threshold))
     except ValueError as exc:  # statistics that cannot decide leave a suspect, never take a run down
         return dataclasses.replace(judgement, note=f"{judgement.note}; A/B could not be judged: {exc}")
     if conf.state is stats.State.INVALID:

@@ -14,6 +14,7 @@ import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -27,6 +28,7 @@ from triage_nights import BAD_NIGHT, NIGHTS, POOLS, SUITE, T0, Nights, build, ru
 from zlops.airflow.ui import COOKIE, create_app
 from zlops.model import (
     CaseResult,
+    CompareSummary,
     Comparison,
     Judgement,
     RunRecord,
@@ -38,6 +40,7 @@ from zlops.model import (
 from zlops.night_views import MatrixCell, MatrixRow, matrix_view
 from zlops.partition import fmt_duration, make_plan
 from zlops.report import cells
+from zlops.report.table import row_cells
 from zlops.trust import ledger, ledger_lines
 
 pytestmark = [pytest.mark.airflow]
@@ -79,6 +82,43 @@ def test_every_night_page_needs_the_login(nights: Nights, path: str) -> None:
     answer = _client(nights, login=False).get(path)
     assert answer.status_code == 401 and "softmax" not in answer.text and "ledger" not in answer.text
     assert _client(nights).get(path).status_code == 200
+
+
+def test_a_signed_out_deep_link_goes_to_airflows_login_with_the_way_back(nights: Nights) -> None:
+    client = _client(nights, login=False)
+    deep = f"/series?suite={SUITE}&pool=npu&case=softmax_8192&metric=time&nights=8"
+    browser = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    answer = client.get(deep, headers=browser, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/api/v2/auth/login?" + urlencode({"next": deep})
+    assert "softmax" not in answer.text
+    # an API client, a bearer token and a POST keep their 401: only a browser's page view is sent to sign in
+    assert client.get(deep).status_code == 401
+    assert client.get(deep, headers={**browser, "Authorization": "Bearer x"}).status_code == 401
+    assert client.post("/alerts/1", data={"action": "ack"}, headers=browser).status_code == 401
+
+
+def test_every_row_of_the_run_pages_comparison_links_to_its_series(nights: Nights) -> None:
+    page = _client(nights).get("/run", params={"key": run_key(BAD_NIGHT)})
+    assert page.status_code == 200
+    text = html.unescape(page.text)
+    stored = nights.store.comparisons(run_key(BAD_NIGHT))
+    tables = {pool: body.split("</table>")[0]
+              for pool, body in re.findall(r'<table class="comparison" data-pool="([^"]+)">(.*?)</table>', text, re.S)}
+    assert set(tables) == set(POOLS)
+    linked = [row for body in tables.values() for row in re.findall(r"<tr class=.*?</tr>", body, re.S)]
+    assert len(linked) == len(stored) == 6  # every row, none left as plain text
+    for c in stored:
+        series = f'<a href="series?suite={SUITE}&pool={c.pool}&case={c.case}&metric={c.metric}">{c.case}</a>'
+        (row,) = [r for r in re.findall(r"<tr class=.*?</tr>", tables[c.pool], re.S) if series in r]
+        _, base, head, delta, change, mark = row_cells(c, c.case)  # the report's own cells, not the page's
+        assert re.findall(r'<td class="num">(.*?)</td>', row) == [base, head, delta, change]
+        assert f'<tr class="{c.verdict.value}">' in row and mark in row
+    # the flagged ones, worst first, link to their series too
+    flagged = re.findall(r'<li class="regression">!! REGRESSION: <a href="series\?([^"]+)">([^<]+)</a>', text)
+    assert [name for _, name in flagged] == ["musa / softmax_8192 (time)", "npu / softmax_8192 (time)"]
+    overall = CompareSummary(run_key(BAD_NIGHT), SUITE, sha(BAD_NIGHT), tuple(stored)).overall_line()
+    assert f"<b>{overall}</b>" in text
 
 
 def test_the_matrix_reads_two_backends_apart_from_every_backend(nights: Nights) -> None:
@@ -209,3 +249,18 @@ def test_the_trust_page_prints_the_ledger_the_digest_posts(nights: Nights) -> No
     assert "Alerts opened: 2; confirmed (announced): 2" in text and "waiting for a person: 2" in text
     assert _client(nights).get("/trust", params={"days": 0}).status_code == 422
     assert _client(nights).get("/trust", params={"days": 367}).status_code == 422
+
+
+def test_the_run_page_shows_each_pool_s_a_b_cost_from_the_one_renderer(nights: Nights) -> None:
+    from zlops.report.ab_cost import ab_cost_lines
+
+    key = run_key(NIGHTS - 1)
+    meta = {"ab": {"cuda": {"runs": 10, "pairs": 5, "seconds": 151.0, "est_run_s": 14.0, "realised_run_s": 15.1,
+                            "est_s": 140.0, "budget_s": 300.0, "budget_basis": "floor 300 s",
+                            "outcomes": {"confirmed": 1, "inconclusive": 1}, "suspects": 2, "ab_suspects": 2,
+                            "stopped": "budget (300 s) spent"}}}
+    nights.store.update_run_meta(key, meta)
+    text = html.unescape(_client(nights).get("/run", params={"key": key}).text)
+    (line,) = ab_cost_lines(meta)
+    assert '<h3 id="ab">A/B confirmation</h3>' in text and f"<li>{line}</li>" in text
+    assert "151 s spent, estimated 140 s" in line and "1 inconclusive" in line

@@ -37,7 +37,8 @@ def airflow_client() -> Iterator[Any]:
 
     db.resetdb()  # the auth manager checks tokens against the revoked_token table
     home = Path(os.environ["AIRFLOW_HOME"])
-    saved = {k: os.environ.get(k) for k in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS")}
+    saved = {k: os.environ.get(k)
+             for k in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS")}
     os.environ["AIRFLOW__API_AUTH__JWT_SECRET"] = secrets.token_hex(64)
     os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = "admin:admin,vera:viewer"
     (home / "simple_auth_manager_passwords.json.generated").write_text(
@@ -99,6 +100,33 @@ def test_every_triage_route_answers_401_without_login(airflow_client: Any, night
     assert nights.store.alert(alert).state is AlertState.CONFIRMED and _replies(nights) == 0
 
 
+def test_a_signed_out_deep_link_goes_to_airflows_login_and_comes_back(airflow_client: Any, nights: Nights) -> None:
+    """A link from Slack opened signed out: Airflow's own login route, then the auth manager's login page, each
+    with the page asked for as ``next``; signed in, that page (never ``{"detail":"Not authenticated"}``)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    airflow_client.cookies.clear()
+    deep = f"/zlops/series?suite={SUITE}&pool=npu&case=softmax_8192&metric=time&nights=8"
+    browser = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    first = airflow_client.get(deep, headers=browser, follow_redirects=False)
+    assert first.status_code == 303 and "Not authenticated" not in first.text
+    to = urlsplit(first.headers["location"])
+    assert to.path == "/api/v2/auth/login" and parse_qs(to.query) == {"next": [deep]}
+    login = airflow_client.get(first.headers["location"], headers=browser, follow_redirects=False)
+    assert login.status_code == 307, login.text  # Airflow checked next (is_safe_url) and hands over
+    page = urlsplit(login.headers["location"])
+    assert page.path == "/auth/login" and parse_qs(page.query) == {"next": [deep]}
+    assert airflow_client.get(login.headers["location"], headers=browser).status_code == 200  # the login form
+    airflow_client.cookies.set("_token", _token(airflow_client, "admin"))  # what the login form sets
+    try:
+        back = airflow_client.get(parse_qs(page.query)["next"][0], headers=browser)
+        assert back.status_code == 200 and 'id="chart"' in back.text and "softmax_8192" in back.text
+    finally:
+        airflow_client.cookies.clear()
+    # an API client still gets Airflow's 401, as Airflow's own API answers it
+    assert airflow_client.get(deep, headers={"Accept": "application/json"}).status_code == 401
+
+
 def test_a_viewer_reads_the_pages_but_may_not_triage(airflow_client: Any, nights: Nights) -> None:
     airflow_client.cookies.set("_token", _token(airflow_client, "vera"))
     try:
@@ -138,7 +166,8 @@ def test_the_ui_login_acks_as_that_user_once(airflow_client: Any, nights: Nights
 
 
 def test_airflow_lists_the_pages_the_run_tab_and_the_extra_link(airflow_client: Any, nights: Nights) -> None:
-    plugins = airflow_client.get("/api/v2/plugins", headers={"Authorization": f"Bearer {_token(airflow_client, 'admin')}"})
+    plugins = airflow_client.get("/api/v2/plugins",
+                                 headers={"Authorization": f"Bearer {_token(airflow_client, 'admin')}"})
     assert plugins.status_code == 200
     (zlops,) = [p for p in plugins.json()["plugins"] if p["name"] == "zlops"]
     views = {v["name"]: v for v in zlops["external_views"]}

@@ -1,12 +1,13 @@
 """The triage pages in a real browser: Debian's chromium, driven by Playwright's Python API, against Airflow's own
 api-server app (the zlops plugin from plugins/, SimpleAuthManager) served over HTTP on 127.0.0.1.
 
-A person's morning: sign in through Airflow's login form, open the alerts inbox, ack an alert with a note
-and see the inbox say so (and the store record it as that user), open its series page and see plotly draw
-every raw sample of every night, open the op family x pool matrix and the all-backends page and see them
-drawn, and click a matrix cell through to that case's series. No browser is downloaded: Playwright
-launches the system's chromium (``executable_path``); where it is absent the test is skipped with the
-reason (``.ci/run`` installs it with apt where it can).
+A person's morning: open a link to the alerts inbox signed out, sign in on the Airflow login form it lands on
+and come back to that link, ack an alert with a note and see the inbox say so (and the store record it as that
+user), open its series page and see plotly draw every raw sample of every night, open the op family x pool
+matrix and the all-backends page and see them drawn (a legend naming the bars' colours), click a matrix cell
+through to that case's series, and click the run page's regression row through to its series. No browser is
+downloaded: Playwright launches the system's chromium (``executable_path``); where it is absent the test is
+skipped with the reason (``.ci/run`` installs it with apt where it can).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -111,17 +113,19 @@ def test_a_sheriff_signs_in_acks_an_alert_and_reads_the_charts(browser: Any, air
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.set_default_timeout(30_000)
     try:
-        # not signed in: the pages answer 401, nothing of the alerts shows
-        denied = page.goto(f"{airflow_url}/zlops/alerts")
-        assert denied is not None and denied.status == 401 and "softmax" not in page.content()
-
-        # Airflow's own login form (SimpleAuthManager), then back to the inbox
-        page.goto(f"{airflow_url}/auth/login?next=/zlops/alerts")
+        # a deep link opened signed out (from Slack): Airflow's own login form, the link kept as its next
+        deep = f"/zlops/alerts?suite={SUITE}"
+        page.goto(f"{airflow_url}{deep}")
+        page.wait_for_selector("input[name=username]")  # the login form itself, not a URL the login page shares
+        assert "softmax" not in page.content() and "Not authenticated" not in page.content()
+        assert parse_qs(urlsplit(page.url).query)["next"] == [deep]
         page.fill("input[name=username]", "admin")
         page.fill("input[name=password]", PASSWORD)
         page.click("button[type=submit]")
-        page.wait_for_url("**/zlops/alerts**")
         alert_id = nights.alerts["npu"]
+        # wait for the inbox itself (a row only it has): the login page's own URL holds "/zlops/alerts" too
+        page.wait_for_selector(f"#alert-{alert_id} td.state")
+        assert urlsplit(page.url).path + "?" + urlsplit(page.url).query == deep
         row = page.locator(f"#alert-{alert_id}")
         assert row.locator("td.state").inner_text() == "confirmed"
         assert "admin" in page.locator("p.muted").first.inner_text()  # signed in as
@@ -130,7 +134,8 @@ def test_a_sheriff_signs_in_acks_an_alert_and_reads_the_charts(browser: Any, air
         row.locator("select[name=action]").select_option("ack")
         row.locator("input[name=note]").fill("bisecting from the browser")
         row.locator("button[type=submit]").click()
-        page.wait_for_url(f"**/zlops/alerts?changed={alert_id}*")
+        page.wait_for_selector(".flash")
+        assert f"changed={alert_id}" in page.url
         assert page.locator(".flash").inner_text() == f"alert #{alert_id} npu / softmax_8192 (time) is now acked"
         row = page.locator(f"#alert-{alert_id}")
         assert row.locator("td.state").inner_text() == "acked"
@@ -165,10 +170,20 @@ def test_a_sheriff_signs_in_acks_an_alert_and_reads_the_charts(browser: Any, air
         page.wait_for_url("**/zlops/series?suite=ops&pool=musa&case=softmax_8192&metric=time")
         page.wait_for_selector("#chart g.trace.boxes")
 
-        # the all-backends page of the case: one panel of bars per pool
+        # the all-backends page of the case: one panel of bars per pool, a legend naming each bar colour
         page.goto(f"{airflow_url}/zlops/cross?suite={SUITE}&case=softmax_8192&metric=time")
         page.wait_for_selector("#chart g.trace.bars")
-        assert page.locator("#chart g.trace.bars").count() == 3
+        assert page.locator("#chart g.trace.bars path").count() == 3 * (NIGHTS - 1)  # a bar per pool and night
+        legend = page.locator("#chart .legend .legendtext").all_text_contents()
+        assert sorted(legend) == ["regression", "the pool's threshold (shaded)", "unchanged"]
+
+        # the run page of the bad night: its flagged row is a link through to that series
+        page.goto(f"{airflow_url}/zlops/run?key={run_key(BAD_NIGHT).replace('+', '%2B')}")
+        npu = page.locator('table.comparison[data-pool="npu"] tr.regression')
+        assert npu.locator("td.num").all_text_contents()[3].startswith("+")
+        npu.get_by_role("link", name="softmax_8192").click()
+        page.wait_for_selector("#chart g.trace.boxes")
+        assert "pool=npu" in page.url and "case=softmax_8192" in page.url
         assert errors == []
     finally:
         context.close()

@@ -195,33 +195,36 @@ def test_series_page_draws_each_nights_raw_samples_and_the_stored_figures(nights
         ab_head["hovertext"][0])
     (refs,) = [t for t in fig["data"] if t["name"] == "the judge's reference that night"]
     assert refs["y"] == [comparisons[n].figures.reference for n in range(1, NIGHTS)]
-    clock = [t for t in fig["data"] if t["name"].startswith("pool clock")][0]
+    (clock,) = [t for t in fig["data"] if t["name"].startswith("pool clock")]
     assert clock["y"] == [1800.0 - 10 * n for n in range(NIGHTS)]
     alert = nights.store.alert(nights.alerts["npu"])
     assert any(s.get("y0") == alert.base_value for s in fig["layout"]["shapes"])  # the alert's reference
     marks = [a for a in fig["layout"]["annotations"] if a.get("text") == "level + first bad"]
     assert len(marks) == 1 and marks[0]["x"] == median["x"][BAD_NIGHT]
     text = html.unescape(page.text)
-    assert f"{cells.fmt_value(bad.figures.reference, 'ms')} (A/B base, 4 runs; 95% CI [+9.10%, +14.80%])" in text
-    assert "4 base / 4 head runs, p = 0.0008" in text and "1750 MHz" in text
+    assert f"A/B base, 4 runs: <b>{cells.fmt_value(bad.figures.reference, 'ms')}</b>" in text
+    assert "95% CI [+9.10%, +14.80%], p = 0.0008" in text and "1750 MHz" in text
     assert "static/plotly.min.js" in page.text and "cdn" not in page.text.lower()
     few = _figure(_client(nights).get("/series", params={**SERIES, "nights": 3}).text)
-    assert len([t for t in few["data"] if t["name"] == "median"][0]["x"]) == 3
+    (few_medians,) = [t for t in few["data"] if t["name"] == "median"]
+    assert len(few_medians["x"]) == 3
 
 
 def test_cross_backend_page_shows_each_pools_stored_changes_side_by_side(nights: Nights) -> None:
     page = _client(nights).get("/cross", params={"suite": SUITE, "case": "softmax_8192", "metric": "time"})
     assert page.status_code == 200
     fig = _figure(page.text)
-    bars = {t["name"]: t for t in fig["data"] if t["type"] == "bar"}
+    bars = _bars_by_pool(fig)
     assert set(bars) == set(POOLS)
     for pool in POOLS:
-        stored = [c.judgement.change_pct for n in range(1, NIGHTS) for c in nights.store.comparisons(run_key(n))
+        stored = [c for n in range(1, NIGHTS) for c in nights.store.comparisons(run_key(n))
                   if (c.pool, c.case, c.metric) == (pool, "softmax_8192", "time")]
-        assert bars[pool]["y"] == stored  # the judge's own change per night, against that pool's reference
-        assert bars[pool]["text"] == [cells.fmt_change(v) for v in stored]
-    assert bars["npu"]["y"][BAD_NIGHT - 1] > 5 and bars["musa"]["y"][BAD_NIGHT - 1] > 5
-    assert abs(bars["cuda"]["y"][BAD_NIGHT - 1]) < 2  # slower on two backends, not on cuda
+        # the judge's own change per night, against that pool's reference, in night order
+        assert [y for y, _, _ in bars[pool]] == [c.judgement.change_pct for c in stored]
+        assert [t for _, t, _ in bars[pool]] == [cells.fmt_change(c.judgement.change_pct) for c in stored]
+        assert [v for _, _, v in bars[pool]] == [c.verdict.label for c in stored]  # each bar's trace: its verdict
+    assert bars["npu"][BAD_NIGHT - 1][0] > 5 and bars["musa"][BAD_NIGHT - 1][0] > 5
+    assert abs(bars["cuda"][BAD_NIGHT - 1][0]) < 2  # slower on two backends, not on cuda
     titles = {a["text"] for a in fig["layout"]["annotations"]}
     assert {"npu (ascend)", "cuda (cuda)", "musa (musa)"} <= titles
     text = html.unescape(page.text)
@@ -230,7 +233,127 @@ def test_cross_backend_page_shows_each_pools_stored_changes_side_by_side(nights:
         assert f"{cells.fmt_value(c.figures.value, 'ms')} ({c.figures.value_label})" in text
     only = _client(nights).get("/cross", params={"suite": SUITE, "case": "softmax_8192", "metric": "time",
                                                  "pool": ["npu", "cuda"], "nights": 2})
-    assert {t["name"] for t in _figure(only.text)["data"]} == {"npu", "cuda"}
+    assert {t["meta"] for t in _figure(only.text)["data"]} == {"npu", "cuda"}
+
+
+def _bars_by_pool(fig: dict[str, Any]) -> dict[str, list[tuple[float, str, str]]]:
+    """(change, label, verdict) of each pool's bars, in the order its panel's x axis lists the nights."""
+    out: dict[str, list[tuple[float, str, str]]] = {}
+    at: dict[str, dict[str, tuple[float, str, str]]] = {}
+    axis: dict[str, str] = {}
+    for t in fig["data"]:
+        if t["type"] == "bar":
+            axis[t["meta"]] = t.get("xaxis", "x")
+            for x, y, text in zip(t["x"], t["y"], t["text"], strict=True):
+                at.setdefault(t["meta"], {})[x] = (y, text, t["name"])
+    for pool, by_x in at.items():
+        order = fig["layout"]["xaxis" + axis[pool][1:]]["categoryarray"]
+        assert sorted(order) == sorted(by_x)
+        out[pool] = [by_x[x] for x in order]
+    return out
+
+
+def _legend_problems(fig: dict[str, Any]) -> list[str]:
+    """What of a chart a reader cannot name from its legend: a trace left out of it, a colour no legend entry
+    has, a heatmap without a titled colour bar, a legend switched off."""
+    data, layout = fig["data"], fig["layout"]
+    shown = [t for t in data if t["type"] != "heatmap" and t.get("showlegend", True) is not False]
+    problems = []
+    if shown and (layout.get("showlegend") is False or (len(shown) == 1 and layout.get("showlegend") is not True)):
+        problems.append("the legend is not drawn")
+    colours = {c for t in shown for c in (t.get("marker", {}).get("color"), t.get("line", {}).get("color"))
+               if isinstance(c, str)}
+    groups = {t.get("legendgroup") for t in shown} - {None}
+    for t in data:
+        if t["type"] == "heatmap":
+            if not t.get("colorbar", {}).get("title", {}).get("text"):
+                problems.append("a heatmap without a titled colour bar")
+            continue
+        if t.get("showlegend", True) is False and t.get("legendgroup") not in groups:
+            problems.append(f"trace {t.get('name')!r} is not in the legend")
+        used = t.get("marker", {}).get("color")
+        for c in [used] if isinstance(used, str) else (used or []):
+            if c not in colours:
+                problems.append(f"colour {c} of {t.get('name')!r} has no legend entry")
+    return sorted(set(problems))
+
+
+def test_every_chart_has_a_legend_for_its_colours(nights: Nights) -> None:
+    client = _client(nights)
+    pages = {"series": client.get("/series", params=SERIES),
+             "cross": client.get("/cross", params={"suite": SUITE, "case": "softmax_8192", "metric": "time"}),
+             "matrix": client.get("/matrix", params={"suite": SUITE, "run": run_key(BAD_NIGHT)})}
+    problems = {}
+    for name, page in pages.items():
+        assert page.status_code == 200, name
+        problems[name] = _legend_problems(_figure(page.text))
+    assert problems == {"series": [], "cross": [], "matrix": []}
+    cross = _figure(pages["cross"].text)
+    legend = [t["name"] for t in cross["data"] if t.get("showlegend", True) is not False]
+    assert sorted(legend) == ["regression", "unchanged"]  # each bar colour named once
+    assert [s.get("name") for s in cross["layout"]["shapes"] if s.get("showlegend")] == [
+        "the pool's threshold (shaded)"]
+
+
+def _axes_with_data(fig: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The y axes the layout draws, and those at least one trace puts a value on."""
+    drawn = {"y" + k[len("yaxis"):] for k in fig["layout"] if k.startswith("yaxis")}
+    used = {t.get("yaxis", "y") for t in fig["data"] if any(v is not None for v in t.get("y", ()))}
+    return drawn, used
+
+
+@pytest.mark.parametrize(("clock", "temp", "titles"), [
+    (True, False, {"MHz"}),          # a CPU pool: a clock, no temperature
+    (False, True, {"°C"}),
+    (True, True, {"MHz", "°C"}),
+    (False, False, set()),           # no telemetry: no strip at all
+])
+def test_a_series_draws_an_axis_only_for_the_telemetry_it_has(nights: Nights, clock: bool, temp: bool,
+                                                             titles: set[str]) -> None:
+    from dataclasses import replace
+
+    from zlops.airflow.charts import series_figure
+    from zlops.triage_views import series_view
+
+    view = series_view(nights.store, SUITE, "npu", "softmax_8192", "time")
+    view = replace(view, nights=tuple(replace(n, clock_mhz=n.clock_mhz if clock else None,
+                                              temp_c=n.temp_c if temp else None) for n in view.nights))
+    fig = json.loads(series_figure(view))
+    drawn, used = _axes_with_data(fig)
+    assert drawn == used, "an axis without data"
+    shown = {ax.get("title", {}).get("text") for k, ax in fig["layout"].items() if k.startswith("yaxis")}
+    assert shown - {"time (ms)"} == titles
+    names = {t["name"] for t in fig["data"]}
+    assert ("pool max temperature (°C)" in names) is temp and ("pool clock (MHz, median)" in names) is clock
+
+
+def test_a_series_rows_figures_say_which_samples_they_come_from(nights: Nights) -> None:
+    from zlops.airflow.charts import night_label
+    from zlops.triage_views import series_view
+
+    page = _client(nights).get("/series", params=SERIES)
+    text = html.unescape(page.text)
+    table = text[text.index('<table class="nights">'):]
+    table = table[:table.index("</table>")]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"<tr><td>([^<]*)</td>.*?</tr>", table, re.S)}
+    view = series_view(nights.store, SUITE, "npu", "softmax_8192", "time")
+    assert len(rows) == NIGHTS
+    for n in view.nights:
+        row = rows[night_label(n)]
+        # the night's own pooled samples, named as such
+        night = f"{cells.fmt_value(n.median, 'ms')}<br><span class=\"muted\">night: median of {n.n} samples</span>"
+        assert night in row
+        c = n.comparison
+        if c is None:
+            continue
+        f = c.figures
+        # the verdict's samples, named by its own stored figures, beside the change computed from exactly those
+        assert f"{f.value_label}: <b>{cells.fmt_value(f.value, 'ms')}</b>" in row
+        assert f"{f.reference_label}: <b>{cells.fmt_value(f.reference, 'ms')}</b>" in row
+        assert cells.fmt_change(c.judgement.change_pct) in row
+    bad = rows[night_label(view.nights[BAD_NIGHT])]
+    assert "A/B head, 4 runs: <b>" in bad and "A/B base, 4 runs: <b>" in bad and "tonight, " not in bad
+    assert "tonight, 5 samples: <b>" in rows[night_label(view.nights[BAD_NIGHT - 1])]
 
 
 @pytest.fixture

@@ -93,7 +93,7 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
     # the A/B re-ran the ring variant's shards (setup suspects; E(2) and the P=1 ratio of ring/ring) only
     assert _ab_shards(config, n2) == {_shard(p, "ring", s).shard_id for p in (1, 2) for s in ("nccl", "ring")}
     ab2 = open_store(config).get_run(n2.run_key).meta["ab"]["cpu2"]  # type: ignore[union-attr]
-    assert ab2["confirmed"] >= 6 and ab2["unit"] == "device-seconds" and len(ab2["shards"]) == 4
+    assert ab2["ab_suspects"] >= 6 and ab2["unit"] == "device-seconds" and len(ab2["shards"]) == 4
     cleared = [c for c in n2.summary.comparisons if c.figures and "A/B" in c.figures.reference_label]
     assert {(c.case, c.metric) for c in cleared} >= {
         ("allreduce/4KiB/p1/ring/nccl", "setup_s"), ("allreduce/4KiB/p2/ring/ring", "setup_s"),

@@ -26,6 +26,7 @@ from zlops.config import Config, parse_config
 from zlops.formats import parse_results
 from zlops.judge import confirm_suspect, noise_judge
 from zlops.model import Verdict
+from zlops.stats import confirm_ab
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "campaign_h200x2" / "noise_2026-12-01"
 ANNOUNCED = (Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED)
@@ -114,7 +115,21 @@ def test_every_verdict_is_decided_again_from_the_recorded_values_and_ab_runs(nig
         if n == night:
             assert recorded[key] is then and rejudged[key][1] is now, key
             recorded[key] = now
-    assert {k: v[1] for k, v in rejudged.items()} == recorded
+    floor = _config().thresholds.to_thresholds().potential_pct
+    changed = {k: (recorded[k], v[1]) for k, v in rejudged.items() if v[1] is not recorded[k]}
+    # the other rule that changed since the recording (#22): an A/B that could not decide is no longer
+    # "unchanged". Exactly those recorded `unchanged` whose A/B CI reaches beyond the floor are
+    # inconclusive now and stay suspects (with the A/B's figures); every other verdict is re-decided alike
+    for key, (was, now) in changed.items():
+        row = _rows(night)[key]
+        assert was is Verdict.UNCHANGED and now.awaiting_confirmation and row["ab_base"], (key, was, now)
+        rng = confirm_ab(row["ab_base"], row["ab_head"], lower_is_better=row["lower_is_better"],
+                         threshold_pct=max(row["threshold_pct"] or floor, floor), severe_pct=50.0,
+                         alpha=_config().noise.alpha, equivalence_pct=floor).ci_pct
+        assert rng is not None and (rng[0] <= -floor or rng[1] >= floor), (key, rng)
+    for key, v in rejudged.items():
+        if key not in changed:
+            assert v[1] is recorded[key], key
     # an A/B ran for exactly the suspects its budget reached; the others say why they wait
     for key, (screened, final) in rejudged.items():
         if (night, key) in CHANGED_SINCE:

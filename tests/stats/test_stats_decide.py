@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from zlops.stats import (
+    NightResult,
     Policy,
     State,
     confirm_ab,
@@ -138,8 +139,43 @@ def test_confirm_ab_needs_significance_and_effect() -> None:
     base = _samples(100.0, n=8, sigma_pct=0.1, seed=1)
     tiny = confirm_ab(base, _samples(101.0, n=8, sigma_pct=0.1, seed=2))   # significant, but 1% < 2%
     assert tiny.state is State.UNCHANGED and tiny.p_value is not None and tiny.p_value < 0.002
+    assert tiny.outcome == "cleared" and tiny.decided and "cleared" in tiny.reason
     noisy = confirm_ab(_samples(100.0, n=8, sigma_pct=5, seed=3), _samples(103.0, n=8, sigma_pct=5, seed=4))
-    assert noisy.state is State.UNCHANGED                                    # 3% but not significant
+    # 3% but not significant, and a CI far wider than +-2%: the A/B could not decide either way
+    assert noisy.state is State.INCONCLUSIVE and noisy.outcome == "inconclusive" and not noisy.decided
+    assert noisy.ci_pct is not None and (noisy.ci_pct[0] < -2.0 or noisy.ci_pct[1] > 2.0)
+
+
+def test_an_a_b_whose_ci_excludes_the_floor_is_never_unchanged() -> None:
+    """#22: on a loaded host the demo's softmax measured "+51.79% worse, 95% CI [+4.94%, +102.99%],
+    p=0.0079" and was reported unchanged. A CI wholly beyond the floor is evidence of a change, not of
+    its absence: inconclusive (5+5 runs cannot reach alpha 0.002 by MWU), and its suspect stays one."""
+    rng = np.random.default_rng(5)
+    base = list(100.0 * np.exp(rng.normal(0, 0.25, 5)))
+    head = list(150.0 * np.exp(rng.normal(0, 0.25, 5)))
+    conf = confirm_ab(base, head, threshold_pct=2.0, severe_pct=5.0, seed=0)
+    assert conf.ci_pct is not None and conf.ci_pct[0] > 2.0          # the CI lies beyond +2%
+    assert conf.state is not State.UNCHANGED and conf.outcome in ("inconclusive", "confirmed")
+    night = NightResult(State.SUSPECT, 50.0, 50.0, 2.0, 100.0, 150.0, None, "suspect")
+    decision = decide(night, ab=conf)
+    assert decision.state is not State.UNCHANGED
+    if conf.outcome == "inconclusive":
+        assert decision.state is State.SUSPECT and decision.reason.startswith("A/B inconclusive")
+        assert "CI of the change" in decision.reason    # its figures, beside it
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cleared_only_when_the_ci_lies_inside_the_floor(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sigma = float(rng.uniform(0.1, 8.0))
+    shift = float(rng.uniform(0.9, 1.1))
+    base = list(100.0 * np.exp(rng.normal(0, sigma / 100, 8)))
+    head = list(100.0 * shift * np.exp(rng.normal(0, sigma / 100, 8)))
+    conf = confirm_ab(base, head, threshold_pct=2.0, severe_pct=5.0, seed=seed)
+    if conf.state is State.UNCHANGED:
+        assert conf.ci_pct is not None and -2.0 < conf.ci_pct[0] and conf.ci_pct[1] < 2.0
+    assert conf.outcome == {State.UNCHANGED: "cleared", State.INCONCLUSIVE: "inconclusive",
+                            State.INVALID: "invalid"}.get(conf.state, "confirmed")
 
 
 def test_confirm_ab_refuses_samples_too_small_to_reach_alpha() -> None:
@@ -208,7 +244,7 @@ def test_ab_confirms_or_clears_a_suspect() -> None:
     yes = decide(night, ab=confirm_ab(base, _samples(104.0, n=8, seed=22)))
     assert yes.state is State.REGRESSION and yes.confirmed_by == "ab"
     no = decide(night, ab=confirm_ab(base, _samples(100.0, n=8, seed=23)))
-    assert no.state is State.UNCHANGED and "not confirmed" in no.reason
+    assert no.state is State.UNCHANGED and "cleared by A/B" in no.reason
     invalid_ab = confirm_ab([1.0, 1.0], [2.0, 2.0])
     assert decide(night, ab=invalid_ab).state is State.SUSPECT     # an impossible A/B decides nothing
 

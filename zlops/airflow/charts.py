@@ -78,10 +78,13 @@ def series_figure(view: SeriesView) -> str:
 
     nights = view.nights
     labels = [night_label(n) for n in nights]
-    telemetry = any(n.clock_mhz is not None or n.temp_c is not None for n in nights)
+    # a strip, and an axis, only for the telemetry the series has (a CPU pool has a clock, no temperature)
+    clock = any(n.clock_mhz is not None for n in nights)
+    temp = any(n.temp_c is not None for n in nights)
+    telemetry = clock or temp
     fig = make_subplots(rows=2 if telemetry else 1, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         row_heights=[0.74, 0.26] if telemetry else [1.0],
-                        specs=[[{}], [{"secondary_y": True}]] if telemetry else [[{}]])
+                        specs=[[{}], [{"secondary_y": clock and temp}]] if telemetry else [[{}]])
     unit = view.unit
     by_verdict: dict[str, list[Night]] = {}
     for n in nights:
@@ -113,7 +116,8 @@ def series_figure(view: SeriesView) -> str:
         a = view.alert
         level, band = a.base_value, a.band_pct
         fig.add_hrect(y0=level * (1 - band / 100), y1=level * (1 + band / 100), fillcolor=REFERENCE_COLOUR,
-                      opacity=0.10, line_width=0, row=1, col=1)
+                      opacity=0.10, line_width=0, row=1, col=1, showlegend=True,
+                      name=_escape(f"alert #{a.id} band (±{band:g}%)"))
         fig.add_hline(y=level, line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 2}, row=1, col=1,
                       annotation_text=_escape(f"alert #{a.id} reference {cells.format_value(level, a.unit)} "
                                               f"±{band:g}%"), annotation_position="top left")
@@ -130,15 +134,16 @@ def series_figure(view: SeriesView) -> str:
         fig.add_annotation(x=x, y=1.0, yref="y domain", text=_escape(" + ".join(dict.fromkeys(m.kind for m in marks))),
                            showarrow=False, yshift=10, hovertext=_escape("; ".join(m.text for m in marks)),
                            font={"size": 11})
-    if telemetry:
+    if clock:
         fig.add_trace(go.Scatter(x=labels, y=[n.clock_mhz for n in nights], mode="lines+markers",
                                  name="pool clock (MHz, median)", line={"color": CLOCK_COLOUR},
-                                 connectgaps=False), row=2, col=1, secondary_y=False)
+                                 connectgaps=False), row=2, col=1)
+        fig.update_yaxes(title_text="MHz", row=2, col=1, secondary_y=False)
+    if temp:  # on the right of the clock when both are drawn, else alone on the strip's axis
         fig.add_trace(go.Scatter(x=labels, y=[n.temp_c for n in nights], mode="lines+markers",
                                  name="pool max temperature (°C)", line={"color": TEMP_COLOUR, "dash": "dot"},
-                                 connectgaps=False), row=2, col=1, secondary_y=True)
-        fig.update_yaxes(title_text="MHz", row=2, col=1, secondary_y=False)
-        fig.update_yaxes(title_text="°C", row=2, col=1, secondary_y=True)
+                                 connectgaps=False), row=2, col=1, **({"secondary_y": True} if clock else {}))
+        fig.update_yaxes(title_text="°C", row=2, col=1, **({"secondary_y": True} if clock else {}))
     fig.update_yaxes(title_text=_escape(f"{view.metric} ({unit})" if unit else view.metric), row=1, col=1)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels)
     fig.update_layout(height=640 if telemetry else 480, margin={"l": 60, "r": 30, "t": 40, "b": 60},
@@ -172,8 +177,9 @@ def _ab_runs(fig: Any, nights: Sequence[Night], unit: str) -> None:
 
 def cross_figure(view: CrossView) -> str:
     """One panel per pool, side by side on one y axis: each night's stored change against that pool's own
-    reference (``Figures.change_pct``), coloured by the night's verdict, the threshold it was judged with
-    as a band."""
+    reference (``Figures.change_pct``), coloured by the night's verdict (one trace per pool and verdict,
+    named by the verdict, so the legend says what each colour is; the trace's ``meta`` is its pool), the
+    threshold it was judged with as a band."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -183,22 +189,34 @@ def cross_figure(view: CrossView) -> str:
     titles = [_escape(f"{c.pool} ({c.backend})" if c.backend else c.pool) for c in columns]
     fig = make_subplots(rows=1, cols=len(columns), shared_yaxes=True, subplot_titles=titles,
                         horizontal_spacing=0.03)
+    in_legend: set[str] = set()
     for i, col in enumerate(columns, start=1):
         judged = [n for n in col.nights if n.change_pct is not None]
-        fig.add_trace(go.Bar(x=[night_label(n) for n in judged], y=[n.change_pct for n in judged],
-                             marker={"color": [_colour(n.verdict) for n in judged]}, name=col.pool,
-                             text=[cells.fmt_change(n.change_pct) for n in judged], textposition="outside",
-                             hovertext=[night_hover(n) for n in judged], hoverinfo="text", showlegend=False),
-                      row=1, col=i)
+        by_verdict: dict[str, list[Night]] = {}
+        for n in judged:
+            by_verdict.setdefault(_verdict_name(n), []).append(n)
+        for name, members in by_verdict.items():  # one trace per verdict: its colour is a legend entry
+            fig.add_trace(go.Bar(x=[night_label(n) for n in members], y=[n.change_pct for n in members],
+                                 marker={"color": _colour(members[0].verdict)}, name=name, legendgroup=name,
+                                 showlegend=name not in in_legend, meta=col.pool,
+                                 text=[cells.fmt_change(n.change_pct) for n in members], textposition="outside",
+                                 hovertext=[night_hover(n) for n in members], hoverinfo="text"),
+                          row=1, col=i)
+            in_legend.add(name)
         latest = col.latest
         if latest is not None and latest.comparison is not None and latest.comparison.judgement.threshold_pct:
             t = latest.comparison.judgement.threshold_pct
-            fig.add_hrect(y0=-t, y1=t, fillcolor="#555555", opacity=0.08, line_width=0, row=1, col=i)
-        fig.update_xaxes(type="category", tickangle=-45, row=1, col=i)
+            fig.add_hrect(y0=-t, y1=t, fillcolor="#555555", opacity=0.08, line_width=0, row=1, col=i,
+                          name="the pool's threshold (shaded)", legendgroup="threshold",
+                          showlegend="threshold" not in in_legend)
+            in_legend.add("threshold")
+        fig.update_xaxes(type="category", tickangle=-45, categoryorder="array",
+                         categoryarray=[night_label(n) for n in judged], row=1, col=i)
     fig.add_hline(y=0, line={"color": "black", "width": 1})
     fig.update_yaxes(title_text="change vs the pool's reference (%)", row=1, col=1)
-    fig.update_layout(height=460, margin={"l": 60, "r": 20, "t": 50, "b": 90}, hovermode="closest",
-                      dragmode="zoom", template="plotly_white")
+    fig.update_layout(height=520, margin={"l": 60, "r": 20, "t": 50, "b": 130}, hovermode="closest",
+                      dragmode="zoom", template="plotly_white", barmode="overlay", showlegend=True,
+                      legend={"orientation": "h", "y": -0.35})
     return to_json(fig)
 
 

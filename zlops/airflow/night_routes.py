@@ -16,8 +16,9 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
-_KEY = {"max_length": 250}
-_SUITE = {"max_length": 200}
+from zlops.airflow.bounds import SUITE, text, whole
+
+_KEY = text(250, what="a run key")
 
 
 def add_night_routes(app: FastAPI, pages: Any) -> None:
@@ -33,7 +34,7 @@ def add_night_routes(app: FastAPI, pages: Any) -> None:
         return names[0], names
 
     @app.get("/matrix", response_class=HTMLResponse)
-    def matrix_page(request: Request, suite: str | None = Query(None, **_SUITE),
+    def matrix_page(request: Request, suite: str | None = Query(None, **SUITE),
                     run: str | None = Query(None, **_KEY)) -> HTMLResponse:
         from zlops.airflow.charts import matrix_figure
         from zlops.night_views import matrix_view
@@ -47,7 +48,7 @@ def add_night_routes(app: FastAPI, pages: Any) -> None:
                             figure=matrix_figure(view, links), links=links, status_code=200 if view.run else 404)
 
     @app.get("/coverage", response_class=HTMLResponse)
-    def coverage_page(request: Request, suite: str | None = Query(None, **_SUITE),
+    def coverage_page(request: Request, suite: str | None = Query(None, **SUITE),
                       run: str | None = Query(None, **_KEY)) -> HTMLResponse:
         from zlops.night_views import coverage_view
 
@@ -59,8 +60,8 @@ def add_night_routes(app: FastAPI, pages: Any) -> None:
                             status_code=200 if view.run else 404)
 
     @app.get("/trust", response_class=HTMLResponse)
-    def trust_page(request: Request, suite: str | None = Query(None, **_SUITE),
-                   days: int = Query(7, ge=1, le=366)) -> HTMLResponse:
+    def trust_page(request: Request, suite: str | None = Query(None, **SUITE),
+                   days: int = Query(7, **whole(1, 366))) -> HTMLResponse:
         from zlops.trust import ledger, ledger_lines
 
         led = ledger(pages.store(), days=days, suite=suite or None)

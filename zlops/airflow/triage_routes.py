@@ -22,10 +22,29 @@ from typing import Any
 from fastapi import BackgroundTasks, Depends, FastAPI, Form, HTTPException, Path, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
+from zlops.airflow.bounds import (
+    CASE,
+    MAX_ID,
+    METRIC,
+    POOL,
+    SUITE,
+    choice,
+    flag,
+    hex_token,
+    name_type,
+    names,
+    text,
+    whole,
+)
 from zlops.alerts import OPEN_STATES, AlertError, AlertState
 from zlops.triage import ACTIONS, MAX_NOTE_CHARS
+from zlops.triage_views import MAX_NIGHTS
 
-_NAME = {"max_length": 200, "min_length": 1}
+#: the most pools the cross-backend page draws, and their names' length
+MAX_POOLS, POOL_CHARS = 50, 100
+PoolName = name_type(POOL_CHARS)
+_POOLS = names(MAX_POOLS, POOL_CHARS)
+_REQUIRED_SUITE = text(200, min_length=1, what="a suite name")
 
 
 @lru_cache(maxsize=1)
@@ -56,8 +75,9 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
     from zlops.airflow.ui import check_csrf, csrf_token, link, user_name
 
     @app.get("/alerts", response_class=HTMLResponse)
-    def alerts_page(request: Request, user: Any = Depends(user_dep), suite: str | None = Query(None, max_length=200),
-                    all: bool = False, changed: int | None = Query(None, ge=1)) -> HTMLResponse:
+    def alerts_page(request: Request, user: Any = Depends(user_dep), suite: str | None = Query(None, **SUITE),
+                    all: bool = Query(False, **flag()),
+                    changed: int | None = Query(None, **whole(1, MAX_ID))) -> HTMLResponse:
         from zlops.triage import inbox
 
         store = pages.store()
@@ -75,8 +95,12 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
 
     @app.post("/alerts/{alert_id}")
     def act(request: Request, background: BackgroundTasks, user: Any = Depends(user_dep),
-            alert_id: int = Path(..., ge=1, le=2**62), action: str = Form(..., max_length=20),
-            note: str = Form("", max_length=MAX_NOTE_CHARS), csrf_token: str = Form("", max_length=128)) -> Response:
+            alert_id: int = Path(..., **whole(1, MAX_ID)),
+            action: str = Form(..., **choice(list(ACTIONS))),
+            note: str = Form("", max_length=MAX_NOTE_CHARS,
+                             description=f"text of at most {MAX_NOTE_CHARS:,} characters (newlines and tabs, "
+                                         "no other control characters)"),
+            csrf_token: str = Form("", **hex_token(128))) -> Response:
         from zlops.triage import action_state, change_alert, clean_note
 
         check_csrf(request, csrf_token)
@@ -100,18 +124,18 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
         if done.reply_id is not None and not done.repeated:
             background.add_task(flush_outbox_now, pages.config)
         if _wants_json(request):
-            return JSONResponse({"alert": done.after.id, "from": done.before.state.value, "state": done.after.state.value,
-                                 "actor": user_name(user), "event_id": done.event_id, "reply_id": done.reply_id,
-                                 "repeated": done.repeated})
+            return JSONResponse({"alert": done.after.id, "from": done.before.state.value,
+                                 "state": done.after.state.value, "actor": user_name(user), "event_id": done.event_id,
+                                 "reply_id": done.reply_id, "repeated": done.repeated})
         return RedirectResponse(link("../alerts", changed=done.after.id) + f"#alert-{done.after.id}", status_code=303)
 
     @app.get("/series", response_class=HTMLResponse)
-    def series_page(request: Request, suite: str = Query(..., **_NAME), pool: str = Query(..., max_length=100),
-                    case: str = Query(..., max_length=500), metric: str = Query(..., max_length=100),
-                    nights: int = Query(30, ge=1, le=365)) -> HTMLResponse:
+    def series_page(request: Request, suite: str = Query(..., **_REQUIRED_SUITE), pool: str = Query(..., **POOL),
+                    case: str = Query(..., **CASE), metric: str = Query(..., **METRIC),
+                    nights: int = Query(30, **whole(1, MAX_NIGHTS))) -> HTMLResponse:
         from zlops.airflow.charts import night_label, series_figure
         from zlops.bisect_messages import alert_culprit_block
-        from zlops.triage_views import MAX_NIGHTS, series_view
+        from zlops.triage_views import series_view
 
         store = pages.store()
         view = series_view(store, suite, pool, case, metric, nights=nights)
@@ -122,14 +146,12 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
                             status_code=200 if view.nights else 404)
 
     @app.get("/cross", response_class=HTMLResponse)
-    def cross_page(request: Request, suite: str = Query(..., **_NAME), case: str = Query(..., max_length=500),
-                   metric: str = Query(..., max_length=100), nights: int = Query(14, ge=1, le=365),
-                   pool: list[str] | None = Query(None)) -> HTMLResponse:
+    def cross_page(request: Request, suite: str = Query(..., **_REQUIRED_SUITE), case: str = Query(..., **CASE),
+                   metric: str = Query(..., **METRIC), nights: int = Query(14, **whole(1, MAX_NIGHTS)),
+                   pool: list[PoolName] | None = Query(None, **_POOLS)) -> HTMLResponse:
         from zlops.airflow.charts import cross_figure, night_label
         from zlops.triage_views import cross_view
 
-        if pool and (len(pool) > 50 or any(len(p) > 100 for p in pool)):
-            raise HTTPException(422, "pool: at most 50 names of at most 100 characters")
         view = cross_view(pages.store(), suite, case, metric, nights=nights, pools=pool or None)
         return pages.render(request, "cross.html", title=f"{case} ({metric}) across backends", view=view,
                             nights=nights, figure=cross_figure(view), label=night_label,

@@ -8,9 +8,12 @@ from here: no CDN). The triage routes are in :mod:`zlops.airflow.triage_routes`.
 Every route, the API docs and the OpenAPI schema included, sits behind Airflow's authentication:
 the same FastAPI dependency Airflow's own API routes use (``get_user``: the ``Authorization: Bearer``
 JWT, else the UI's ``_token`` cookie, checked by the configured auth manager), so the pages need the
-UI's login and answer 401 without it. Changing an alert also needs Airflow's permission to edit the
-suite's nightly DAG (403 otherwise) and, for a browser (the cookie), the page's CSRF token. Run keys
-(Airflow run ids hold ``+`` and ``:``) are URL-encoded in every link the pages make.
+UI's login and answer 401 without it, except a browser's GET of a page, which is sent (303) to Airflow's
+login with the page as ``next`` and comes back to it signed in (:func:`login_redirect`). Changing an alert
+also needs Airflow's permission to edit the suite's nightly DAG (403 otherwise) and, for a browser (the
+cookie), the page's CSRF token. Run keys
+(Airflow run ids hold ``+`` and ``:``) are URL-encoded in every link the pages make. Every parameter is
+bounded (:mod:`zlops.airflow.bounds`): a refused one answers 422 with a sentence naming it.
 """
 
 from __future__ import annotations
@@ -26,14 +29,22 @@ from urllib.parse import quote, urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zlops.airflow import device_task_id
+from zlops.airflow.bounds import RUN_KEY, SUITE, text, wants_html, whole
 from zlops.config import Config, config_from_env
 from zlops.model import RunRecord
 
 #: The Airflow cookie that holds the UI's JWT (airflow.api_fastapi.auth.tokens COOKIE_NAME_JWT_TOKEN).
 COOKIE = "_token"
+#: Where the plugin mounts the pages in Airflow's api-server (plugins/zlops_plugin.py).
+URL_PREFIX = "/zlops"
+#: Airflow's own route that sends a browser to the auth manager's login page, then to ``next``.
+LOGIN_ROUTE = "/api/v2/auth/login"
+#: The answers of Airflow's ``get_user`` that mean "sign in (again)", as Airflow's own UI reads them.
+_SIGNED_OUT = {401: None, 403: "Invalid JWT token"}
 #: DAG id of a suite's nightly (dags/zlops_nightly.py).
 NIGHTLY_DAG_PREFIX = "zlops_nightly_"
 _AIRFLOW_RUN_ID = re.compile(r"(scheduled|manual|backfill|asset_triggered|dataset_triggered)__.+")
@@ -85,6 +96,26 @@ async def airflow_user(request: Request) -> Any:
     return await get_user(request=request, _oauth_token=None, bearer_credentials=await bearer_scheme(request))
 
 
+def login_redirect(request: Request) -> RedirectResponse | None:
+    """Where a signed-out browser asking for a page goes: Airflow's login (``/api/v2/auth/login``, which
+    hands over to the auth manager's login page) with the page it asked for as ``next``, so it lands there
+    once signed in; None for anything but a browser's GET of a page (an API client keeps its 401).
+
+    The ``next`` is the path and query the browser asked for (a same-site path, which Airflow's
+    ``is_safe_url`` and its login page accept); the login route is found from where Airflow mounted the
+    pages, so a deployment under a sub-path (``[api] base_url``) keeps its prefix.
+    """
+    if request.method not in ("GET", "HEAD") or not wants_html(request) or request.headers.get("authorization"):
+        return None
+    mounted = str(request.scope.get("root_path", "")).rstrip("/")
+    airflow_root = mounted[:-len(URL_PREFIX)] if mounted.endswith(URL_PREFIX) else ""
+    path = request.url.path
+    if mounted and not path.startswith(mounted + "/") and path != mounted:
+        path = mounted + path  # a server that keeps the mount out of the path
+    asked = path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"{airflow_root}{LOGIN_ROUTE}?{urlencode({'next': asked})}", status_code=303)
+
+
 def airflow_may_triage(user: Any, suite: str) -> bool:
     """Whether Airflow's auth manager lets ``user`` edit the suite's nightly DAG (what triaging its
     alerts requires: Viewer cannot, User, Op and Admin can with the default roles)."""
@@ -119,7 +150,7 @@ def check_csrf(request: Request, token: str) -> None:
     if request.headers.get("sec-fetch-site") == "cross-site":
         raise HTTPException(403, "cross-site request refused")
     expected = csrf_token(request)
-    if not expected or not hmac.compare_digest(expected, token or ""):
+    if not expected or not hmac.compare_digest(expected.encode(), (token or "").encode()):
         raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
 
 
@@ -149,7 +180,8 @@ class Pages:
         from zlops.partition import fmt_duration
 
         env.globals.update(link=link, fmt_value=cells.fmt_value, fmt_change=cells.fmt_change,
-                           reference_text=cells.reference_text, dur=fmt_duration)
+                           reference_text=cells.reference_text, reference_name=cells.reference_name,
+                           value_name=cells.value_name, base_unit=cells.base_unit, dur=fmt_duration)
         return env
 
     def render(self, request: Request, template: str, *, status_code: int = 200, **values: Any) -> HTMLResponse:
@@ -166,12 +198,28 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
     suite's alerts (default: Airflow's auth manager, :func:`airflow_may_triage`). FastAPI's own docs
     and schema routes are replaced by ones that need the login too.
     """
+    from fastapi.exception_handlers import http_exception_handler
+
+    from zlops.airflow import bounds
     from zlops.airflow.night_routes import add_night_routes
     from zlops.airflow.triage_routes import add_triage_routes
 
     user_dep = authenticate or airflow_user
     app = FastAPI(title="zlops", dependencies=[Depends(user_dep)], docs_url=None, redoc_url=None, openapi_url=None)
     pages = Pages(config)
+
+    async def signed_out(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code in _SIGNED_OUT and _SIGNED_OUT[exc.status_code] in (None, exc.detail):
+            to = login_redirect(request)
+            if to is not None:
+                return to
+        return await http_exception_handler(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, signed_out)
+    bounds.install(app, lambda request, sentence: pages.render(
+        request, "message.html", title="zlops: a parameter was refused", css="error", message=sentence, back=None,
+        status_code=422))
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi() -> JSONResponse:
@@ -183,8 +231,8 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         return get_swagger_ui_html(openapi_url=f"{root}/openapi.json", title="zlops API")
 
     @app.get("/", response_class=HTMLResponse)
-    def index(request: Request, suite: str | None = Query(None, max_length=200),
-              limit: int = Query(50, ge=1, le=500)) -> HTMLResponse:
+    def index(request: Request, suite: str | None = Query(None, **SUITE),
+              limit: int = Query(50, **whole(1, 500))) -> HTMLResponse:
         store = pages.store()
         rows = []
         for run in store.list_runs(suite=suite, limit=limit):
@@ -196,28 +244,40 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         return pages.render(request, "runs.html", title="zlops runs", rows=rows)
 
     def run_page(request: Request, run: RunRecord) -> HTMLResponse:
+        from zlops.model import CompareSummary
         from zlops.night_views import run_view
+        from zlops.report import cells
+        from zlops.report.ab_cost import ab_cost_lines
+        from zlops.report.html import comparison_tables, flagged_items
+        from zlops.report.table import caliber_lines
         from zlops.steps.context import context_for
 
+        store = pages.store()
         run_dir = context_for(pages.config, run.suite, run.run_key).run_dir
         text = run_dir / "report.txt"
         found = airflow_run_of(run)
-        view = run_view(pages.store(), run, airflow=found, task_id=device_task_id)
+        view = run_view(store, run, airflow=found, task_id=device_task_id)
+        # the report's own rows, from the compare rows it was rendered from (zlops.steps.report)
+        summary = CompareSummary(run.run_key, run.suite, run.sha, tuple(store.comparisons(run.run_key)))
         return pages.render(request, "run.html", title=f"zlops run {run.run_key}", run=run, view=view,
                             airflow=airflow_run_url(run), report=text.read_text() if text.exists() else None,
+                            header=cells.header_line(summary, None, None), overall=summary.overall_line(),
+                            caliber=caliber_lines(summary.comparisons), flagged=flagged_items(summary),
+                            tables=comparison_tables(summary), reasons=cells.reason_lines(summary.comparisons),
+                            ab_lines=ab_cost_lines(run.meta),
                             plots=sorted((run_dir / "plots").glob("*.png")),
                             task_url=lambda task_id: airflow_task_url(run, task_id))
 
     @app.get("/run", response_class=HTMLResponse)
-    def run_route(request: Request, key: str = Query(..., max_length=250)) -> HTMLResponse:
+    def run_route(request: Request, key: str = Query(..., **RUN_KEY)) -> HTMLResponse:
         run = pages.store().get_run(key)
         if run is None:
             raise HTTPException(404, f"unknown run {key!r}")
         return run_page(request, run)
 
     @app.get("/airflow-run", response_class=HTMLResponse)
-    def from_airflow(request: Request, dag_id: str = Query(..., max_length=250),
-                     run_id: str = Query(..., max_length=250)) -> HTMLResponse:
+    def from_airflow(request: Request, dag_id: str = Query(..., **text(250, min_length=1)),
+                     run_id: str = Query(..., **text(250, min_length=1))) -> HTMLResponse:
         """The zlops report of an Airflow DAG run (the "zlops report" tab and extra link)."""
         from zlops.errors import ZlopsError
         from zlops.steps.context import make_run_key
@@ -237,7 +297,7 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         return run_page(request, run)
 
     @app.get("/plot")
-    def plot(key: str = Query(..., max_length=250), name: str = Query(..., max_length=255)) -> Any:
+    def plot(key: str = Query(..., **RUN_KEY), name: str = Query(..., **text(255, min_length=1))) -> Any:
         from zlops.steps.context import context_for
 
         run = pages.store().get_run(key)

@@ -114,17 +114,32 @@ def marker(verdict: Verdict) -> str:
     return MARKERS[verdict]
 
 
-def reference_text(c: Comparison) -> str:
-    """What "Base" is for this row: the verdict's reference label, else the baseline commit."""
+def reference_name(c: Comparison) -> str:
+    """Which samples "Base" is for this row: the verdict's reference label ("A/B base, 8 runs", "median of
+    7 nights"), else the baseline commit."""
     if c.figures is not None:
-        extra = ""
-        if c.figures.ci_pct is not None:
-            lo, hi = c.figures.ci_pct
-            extra = f"; 95% CI [{lo:+.2f}%, {hi:+.2f}%]"
-        return f"{c.figures.reference_label}{extra}"
+        return c.figures.reference_label
     if c.base is not None:
         return f"baseline {short_sha(c.base.sha)}"
     return NONE
+
+
+def value_name(c: Comparison) -> str:
+    """Which samples "HEAD" is for this row: the verdict's value label ("A/B head, 8 runs", "tonight, 10
+    samples"), else tonight's median and its sample count."""
+    if c.figures is not None:
+        return c.figures.value_label
+    if c.head is not None:
+        return f"tonight's median, {c.head.n} sample{'s' if c.head.n != 1 else ''}"
+    return NONE
+
+
+def reference_text(c: Comparison) -> str:
+    """What "Base" is for this row: :func:`reference_name`, with the A/B's confidence interval when it has one."""
+    if c.figures is not None and c.figures.ci_pct is not None:
+        lo, hi = c.figures.ci_pct
+        return f"{c.figures.reference_label}; 95% CI [{lo:+.2f}%, {hi:+.2f}%]"
+    return reference_name(c)
 
 
 #: verdicts whose reason a report names beside the row (never a bare word)

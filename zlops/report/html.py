@@ -102,21 +102,27 @@ def html_report(
         promotion=promotion_line(promotion) if isinstance(promotion, dict) else None,  # zlops.promotion
         alerts=list(alerts), overview=[(title, _src(p, artifacts_root)) for title, p in overview],
         caliber=caliber_lines(summary.comparisons),  # a caliber break is a wall: said before any delta
-        flagged=_flagged(summary, plots, artifacts_root), tables=_tables(summary),
+        flagged=flagged_items(summary, plots, artifacts_root), tables=comparison_tables(summary),
         reasons=cells.reason_lines(summary.comparisons), shards=_shards(shards, artifacts_root),
         shards_ok=sum(1 for s in shards if s.status is ShardStatus.OK),
         telemetry=[(pool, device, telemetry_line(t)) for (pool, device), t in sorted((telemetry or {}).items())],
         potential_pct=potential_pct, regression_pct=regression_pct))
 
 
-def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path | None) -> list[dict[str, Any]]:
+def flagged_items(summary: CompareSummary, plots: Mapping[PlotKey, Path] | None = None,
+                  root: Path | None = None) -> list[dict[str, Any]]:
+    """The flagged (then suspect and improved) series of the report, worst first, each as its cells
+    (:mod:`zlops.report.cells`) with its series key (``pool``, ``case``, ``metric``): the report's
+    "Flagged" section and the run page print these."""
+    plots = plots or {}
     flagged = cells.flagged_order(summary.comparisons)
     flagged += [c for c in cells.sorted_comparisons(summary.comparisons)
                 if c.verdict in (Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.IMPROVED)]
     out = []
     for c in flagged:
         plot = plots.get((c.pool, c.case, c.metric))
-        out.append({"marker": cells.marker(c.verdict), "name": cells.series_name(c), "case": c.case,
+        out.append({"marker": cells.marker(c.verdict), "name": cells.series_name(c), "pool": c.pool, "case": c.case,
+                    "metric": c.metric, "css": c.verdict.value,
                     "change": cells.fmt_change(cells.change_pct(c)),
                     "base": cells.fmt_value(c.base_value, cells.base_unit(c)),
                     "head": cells.fmt_value(c.head_value, c.unit),
@@ -126,10 +132,12 @@ def _flagged(summary: CompareSummary, plots: Mapping[PlotKey, Path], root: Path 
     return out
 
 
-def _tables(summary: CompareSummary) -> list[dict[str, Any]]:
+def comparison_tables(summary: CompareSummary) -> list[dict[str, Any]]:
     """One table per pool, grouped by operator family, most urgent first (as the markdown report); a big
     pool (more than ``cells.GROUP_ROWS`` rows) gets one folding section per family, open when it holds
-    something to read."""
+    something to read. Each row is the text table's cells (:func:`zlops.report.table.row_cells`) with its
+    series key (the table's ``pool``, the row's ``case`` and ``metric``): the report's "Comparison" and
+    the run page's table print these, so both show the same figures."""
     out = []
     for pool, comparisons in cells.by_pool(summary.comparisons).items():
         families = cells.family_groups(comparisons)

@@ -22,6 +22,7 @@ from zlops.model import (
 )
 from zlops.partition import schedule_section
 from zlops.report import cells
+from zlops.report.ab_cost import ab_section
 from zlops.report.table import caliber_lines, row_cells
 from zlops.telemetry import clock_label
 
@@ -73,6 +74,7 @@ def markdown_report(
     # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.partition)
     out += schedule_section(run.meta.get("partition"), shards, gang_busy)
     out += campaign_section(run.meta.get("campaign"), summary)
+    out += ab_section(run.meta)   # what each pool's A/B cost against its estimate and budget (zlops.confirm)
     out += _telemetry_section(telemetry or {})
     caliber = caliber_lines(summary.comparisons)
     if caliber:   # a caliber break is a wall: said before any delta

@@ -66,6 +66,7 @@ class State(str, Enum):
     SEVERE = "severe"                # confirmed, worse by more than regression_pct
     INVALID = "invalid"              # throttling, heat, too few samples: no judgement possible
     UNMEASURABLE = "unmeasurable"    # noise hides a target_pct change: coverage gap, never flagged
+    INCONCLUSIVE = "inconclusive"    # an A/B that could neither confirm nor clear (its CI straddles the floor)
     MISSING = "missing"              # expected, not produced (decided by the caller)
     FAILED = "failed"                # the benchmark failed (decided by the caller)
 
@@ -420,10 +421,14 @@ def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: 
 
 @dataclass(frozen=True)
 class Confirmation:
-    """The outcome of a same-device A/B: ``state`` is regression, severe, improved, unchanged or invalid.
+    """The outcome of a same-device A/B.
 
+    ``state`` is regression, severe or improved (``outcome`` "confirmed"), unchanged ("cleared": the
+    CI of the change lies inside +-``equivalence_pct``), inconclusive ("inconclusive": neither; the
+    suspect stays one, with these figures) or invalid ("invalid": the sample sizes cannot decide).
     ``change_pct``: median(head)/median(base) - 1 in percent (raw direction); ``ci_pct``: its
-    bootstrap interval; ``p_value``: the p the decision used (MWU, or min(KS, MWU)).
+    bootstrap interval; ``p_value``: the p the decision used (MWU, or min(KS, MWU));
+    ``equivalence_pct``: the margin the CI was held against to clear.
     """
 
     state: State
@@ -436,26 +441,48 @@ class Confirmation:
     n_base: int
     n_head: int
     reason: str
+    equivalence_pct: float | None = None
 
     @property
     def confirmed(self) -> bool:
         return self.state in (State.REGRESSION, State.SEVERE, State.IMPROVED)
 
+    @property
+    def outcome(self) -> str:
+        """``confirmed``, ``cleared``, ``inconclusive`` or ``invalid`` (the A/B's three outcomes, and a refusal)."""
+        if self.confirmed:
+            return "confirmed"
+        return {State.UNCHANGED: "cleared", State.INVALID: "invalid"}.get(self.state, "inconclusive")
+
+    @property
+    def decided(self) -> bool:
+        """Confirmed or cleared: more pairs would not change what is reported."""
+        return self.outcome in ("confirmed", "cleared")
+
 
 def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, lower_is_better: bool = True,
                threshold_pct: float = 2.0, severe_pct: float = 5.0, alpha: float = 0.002, use_ks: bool = False,
-               confidence: float = 0.95, n_resamples: int = 2000, seed: int | Sequence[int] = 0) -> Confirmation:
-    """Judge an interleaved same-device A/B of base and head (prior-art O2).
+               confidence: float = 0.95, n_resamples: int = 2000, seed: int | Sequence[int] = 0,
+               equivalence_pct: float | None = None) -> Confirmation:
+    """Judge an interleaved same-device A/B of base and head (prior-art O2), with three outcomes.
 
-    Confirmed worse when all three hold: the two-sided Mann-Whitney U p (or min(KS p, MWU p) with
+    *Confirmed* worse when all three hold: the two-sided Mann-Whitney U p (or min(KS p, MWU p) with
     ``use_ks``, as Pinpoint) is below ``alpha``; the ``confidence`` bootstrap CI of the median ratio
     excludes 1; the median ratio is worse than ``threshold_pct`` (``severe`` beyond ``severe_pct``).
-    Better is symmetric (``improved``). Anything else is ``unchanged`` (not confirmed). ``invalid``
-    when the sample sizes cannot reach ``alpha`` at all (asv ``_stats.py`` makes the same check).
-    The bootstrap is seeded: the same inputs and seed give the same answer.
+    Better is symmetric (``improved``). *Cleared* (``unchanged``) only when the CI of the change lies
+    wholly inside +-``equivalence_pct`` (default ``threshold_pct``): an equivalence test in the
+    confidence-interval form of two one-sided tests (Schuirmann 1987; a (1-2a) CI inside the margin
+    rejects both one-sided nulls at a), so "no change beyond the floor" is shown, not assumed.
+    Anything else is *inconclusive* (``State.INCONCLUSIVE``): the data could neither confirm nor
+    clear (a CI of [+4.9%, +103%] is not evidence of no change); more pairs may decide it.
+    ``invalid`` when the sample sizes cannot reach ``alpha`` at all (asv ``_stats.py`` makes the same
+    check). The bootstrap is seeded: the same inputs and seed give the same answer.
     """
     if not 0 < threshold_pct <= severe_pct:
         raise ValueError(f"expected 0 < threshold_pct <= severe_pct, got {threshold_pct}, {severe_pct}")
+    margin = threshold_pct if equivalence_pct is None else equivalence_pct
+    if not margin > 0:
+        raise ValueError(f"equivalence_pct: expected > 0, got {equivalence_pct}")
     a, b = _values(base_samples, "base_samples"), _values(head_samples, "head_samples")
     floor_p = min_mwu_pvalue(a.size, b.size)
     can_shift = a.size >= SHIFT_MIN_RUNS and b.size >= SHIFT_MIN_RUNS and floor_p < SHIFT_ALPHA
@@ -486,11 +513,15 @@ def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, 
         state = State.SEVERE if worse > severe_pct else State.REGRESSION
     elif (p < alpha and excludes and worse < -threshold_pct) or (shifted and worse < 0):
         state = State.IMPROVED
-    else:
+    elif -margin < ci[0] and ci[1] < margin:
         state = State.UNCHANGED
+        figures += f"; the CI lies inside +-{margin:g}%: cleared"
+    else:
+        state = State.INCONCLUSIVE
+        figures += f"; the CI reaches beyond +-{margin:g}% and the change is not confirmed: inconclusive"
     if shifted and not (p < alpha):
         figures += f"; the levels shifted together (quartiles {shift:+.1f}% worse, p < {SHIFT_ALPHA:g})"
-    return Confirmation(state, change, worse, ci, p_mwu, p_ks, p, a.size, b.size, figures)
+    return Confirmation(state, change, worse, ci, p_mwu, p_ks, p, a.size, b.size, figures, margin)
 
 
 #: the level-shift rule of :func:`confirm_ab`: its rank-test level and the fewest runs a side
@@ -592,8 +623,10 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     nights beyond tonight's threshold (log ratios) and the process levels known on both nights from at
     least ``min_nights`` processes at the current level, nights and A/B runs (:func:`levels_known`;
     fewer, and it waits for an A/B however clear the step looks). Severity from consecutive nights
-    uses the smaller of the two changes. An A/B that does not confirm clears the suspect (``unchanged``), or
-    labels it ``unmeasurable`` when its base runs (``ab_base_runs``) show separated process levels.
+    uses the smaller of the two changes. An A/B that clears (its CI inside the equivalence margin)
+    makes the suspect ``unchanged``; an inconclusive one leaves it a suspect with the A/B's figures
+    (never ``unchanged``), or labels it ``unmeasurable`` when its base runs (``ab_base_runs``) show
+    separated process levels.
     A confirmation that lands inside the known levels of a multi-modal series is not a change.
     Otherwise it stays a suspect.
     """
@@ -607,14 +640,21 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
         if agrees:
             return Decision(ab.state, ab.change_pct, ab.worse_pct, night.threshold_pct or pol.potential_pct, "ab",
                             f"confirmed by A/B: {ab.reason}")
+        if ab.outcome == "cleared" or ab.confirmed:   # cleared, or confirmed the other way: not this change
+            why = "cleared by A/B" if ab.outcome == "cleared" else "the A/B measured the opposite direction"
+            return Decision(State.UNCHANGED, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
+                            f"{night.state.value.replace('_', ' ')} ({night.reason}) {why}: {ab.reason}")
         base_modes = (detect_modes(list(ab_base_runs), floor_pct=pol.potential_pct, k=pol.k, ordered=False)
                       if ab_base_runs is not None and len(ab_base_runs) >= 4 else None)
         if base_modes is not None:
             return Decision(State.UNMEASURABLE, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
                             f"{base_modes.describe()} (A/B base runs, {base_modes.gap_pct:.0f}% apart): "
                             f"unmeasurable at {pol.potential_pct:g}%; suspect not confirmed: {ab.reason}")
-        return Decision(State.UNCHANGED, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
-                        f"{night.state.value.replace('_', ' ')} ({night.reason}) not confirmed by A/B: {ab.reason}")
+        # inconclusive: neither confirmed nor cleared. Never "unchanged": the nights' rules below may still
+        # confirm it; otherwise it stays a suspect, with the A/B's figures, carried to the next night
+        inconclusive = ab
+    else:
+        inconclusive = None
     known = previous is not None and levels_known(previous, pol) and levels_known(night, pol)
     if (previous is not None and previous.state is night.state and known
             and night.threshold_pct is not None and previous.worse_pct is not None and night.worse_pct is not None):
@@ -636,6 +676,10 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
         seen = min(seen, previous.noise.processes_seen if previous.noise is not None else 0)
     else:
         known = levels_known(night, pol)
+    if inconclusive is not None:
+        return Decision(night.state, inconclusive.change_pct, inconclusive.worse_pct, night.threshold_pct, None,
+                        f"A/B inconclusive, still a {night.state.value.replace('_', ' ')}: {inconclusive.reason} "
+                        f"(night: {night.reason})")
     return Decision(night.state, confirmed_by=None,
                     reason=f"{pending_text(second=second, known=known, seen=seen, policy=pol)}: {night.reason}",
                     **figures)

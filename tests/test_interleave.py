@@ -1,0 +1,136 @@
+"""zlops.interleave: the cost model, the A/B budget and interleaved pairs (busy pairs re-run, budget, decided)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zlops.errors import HostBusy
+from zlops.interleave import CostModel, ab_budget, learn_cost, run_pairs
+
+KEY = ("op", "time")
+
+
+def test_the_cost_model_separates_start_up_from_cases() -> None:
+    # FlagGems on an H200 (tests/data/flaggems_h200/processes.tsv): 25 cases ~26.2 s, one op (5 cases) ~18.8 s
+    model = learn_cost([(25, 26.2), (25, 25.6), (25, 27.1), (5, 18.8), (5, 17.4), (5, 18.1)])
+    assert model.fixed_s == pytest.approx(16.1, abs=1.0) and model.per_case_s == pytest.approx(0.4, abs=0.06)
+    assert "2 case counts" in model.basis and model.observations == 6
+    # the old estimate (shard time / cases x cases) said 5.2 s for the one-op run that took 17-19 s
+    assert model.estimate(5) == pytest.approx(18.1, rel=0.1)
+
+
+def test_one_case_count_uses_a_stated_prior_and_a_slow_night_does_not_tilt_the_fit() -> None:
+    prior = learn_cost([(25, 24.0)])
+    assert prior.fixed_s == pytest.approx(12.0) and prior.per_case_s == pytest.approx(0.48)
+    assert "start-up assumed 12.0 s" in prior.basis
+    assert learn_cost([(100, 400.0)]).fixed_s == pytest.approx(30.0)   # capped: not half of a long suite
+    robust = learn_cost([(10, 20.0), (10, 20.0), (20, 30.0), (20, 30.0), (20, 300.0)])
+    assert robust.per_case_s == pytest.approx(1.0) and robust.fixed_s == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="no process was timed"):
+        learn_cost([(0, 5.0), (3, 0.0)])
+    with pytest.raises(ValueError, match=r"CostModel\.fixed_s"):
+        CostModel(-1.0, 0.0, "x")
+
+
+def test_the_budget_is_the_larger_of_share_and_floor_under_a_ceiling() -> None:
+    assert ab_budget(24.0, share=0.25, floor_s=300.0).seconds == 300.0
+    assert ab_budget(4000.0, share=0.25, floor_s=300.0).seconds == 1000.0
+    capped = ab_budget(40000.0, share=0.25, floor_s=300.0, ceiling_s=3600.0)
+    assert capped.seconds == 3600.0 and "capped" in capped.basis
+    assert ab_budget(4000.0, share=0.25, floor_s=300.0, fixed_s=50.0).seconds == 50.0
+
+
+class FakeDevice:
+    """One process per call: A measures 1.0, B measures ``head``; runs listed in ``busy`` are contended."""
+
+    def __init__(self, head: float = 1.0, seconds: float = 10.0, busy: set[int] | None = None) -> None:
+        self.head, self.seconds, self.busy = head, seconds, busy or set()
+        self.calls: list[tuple[str, int]] = []
+        self.quiet_calls = 0
+
+    def run_one(self, side: str, i: int) -> tuple[dict[tuple[str, str], float], float]:
+        n = len(self.calls)
+        self.calls.append((side, i))
+        if n in self.busy:
+            raise HostBusy(f"invalid: host busy: foreign CPU 80% (run {n})", seconds=self.seconds)
+        return {KEY: 1.0 if side == "A" else self.head, ("other", "time"): 5.0}, self.seconds
+
+    def quiet(self) -> None:
+        self.quiet_calls += 1
+
+
+def test_pairs_are_interleaved_and_a_busy_pair_is_discarded_whole_and_run_again() -> None:
+    dev = FakeDevice(head=1.1, busy={3})        # the second pair's second run was contended
+    out = run_pairs(run_one=dev.run_one, seed=1, min_pairs=3, max_pairs=3, budget_s=1000, est_run_s=10,
+                    quiet=dev.quiet, keys=[KEY])
+    assert out.pairs == 3 and out.runs == 8 and out.seconds == pytest.approx(80.0)
+    assert len(out.discarded) == 1 and "foreign CPU 80%" in out.discarded[0] and dev.quiet_calls == 1
+    base, head = out.samples[KEY]
+    assert base == [1.0] * 3 and head == [1.1] * 3       # nothing of the spoiled pair was kept
+    assert set(out.samples) == {KEY}
+    for k in range(0, len(dev.calls), 2):                 # every pair has one run of each side
+        assert {dev.calls[k][0], dev.calls[k + 1][0]} == {"A", "B"}
+    assert out.to_json()["discarded"] == out.discarded and out.to_json()["est_s"] == 80.0
+
+
+def test_pairs_stop_when_decided_or_when_the_budget_cannot_pay_for_the_next() -> None:
+    dev = FakeDevice()
+    decided = run_pairs(run_one=dev.run_one, seed=0, min_pairs=2, max_pairs=8, budget_s=1000, est_run_s=10,
+                        decided=lambda samples: len(samples[KEY][0]) >= 3)
+    assert decided.pairs == 3 and decided.stopped == "decided"
+    poor = run_pairs(run_one=FakeDevice().run_one, seed=0, min_pairs=2, max_pairs=8, budget_s=45, est_run_s=10)
+    assert poor.pairs == 2 and poor.seconds == 40 and poor.stopped == "budget (45 s) spent"
+    # the first pair always runs; a busy host that never quiets ends it within the discard limit
+    always = FakeDevice(busy=set(range(100)))
+    stuck = run_pairs(run_one=always.run_one, seed=0, min_pairs=2, max_pairs=4, budget_s=10_000, est_run_s=10,
+                      max_discards=2)
+    assert stuck.pairs == 0 and len(stuck.discarded) == 3 and "busy pairs discarded" in stuck.stopped
+    with pytest.raises(ValueError):
+        run_pairs(run_one=dev.run_one, seed=0, min_pairs=3, max_pairs=2, budget_s=1, est_run_s=1)
+
+
+def test_a_bisection_step_the_gate_spoiled_is_run_again_not_failed(tmp_path, monkeypatch) -> None:
+    """#23: "bisection #1 failed: ... invalid: host busy: the hypervisor stole 15% of the CPU time"."""
+    from zlops import bisect_run, confirm
+    from zlops.bisect import Paused
+    from zlops.config import parse_config
+
+    config = parse_config({"home": str(tmp_path), "pools": {"p": {"backend": "cpu", "devices": [0]}},
+                           "suites": {"s": {"repo": str(tmp_path / "up"), "command": ["x"], "format": "zlops-json",
+                                            "pools": ["p"]}}})
+    measurer = bisect_run.DeviceMeasurer(config, "s", "p", 0, 1)
+    measurer.prepared["a" * 40] = object()  # type: ignore[assignment]
+    calls, waits = [], []
+    monkeypatch.setattr(confirm, "quiet_waiter", lambda ctx, pool: lambda: waits.append(pool))
+
+    def run_side(ctx, side_ctx, prepared, pool, device, out, cases):
+        calls.append(out)
+        if len(calls) <= 2:
+            raise HostBusy("A/B run invalid: host busy: the hypervisor stole 15% of the CPU time (limit 10%)")
+        return {KEY: 1.0}
+
+    monkeypatch.setattr(confirm, "run_side", run_side)
+    medians, _ = measurer.run("a" * 40, [])
+    assert medians == {KEY: 1.0} and len(calls) == 3 and waits == ["p", "p"]
+    assert len(set(calls)) == 3                       # each attempt writes to its own folder
+    calls.clear()
+    monkeypatch.setattr(confirm, "run_side", lambda *a: (_ for _ in ()).throw(HostBusy("still busy")))
+    with pytest.raises(Paused, match="host stayed busy for 4 runs"):
+        measurer.run("a" * 40, [])
+
+
+def test_the_report_shows_each_pool_s_a_b_cost_beside_its_estimate_and_budget() -> None:
+    from zlops.report.ab_cost import ab_cost_lines, ab_section
+
+    meta = {"ab": {"h200": {"runs": 10, "pairs": 5, "seconds": 150.0, "est_run_s": 14.0, "realised_run_s": 15.0,
+                            "est_s": 140.0, "budget_s": 300.0, "budget_basis": "floor 300 s (> 25% of tonight's 24 s)",
+                            "outcomes": {"confirmed": 1, "cleared": 3}, "suspects": 5, "ab_suspects": 4,
+                            "stopped": "decided", "discarded": ["pair 2 (A): busy"],
+                            "cost_model": {"fixed_s": 12.0, "per_case_s": 0.48, "basis": "prior"}},
+                   "cpu": {"error": "A/B run failed: exit 1"}}}
+    cpu, h200 = ab_cost_lines(meta)
+    assert cpu.startswith("cpu: the A/B failed") and "exit 1" in cpu
+    assert "10 runs (5 pairs); 150 s spent, estimated 140 s (14.0 a run; realised 15.0 a run, +7%)" in h200
+    assert "budget 300 s (floor 300 s" in h200 and "1 confirmed, 3 cleared" in h200
+    assert "4 of 5 suspects in the A/B" in h200 and "1 busy pair(s)" in h200 and "12.0 s start-up" in h200
+    assert ab_section({}) == [] and ab_section(meta)[0] == "## A/B confirmation"
