@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from zlops.config import SelectConfig, SuiteConfig, parse_config
 from zlops.errors import ConfigError
 from zlops.runner import ShardSpec, render_command
-from zlops.selection import cases_value, selection_argv, selection_tokens, selects_cases
+from zlops.selection import cases_value, selected_cases, selection_argv, selection_tokens, selects_cases
 
 FLAGGEMS_CMD = ["python", "-m", "pytest", "{worktree}/benchmark", "-m", "{cases}", "--level", "core",
                 "--dtypes", "float16", "--record", "log"]
@@ -115,3 +115,14 @@ def test_select_config_is_frozen_and_has_documented_defaults() -> None:
     assert (s.token, s.join, s.every) == ("^(.*)$", ",", "")
     with pytest.raises(ValidationError, match="frozen"):
         s.join = "|"  # type: ignore[misc]
+
+
+def test_a_selection_runs_every_case_of_its_tokens_which_is_what_an_a_b_run_costs() -> None:
+    """Seen on the H200 hold-out (#22): the suspects' 5 cases of mean ran as ``-m mean``, every shape of
+    mean; costed as 5 cases, the A/B's estimate was 31% under what it took."""
+    suite = _suite()
+    universe = [f"{op}/float16/({n})" for op in ("mean", "amax", "add") for n in (1, 2, 3)]
+    assert selected_cases(suite, ["mean/float16/(2)"], universe) == [f"mean/float16/({n})" for n in (1, 2, 3)]
+    two = selected_cases(suite, ["add/float16/(1)", "mean/float16/(3)"], universe)
+    assert sorted(two) == sorted([c for c in universe if not c.startswith("amax")])
+    assert selected_cases(suite, ["no-slash"], universe) == universe        # no token: the whole suite runs

@@ -36,7 +36,7 @@ from zlops.judge import confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
-from zlops.selection import selects_cases
+from zlops.selection import selected_cases, selects_cases
 from zlops.steps.cleanup import cleanup
 from zlops.steps.context import Prepared, RunContext, open_store
 from zlops.steps.prepare import prepare
@@ -71,6 +71,8 @@ class PoolBudget:
     #: which rule set ``seconds`` (zlops.interleave.ab_budget) and what ``run_s`` was estimated from
     basis: str = ""
     cost: CostModel | None = None
+    #: how many cases one run of ``cases`` executes (a FlagGems ``-m`` selection runs every shape of its ops)
+    runs_cases: int | None = None
 
 
 def budget_seconds(cfg: NoiseConfig, night_s: float) -> Budget:
@@ -124,15 +126,23 @@ def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison]) -> tuple
         cost = learn_cost(observed_runs(ctx, store, pool, tonight))
     except ValueError:   # nothing timed tonight (every shard failed): a whole shard per run, said so
         cost = CostModel(per_shard, 0.0, "no process timed: a whole shard per run")
+    universe = sorted({case for v in per_device_cases.values() for case in v})
+
+    def run_cost(cases: set[str]) -> float:
+        # what a run of these suspects' cases executes (FlagGems: every shape of their ops) at the model's cost
+        n = len(selected_cases(ctx.suite, sorted(cases), universe))
+        return min(cost.estimate(n), per_shard or math.inf) if n < n_cases else (per_shard or cost.estimate(n))
+
     chosen: list[Comparison] = []
     for c in ordered:
         cases = {x.case for x in chosen} | {c.case}
-        if chosen and 2 * cfg.ab_min_pairs * min(cost.estimate(len(cases)), per_shard or math.inf) > budget.seconds:
+        if chosen and 2 * cfg.ab_min_pairs * run_cost(cases) > budget.seconds:
             continue   # a cheaper suspect further down may still fit beside the chosen ones
         chosen.append(c)
     cases = tuple(sorted({c.case for c in chosen}))
-    run_s = cost.estimate(len(cases)) if len(cases) < n_cases else (per_shard or cost.estimate(len(cases)))
-    return PoolBudget(budget.seconds, night_s, run_s, cases, basis=budget.basis, cost=cost), chosen
+    runs = len(selected_cases(ctx.suite, list(cases), universe)) if cases else 0
+    return PoolBudget(budget.seconds, night_s, run_cost(set(cases)), cases, basis=budget.basis, cost=cost,
+                      runs_cases=runs), chosen
 
 
 def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: str,
@@ -335,12 +345,13 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                 c.judgement, note=f"{c.judgement.note} [{why}]" if c.judgement.note else f"[{why}]")
         pairs_meta = ab.pairs.to_json() if ab.pairs is not None else {}
         observed = [] if budget.shards or budget.cases is None else \
-            [[len(budget.cases), round(t, 3)] for t in (ab.pairs.run_seconds if ab.pairs else [])]
+            [[budget.runs_cases or len(budget.cases), round(t, 3)] for t in (ab.pairs.run_seconds if ab.pairs else [])]
         costs[pool] = {**pairs_meta, "runs": ab.runs, "seconds": round(ab.seconds, 2),
                        "night_s": round(budget.night_s, 2), "budget_s": round(budget.seconds, 2),
                        "budget_basis": budget.basis, "suspects": len(members), "ab_suspects": len(chosen),
                        "outcomes": dict(outcomes),
-                       "cases": len(budget.cases) if budget.cases is not None else "all", "stopped": ab.stopped,
+                       "cases": len(budget.cases) if budget.cases is not None else "all",
+                       "cases_run": budget.runs_cases, "stopped": ab.stopped,
                        "observed": observed,
                        **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",

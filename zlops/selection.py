@@ -82,3 +82,27 @@ def selection_argv(suite: SuiteConfig, cases: Sequence[str] | None) -> list[str]
                 parts.append("{" + name + "}")
         out.append("".join(parts))
     return out
+
+
+def selected_cases(suite: SuiteConfig, cases: Sequence[str], universe: Sequence[str]) -> list[str]:
+    """The cases of ``universe`` (what a whole run measures) that a run of ``cases`` actually runs.
+
+    A partitioned suite runs exactly ``cases``; a ``select:`` suite runs every case whose token one of
+    ``cases`` has (FlagGems: ``-m mean`` runs every shape of mean, not only the suspect's), and every
+    case when a token is missing. What an A/B run costs depends on this count, not on the suspects'.
+    """
+    if suite.select is None:
+        wanted = set(cases)
+        return [c for c in universe if c in wanted] or list(cases)
+    tokens = selection_tokens(suite.select, cases)
+    if tokens is None:
+        return list(universe)
+    pattern = re.compile(suite.select.token)
+    keep = set(tokens)
+    out = []
+    for case in universe:
+        m = pattern.search(case)
+        token = (m.group(1) if pattern.groups else m.group(0)) if m else None
+        if token in keep:
+            out.append(case)
+    return out or list(cases)

@@ -131,7 +131,7 @@ def test_ab_clears_a_slow_night_that_does_not_reproduce(tmp_path: Path, upstream
     assert not flag.exists()
     verdicts = {c.case: c for c in night.summary.comparisons}
     assert verdicts["alpha"].verdict is Verdict.UNCHANGED, verdicts["alpha"].judgement.note
-    assert "not confirmed by A/B" in verdicts["alpha"].judgement.note
+    assert "cleared by A/B" in verdicts["alpha"].judgement.note
 
 
 def test_too_few_ab_pairs_for_alpha_is_a_config_error(make_config: Callable[..., Config]) -> None:

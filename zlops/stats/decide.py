@@ -650,11 +650,13 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
             return Decision(State.UNMEASURABLE, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
                             f"{base_modes.describe()} (A/B base runs, {base_modes.gap_pct:.0f}% apart): "
                             f"unmeasurable at {pol.potential_pct:g}%; suspect not confirmed: {ab.reason}")
-        # inconclusive: neither confirmed nor cleared. Never "unchanged": the nights' rules below may still
-        # confirm it; otherwise it stays a suspect, with the A/B's figures, carried to the next night
-        inconclusive = ab
-    else:
-        inconclusive = None
+        # inconclusive: neither confirmed nor cleared. Never "unchanged"; nor do the nights' rules confirm what
+        # a same-device A/B of this very change could not (real FlagGems exp 64x64 tflops: an inconclusive
+        # A/B, then "improved" by two nights of process levels). It stays a suspect, with the A/B's figures,
+        # carried to the next night
+        return Decision(night.state, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
+                        f"A/B inconclusive, still a {night.state.value.replace('_', ' ')}: {ab.reason} "
+                        f"(night: {night.reason})")
     known = previous is not None and levels_known(previous, pol) and levels_known(night, pol)
     if (previous is not None and previous.state is night.state and known
             and night.threshold_pct is not None and previous.worse_pct is not None and night.worse_pct is not None):
@@ -676,10 +678,6 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
         seen = min(seen, previous.noise.processes_seen if previous.noise is not None else 0)
     else:
         known = levels_known(night, pol)
-    if inconclusive is not None:
-        return Decision(night.state, inconclusive.change_pct, inconclusive.worse_pct, night.threshold_pct, None,
-                        f"A/B inconclusive, still a {night.state.value.replace('_', ' ')}: {inconclusive.reason} "
-                        f"(night: {night.reason})")
     return Decision(night.state, confirmed_by=None,
                     reason=f"{pending_text(second=second, known=known, seen=seen, policy=pol)}: {night.reason}",
                     **figures)

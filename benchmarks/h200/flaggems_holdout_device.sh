@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Issue 22's hold-out recording on the H200 (device side): unpack the trimmed FlagGems upstream of
+# flaggems_holdout_upstream.sh, check out A (master~2) and S (master) and record interleaved fresh processes
+# with flaggems_holdout_record.py; everything lands in $OUT/holdout_<TAG>.tar.gz.
+#
+#   OUT=/tmp/out TAG=c1 bash benchmarks/h200/flaggems_holdout_device.sh --phase cold --phase pairs:6 ...
+# (the arguments go to the recorder). Inputs, carried in .devcarry/: flaggems_holdout.bundle and whl/*.whl
+# (sqlalchemy, which flag_gems needs beyond the image's torch and triton).
+set -uo pipefail
+REPO=$PWD
+CARRY=${CARRY:-$REPO/.devcarry}
+TAG=${TAG:-rec}
+R=$OUT/holdout_$TAG
+mkdir -p "$R"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  "$CARRY"/whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+rm -rf /tmp/fg_up /tmp/fg_A /tmp/fg_S
+git clone -q "$CARRY/flaggems_holdout.bundle" /tmp/fg_up || exit 1
+git -C /tmp/fg_up worktree add -q --detach /tmp/fg_A master~2 && git -C /tmp/fg_up worktree add -q --detach /tmp/fg_S master || exit 1
+git -C /tmp/fg_up log --format='%H %s' > "$R/upstream_log.txt"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
+  python3 -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
+  python3 -c 'import sqlalchemy; print("sqlalchemy", sqlalchemy.__version__)'; nproc; uname -r
+  nvidia-smi -q | grep -v -i -E 'serial|uuid|pdi|board id|part number' ; } > "$R/env.txt" 2>&1
+python3 "$(dirname "$0")/flaggems_holdout_record.py" --checkout A=/tmp/fg_A --checkout S=/tmp/fg_S \
+  --out "$R" "$@" 2>&1 | tee "$R/driver.txt"
+(date -u; nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv) >> "$R/env_end.txt" 2>&1
+rm -rf "$R/.plugin"
+tar czf "$OUT/holdout_$TAG.tar.gz" -C "$OUT" "holdout_$TAG" && rm -rf "$R"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Build the hold-out FlagGems upstream of issue 22 (tests/data/flaggems_h200/holdout_2026-12-01/PROVENANCE.md):
+# a trimmed flagos-ai/FlagGems with the benchmarks of mean, amax and add only, as a git bundle with
+#   A  the trimmed tree as fetched,
+#   B  README.md gets one line (docs only),
+#   S  src/flag_gems/ops/mean.py: above 2**28 elements the non-inner mean launches its kernel a second time
+#      over the first N/50 reduction rows into a scratch buffer (~2% more bytes read, one more launch),
+#      so only the largest core shape of mean, [1024, 1024, 1024] dim 1, is slower.
+#
+#   bash benchmarks/h200/flaggems_holdout_upstream.sh MIRROR_GIT_DIR OUT_BUNDLE
+# MIRROR_GIT_DIR: the `fetch` tool's copy of github:flagos-ai/FlagGems (holds commit ed2508bc).
+set -euo pipefail
+MIRROR=$1; BUNDLE=$2
+REV=ed2508bcb5a03000e9774734201d840ba362cd11
+OPS="mean amax add"
+W=$(mktemp -d)
+export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops GIT_COMMITTER_EMAIL=zlops@example.com
+export GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z
+keep="pytest.ini pyproject.toml setup.py README.md LICENSE src/flag_gems"
+for f in __init__.py base.py conftest.py consts.py core_shapes.yaml utils.py summary_for_plot.py; do keep="$keep benchmark/$f"; done
+for op in $OPS; do keep="$keep benchmark/test_$op.py"; done
+git -C "$MIRROR" archive "$REV" $keep | tar -x -C "$W"
+cd "$W"
+git init -q --initial-branch=master
+git add -A
+git commit -q -m "FlagGems ${REV:0:12} trimmed: flag_gems + benchmark/ for $OPS"
+printf '\nNightly performance tracking of this trimmed tree: see zlops docs/recipes/flaggems.md.\n' >> README.md
+git commit -q -am "README: mention the nightly performance tracking (docs only)"
+python3 - <<'PY'
+from pathlib import Path
+p = Path("src/flag_gems/ops/mean.py")
+src = p.read_text()
+anchor = """                    num_warps=(
+                        8
+                        if BLOCK_SIZE_K <= 128
+                        else min(16, get_codegen_config().max_num_warps_per_cta)
+                    ),
+                )
+"""
+assert src.count(anchor) == 1, "mean.py changed upstream: the anchor is gone"
+extra = anchor + """                if inp.numel() >= 2**28:
+                    # injected regression (zlops hold-out): a second pass over the first N/50
+                    # reduction rows into a scratch buffer, only above 2**28 elements
+                    scratch = torch.empty_like(out)
+                    mean_dim_kernel_non_inner_vec[grid](
+                        scratch,
+                        inp,
+                        M,
+                        max(1, N // 50),
+                        K,
+                        BLOCK_SIZE_K=BLOCK_SIZE_K,
+                        VEC_SIZE=VEC_SIZE,
+                        num_warps=(
+                            8
+                            if BLOCK_SIZE_K <= 128
+                            else min(16, get_codegen_config().max_num_warps_per_cta)
+                        ),
+                    )
+"""
+p.write_text(src.replace(anchor, extra))
+PY
+git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
+git log --format='%H %s'
+git bundle create -q "$BUNDLE" master
+rm -rf "$W"
