@@ -83,3 +83,28 @@ def test_the_vectorized_judge_agrees_on_synthetic_series() -> None:
     got = judge_many([c[0] for c in late], [c[1] for c in late], [c[2] for c in late], policy=Policy())
     assert sum(1 for g in got if g is not None and g.state in (State.SEVERE, State.IMPROVED)) >= 8
     assert _check(cases[:120], Policy(min_samples=3, window=10, min_nights=4, k=2.0)) > 0
+
+
+def test_the_vectorized_judge_agrees_where_last_night_is_settled_by_its_stored_verdict() -> None:
+    """Issue 22: a last night an A/B cleared (or found process levels in) is neither held out nor last
+    night's suspect, in both paths: a 10% night settled that way is history, not a pending step."""
+    rng = np.random.default_rng(5)
+    cases = []
+    for i in range(60):
+        hist = list(100 * np.exp(rng.normal(0, [0.002, 0.01][i % 2], 7 + i % 6)))
+        hist[-1] *= [1.1, 0.9, 1.0][i % 3]
+        cases.append((hist, [float(np.median(hist)) * [1.1, 1.0, 0.9][i % 3]], bool(i % 4), i % 5 != 0))
+    pol = Policy()
+    got = judge_many([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases], policy=pol,
+                     settled=[c[3] for c in cases])
+    fast = 0
+    for (hist, tonight, lower, settled), fv in zip(cases, got, strict=True):
+        want = noise_judge(tonight, tonight, lower, Thresholds(pol.potential_pct, pol.regression_pct),
+                           history=hist, policy=pol, last_settled=settled)
+        if fv is None:
+            continue
+        fast += 1
+        assert (fv.state.value, fv.reason) == (want.verdict.value, want.note)
+        if settled:
+            assert "consecutive" not in fv.reason and "second suspect night" not in fv.reason
+    assert fast >= 20

@@ -31,12 +31,12 @@ def walk(values: list[float], *, lower_is_better: bool, policy: Policy | None = 
     for t in range(first, len(values)):
         frame = pd.DataFrame({"pool": KEY[0], "case": KEY[1], "metric": KEY[2],
                               "run_key": [f"n{i}" for i in range(t)], "median": values[:t]}).tail(pol.window + 1)
-        history, processes = series_histories(frame, {KEY}, evidence=evidence)
+        history, processes, settled = series_histories(frame, {KEY}, evidence=evidence)
         base = Summary(values[t - 1], 1)
         fast = noise_judge_many([(base, [values[t]], lower_is_better, history[KEY], None, processes[KEY])],
-                                Thresholds(), policy=pol)[0]
+                                Thresholds(), policy=pol, settled=[KEY in settled])[0]
         one = noise_judge(base, [values[t]], lower_is_better, Thresholds(), history=list(history[KEY]), policy=pol,
-                          processes=list(processes[KEY]))
+                          processes=list(processes[KEY]), last_settled=KEY in settled)
         assert (fast.verdict, fast.note) == (one.verdict, one.note), t
         assert fast.worse_pct == pytest.approx(one.worse_pct) and fast.threshold_pct == pytest.approx(one.threshold_pct)
         if fast.verdict in STORED:

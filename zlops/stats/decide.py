@@ -393,7 +393,8 @@ _SUSPECT_VALUES = frozenset({"suspect", "suspect_improved"})
 def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: Sequence[float] | None = None, *,
                   lower_is_better: bool = True, policy: Policy | None = None,
                   telemetry: Mapping[str, Any] | None = None, processes: Sequence[float] | None = None,
-                  baseline_summary: tuple[float, int] | None = None) -> tuple[NightResult, NightResult | None]:
+                  baseline_summary: tuple[float, int] | None = None,
+                  last_settled: bool = False) -> tuple[NightResult, NightResult | None]:
     """:func:`judge_night` for tonight, plus last night re-judged, with a pending suspect held out.
 
     Last night (``history[-1]``) is re-judged against ``history[:-1]``; if it was a suspect, it is
@@ -404,12 +405,16 @@ def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: 
     Earlier nights of the same unresolved run of suspects are the caller's to leave out, from their
     stored verdicts (:func:`unresolved_suspects`, :func:`without_pending`; the nightly does it in
     ``zlops.evidence.series_histories``), so that last night and tonight are both judged against the
-    nights before the run. Returns ``(tonight, last_night)``; ``last_night`` is None without at least 2
-    nights of history. Pass both to :func:`decide` (``previous=last_night``).
+    nights before the run. ``last_settled``: last night's stored verdict says it is no unresolved suspect
+    (an A/B cleared it, or found process levels: ``unmeasurable``); then it is neither held out nor
+    re-judged, whatever its figures (issue 22: real FlagGems, a night an A/B labelled unmeasurable was
+    re-judged a suspect and "confirmed" a third process level the next night). Returns ``(tonight,
+    last_night)``; ``last_night`` is None without at least 2 nights of history, or when settled. Pass
+    both to :func:`decide` (``previous=last_night``).
     """
     hist = _values(history, "history")
     previous = None
-    if hist.size >= 2:
+    if hist.size >= 2 and not last_settled:
         previous = judge_night(hist[:-1].tolist(), hist[-1:].tolist(), lower_is_better=lower_is_better,
                                policy=policy, processes=processes)
     held_out = previous is not None and previous.suspect

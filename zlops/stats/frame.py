@@ -172,11 +172,13 @@ def _in_run(samples: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray,
 def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[float]],
                lower_is_better: Sequence[bool], *, policy: Policy,
                telemetry: Sequence[Mapping[str, Any] | None] | None = None,
-               processes: Sequence[Sequence[float]] | None = None) -> list[FrameVerdict | None]:
+               processes: Sequence[Sequence[float]] | None = None,
+               settled: Sequence[bool] | None = None) -> list[FrameVerdict | None]:
     """Judge every series like ``decide(*judge_tonight(history, tonight, ...))`` (no A/B evidence).
 
     ``histories[i]``: series i's accepted nightly medians, oldest first (after level changes and
-    caliber walls are cut, as for :func:`judge_tonight`); ``tonight[i]``: tonight's raw samples.
+    caliber walls are cut, as for :func:`judge_tonight`); ``tonight[i]``: tonight's raw samples;
+    ``settled[i]``: last night's stored verdict says it is no unresolved suspect (``last_settled``).
     Returns one :class:`FrameVerdict` per series, or None where the caller must use the per-series
     judge (see the module docstring).
     """
@@ -195,6 +197,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
     prev = _screen(full[:, :-1], full[:, -1], np.full(size, np.nan), lower, pol)
     if pol.min_samples > 1:   # last night's single value is too few samples: it was invalid, never a suspect
         prev["state"][:] = State.INVALID.value
+    if settled is not None:   # settled by its stored verdict: never held out, never last night's suspect
+        prev["state"][np.asarray(settled, dtype=bool)] = State.UNCHANGED.value
     held = np.isin(prev["state"], [State.SUSPECT.value, State.SUSPECT_IMPROVED.value])
     # a window whose sorted values hold a gap wider than 2x the floor may have process levels
     # (zlops.stats.noise.detect_modes): those rows take the per-series judge. Last night's window is
