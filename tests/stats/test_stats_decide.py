@@ -304,29 +304,25 @@ def test_two_nights_never_confirm_where_the_process_levels_are_not_known() -> No
     (history nights plus A/B runs) show its between-process behaviour. Real FlagGems on an H200: a
     reduction's latency spans 0.133-0.341 ms over ten fresh processes of unchanged code; a few nights on
     one level and two on the other were confirmed "+8.46%". Even a clean 2x step on four tight nights
-    (abs doing its work twice) waits for an A/B; the same step over a series whose earlier A/B runs
-    showed its levels is confirmed by the second night."""
+    (abs doing its work twice) waits for an A/B; over six nights it is confirmed by the second night."""
     stable = [10.0, 10.004, 9.997, 10.002]
     night, previous = judge_tonight([*stable, 20.01], [20.0])
     assert previous is not None and previous.state is State.SUSPECT and night.state is State.SUSPECT
     pending = decide(night, previous=previous)
     assert pending.state is State.SUSPECT and pending.confirmed_by is None
     assert pending.reason.startswith("a second suspect night, not confirmed: the process levels are known "
-                                     "from 4 processes (nights and A/B runs at this level, < 6)"), pending.reason
+                                     "from 4 processes (nights at this level, < 6)"), pending.reason
     assert "awaiting an A/B" in pending.reason
     first = decide(previous)
     assert first.reason.startswith("awaiting confirmation: the process levels are known from 4 processes")
-    # eight A/B runs at the old level make 12 processes: the step is confirmed by its second night
+    # earlier A/B runs do not make the levels known (counted, they let two nights confirm launch-bound
+    # FlagGems shapes over 3-4 nights in the recorded H200 replay): still a suspect, either way
     runs = [10.001, 9.998, 10.003, 10.0, 9.999, 10.002, 10.001, 9.997]
     night, previous = judge_tonight([*stable, 20.01], [20.0], processes=runs)
-    assert previous is not None and night.noise is not None and night.noise.processes_seen == 12
-    decided = decide(night, previous=previous)
-    assert decided.state is State.SEVERE and decided.confirmed_by == "consecutive"
-    # symmetric: a clear improvement the same way
+    assert previous is not None and night.noise is not None and night.noise.n_processes == 8
+    assert decide(night, previous=previous).state is State.SUSPECT
     night, previous = judge_tonight([*stable, 5.0], [5.01])
     assert decide(night, previous=previous).state is State.SUSPECT_IMPROVED
-    night, previous = judge_tonight([*stable, 5.0], [5.01], processes=runs)
-    assert decide(night, previous=previous).state is State.IMPROVED
     # calibrated by nights alone (6 of them): confirmed as before
     night, previous = judge_tonight([*stable, 10.001, 9.999, 20.01], [20.0])
     assert decide(night, previous=previous).state is State.SEVERE

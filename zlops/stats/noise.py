@@ -127,11 +127,6 @@ class NoiseModel:
                              f"n_nights={self.n_nights}, n_processes={self.n_processes}")
 
     @property
-    def processes_seen(self) -> int:
-        """Processes at the current level this model rests on: nights in its window plus A/B runs."""
-        return self.n_nights + self.n_processes
-
-    @property
     def between_pct(self) -> float | None:
         """Night-to-night sigma: max(level, successive); None until both exist (3 nights)."""
         if self.level_pct is None or self.successive_pct is None:
