@@ -14,7 +14,10 @@ What is real and what is simulated:
   ``--permutations`` random reorderings of each series' 16 nights (the nights are exchangeable
   under A/A; this buys resolution at 1 per 1,000, at the cost of breaking any persistence of
   modes between consecutive processes, which the real-order row keeps). Nights 1..15 are judged by
-  every method, so the case-night counts are the same for all of them.
+  every method, so the case-night counts are the same for all of them. A run of nights the two-night
+  judge left unresolved suspects stays out of the history as the nightly leaves it out
+  (:func:`without_pending`); the A/B method reads the same screening (an approximation: there an A/B
+  would have resolved them), and no history restarts at a confirmed change (A/A nights have none).
 - **Injected slowdowns (detection).** For each series and order, nights t0.. are multiplied by
   (1 + s), s in {2, 3, 5, 10}%, t0 in {6, 9, 12, 14} (0-based: at least 6 nights of history). A
   slowdown counts as detected when the method raises an alarm on night t0 or t0+1 (the same
@@ -54,6 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from zlops.stats import Confirmation, NightResult, Policy, State, confirm_ab, decide, judge_tonight, noise_model
+from zlops.stats.decide import unresolved_suspects, without_pending
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "noise" / "h200_aa_2026-11-29.jsonl"
 TIMERS = ("do_bench_ms", "graph_ms")
@@ -121,11 +125,14 @@ class Replay:
                           use_ks=self.policy.use_ks, confidence=self.policy.confidence,
                           n_resamples=self.policy.n_resamples, seed=[*self.seed, *salt, 1])
 
-    def night(self, x: np.ndarray, t: int, prev_plain: bool, slowdown: float,
-              salt: Sequence[int]) -> tuple[dict[str, bool], NightResult, bool, bool]:
-        """Alarms of every method on night t of series x (history x[:t]), plus what the next night needs."""
+    def night(self, x: np.ndarray, t: int, prev_plain: bool, slowdown: float, salt: Sequence[int],
+              states: Sequence[str | None]) -> tuple[dict[str, bool], NightResult, bool, bool, str]:
+        """Alarms of every method on night t of series x (history x[:t], less the unresolved suspects among
+        ``states``, the decided two-night states of nights 0..t-1, as the nightly leaves them out), plus
+        what the next night needs and tonight's decided two-night state."""
         plain = bool((x[t] / x[t - 1] - 1.0) * 100.0 > PLAIN_PCT)
-        night, previous = judge_tonight(x[:t].tolist(), [float(x[t])], lower_is_better=True, policy=self.policy)
+        history = without_pending(x[:t].tolist(), unresolved_suspects(states))
+        night, previous = judge_tonight(history, [float(x[t])], lower_is_better=True, policy=self.policy)
         alarms = {"plain 2%": plain, "plain 2%, 2 nights": plain and prev_plain,
                   "zlops screen": night.state is State.SUSPECT}
         alarms["zlops + 2 nights"] = decide(night, previous=previous, policy=self.policy).state in ALARM
@@ -139,7 +146,7 @@ class Replay:
         alarms["plain 2% faster"] = bool((x[t] / x[t - 1] - 1.0) * 100.0 < -PLAIN_PCT)
         decided_2n = decide(night, previous=previous, policy=self.policy).state
         alarms["zlops improved, 2 nights"] = decided_2n is State.IMPROVED
-        return alarms, night, plain, ab_run
+        return alarms, night, plain, ab_run, decided_2n.value
 
 
 def replay(series: dict[str, list[float]], *, policy: Policy, permutations: int, seed: int,
@@ -156,8 +163,9 @@ def replay(series: dict[str, list[float]], *, policy: Policy, permutations: int,
             rp = Replay(values, policy, [seed, s_idx, o_idx])
             tallies = [out[group]["all"]] + ([out[group]["real"]] if o_idx == 0 else [])
             plains = [False] * x.size
+            states: list[str | None] = [None] * x.size
             for t in range(1, x.size):
-                alarms, night, plains[t], ab_run = rp.night(x, t, plains[t - 1], 0.0, [t])
+                alarms, night, plains[t], ab_run, states[t] = rp.night(x, t, plains[t - 1], 0.0, [t], states[:t])
                 for tal in tallies:
                     tal.nights += 1
                     tal.ab_runs += ab_run
@@ -172,13 +180,16 @@ def replay(series: dict[str, list[float]], *, policy: Policy, permutations: int,
                     y[t0:] *= 1.0 + size / 100.0
                     hit = dict.fromkeys(METHODS, False)
                     prev_plain = plains[t0 - 1]
-                    states = []
+                    screened = []
+                    walked = states[:t0]
                     for t in (t0, t0 + 1):
-                        alarms, night, prev_plain, _ = rp.night(y, t, prev_plain, size, [t, t0, z_idx + 1])
-                        states.append(night.state)
+                        alarms, night, prev_plain, _, decided = rp.night(y, t, prev_plain, size, [t, t0, z_idx + 1],
+                                                                        walked)
+                        walked = [*walked, decided]
+                        screened.append(night.state)
                         for m in METHODS:
                             hit[m] = hit[m] or alarms[m]
-                    measurable = states[0] is not State.UNMEASURABLE
+                    measurable = screened[0] is not State.UNMEASURABLE
                     for tal in tallies:
                         tal.trials[size] += 1
                         tal.inject_unmeasurable += not measurable

@@ -58,7 +58,10 @@ def test_commit_range_and_worse_pct() -> None:
     assert commit_range(BASE_SHA, HEAD_SHA) == "1111111..2222222"
     assert commit_range(None, HEAD_SHA) == "..2222222"
     assert worse_pct(4.0, 4.4, lower_is_better=True) == pytest.approx(10.0)
-    assert worse_pct(100.0, 90.0, lower_is_better=False) == pytest.approx(10.0)  # throughput fell
+    # a throughput that fell is worse by the ratio (issue 22): to 90% is +11.1%, to 15% is +567%, as a 6.7x time
+    assert worse_pct(100.0, 90.0, lower_is_better=False) == pytest.approx(11.111, abs=1e-3)
+    assert worse_pct(100.0, 15.0, lower_is_better=False) == pytest.approx(566.67, abs=0.01)
+    assert worse_pct(100.0, 200.0, lower_is_better=False) == pytest.approx(-50.0)
     assert worse_pct(0.0, 1.0, lower_is_better=True) is None
 
 

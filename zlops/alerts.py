@@ -41,6 +41,7 @@ from enum import Enum
 from zlops import metrics
 from zlops.errors import ZlopsError
 from zlops.model import Comparison, Verdict
+from zlops.model import worse_pct as model_worse_pct
 
 SeriesKey = tuple[str, str, str]  # (pool, case, metric)
 
@@ -220,11 +221,11 @@ def series_ranges(comparisons: Iterable[Comparison], head_sha: str, *, previous_
 
 
 def worse_pct(base: float, head: float, *, lower_is_better: bool) -> float | None:
-    """How much worse ``head`` is than ``base`` in percent (positive = worse); None for a zero base."""
+    """How much worse ``head`` is than ``base`` in percent (positive = worse, :func:`zlops.model.worse_pct`:
+    a ratio); None for a zero base."""
     if base == 0:
         return None
-    change = (head - base) / abs(base) * 100.0
-    return change if lower_is_better else -change
+    return model_worse_pct(base, head, lower_is_better=lower_is_better)
 
 
 def reference_value(c: Comparison) -> float | None:

@@ -9,7 +9,7 @@ is reported MISSING, so a benchmark that silently stopped producing data is seen
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -78,6 +78,8 @@ class JudgeInputs:
     failed_pools: Mapping[str, str] = field(default_factory=dict)
     #: per-run values of the series' earlier A/Bs at its current level (between-process evidence)
     processes: Mapping[SeriesKey, Sequence[float]] = field(default_factory=dict)
+    #: series whose newest history night is, by its stored verdict, no unresolved suspect (issue 22)
+    settled: Collection[SeriesKey] = field(default_factory=frozenset)
 
 
 def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[Judgement | None, str]:
@@ -117,7 +119,8 @@ def _judge_all(setup: JudgingSetup, pending: list[tuple[SeriesKey, CaseResult, B
     if batch:
         judged = noise_judge_many(
             [(b, r.samples, r.lower_is_better, extra.history.get(k, ()), extra.telemetry.get(k[0]),
-              extra.processes.get(k, ())) for k, r, b, _ in batch], setup.thresholds, policy=setup.policy)
+              extra.processes.get(k, ())) for k, r, b, _ in batch], setup.thresholds, policy=setup.policy,
+            settled=[k in extra.settled for k, _, _, _ in batch])
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
             out[key] = _with_note(judgement, note)
     return out

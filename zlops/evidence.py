@@ -117,7 +117,7 @@ def pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
 
 def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapping[str, str] | None = None,
                      evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]] | None = None,
-                     ) -> tuple[dict[cmp.SeriesKey, Any], dict[cmp.SeriesKey, list[float]]]:
+                     ) -> tuple[dict[cmp.SeriesKey, Any], dict[cmp.SeriesKey, list[float]], set[cmp.SeriesKey]]:
     """Per series of ``keys``: its accepted night medians in ``frame`` (:meth:`Store.history_frame`),
     oldest first, as the judge reads them, and the per-run values of its earlier A/Bs (``processes``).
 
@@ -127,9 +127,19 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     - The history restarts at the last night that changed the series' level (that night included:
       regression, severe, improved; :attr:`Verdict.changes_level`), or a confirmed step would be
       reported again every night until the window's median moved past it (Otava segments).
+    - Unresolved suspects never enter the reference or the noise model (issue 22): the newest nights
+      whose stored verdicts are a run of suspects in one direction (:func:`zlops.stats.decide.unresolved_suspects`:
+      an A/B that could not decide leaves one unresolved for several nights) are left out, all but the
+      newest (and only over at least 3 earlier nights: :func:`zlops.stats.decide.held_out_nights`),
+      which the judge re-judges against the nights before the run and holds out itself
+      (:func:`zlops.stats.judge_tonight`), so last night and tonight are judged against the same nights.
     - ``processes``: the per-run values of the A/Bs the series had within what is kept (each run is a
-      process at its level; after a confirmed change only its head runs are at the current level);
-      the noise model and the process-level detection use them (issue 11).
+      process at its level; after a confirmed change only its head runs are at the current level; an
+      unresolved suspect's A/B, which could not decide, counts for nothing); the noise model and the
+      process-level detection use them (issue 11).
+    - ``settled``: the series whose newest night's stored verdict is no unresolved suspect (with
+      ``evidence`` given): the judge neither holds it out nor re-judges it as last night's suspect
+      (an A/B cleared it, or labelled it unmeasurable).
 
     ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
     changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
@@ -138,12 +148,14 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     """
     import numpy as np
 
+    from zlops.stats.decide import held_out_nights, unresolved_suspects
     from zlops.store.frames import series_starts
 
     history: dict[cmp.SeriesKey, Any] = {k: [] for k in keys}
     processes: dict[cmp.SeriesKey, list[float]] = {k: [] for k in keys}
+    settled: set[cmp.SeriesKey] = set()
     if frame is None or len(frame) == 0:
-        return history, processes
+        return history, processes, settled
     pools, cases, metrics_ = (frame[c].to_numpy(dtype=object) for c in ("pool", "case", "metric"))
     run_keys = frame["run_key"].to_numpy(dtype=object)
     medians = frame["median"].to_numpy(dtype=float)
@@ -165,22 +177,38 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
             if hit.size:
                 lo = a + int(hit[-1]) + 1
         found_of = by_series.get(key)
+        if evidence is not None and not (found_of and run_keys[b - 1] in found_of
+                                         and found_of[run_keys[b - 1]][0].awaiting_confirmation):
+            settled.add(key)
         if found_of:
             for i in range(b - 1, lo - 1, -1):
                 found = found_of.get(run_keys[i])
                 if found is not None and found[0].changes_level:
                     lo = i
                     break
+            # the trailing run of unresolved suspects (stored verdicts): all but the newest stay out of the
+            # history, which the judge re-judges and holds out itself (zlops.stats.judge_tonight)
+            states = [found_of[run_keys[i]][0].value if run_keys[i] in found_of else None for i in range(lo, b)]
+            pending = unresolved_suspects(states)
+            drop = held_out_nights(b - lo, pending)
             runs: list[float] = []
             for i in range(lo, b):
                 found = found_of.get(run_keys[i])
                 if found is None or found[1] is None or not found[1].runs_head:
                     continue
                 verdict, figures = found
-                runs.extend(figures.runs_head if verdict.changes_level else (*figures.runs_base, *figures.runs_head))
+                if pending and i >= b - pending:   # an unresolved suspect's A/B: undecided, no evidence yet
+                    continue
+                if verdict.changes_level:
+                    runs.extend(figures.runs_head)
+                else:
+                    runs.extend((*figures.runs_base, *figures.runs_head))
             processes[key] = runs
+            if drop:
+                history[key] = np.concatenate((medians[lo:b - drop - 1], medians[b - 1:b]))
+                continue
         history[key] = medians[lo:b]
-    return history, processes
+    return history, processes, settled
 
 
 def caliber_walls(store: Store, run_keys: set[str],
@@ -243,8 +271,8 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     in_window = frame[frame["pool"].isin(pools)] if len(frame) and set(frame["pool"].unique()) - set(pools) else frame
     run_keys = sorted(in_window["run_key"].unique().tolist()) if len(in_window) else []
     walls = caliber_walls(store, set(run_keys), tonight)
-    history, processes = series_histories(in_window, head, walls=walls,
-                                          evidence=store.verdict_evidence(run_keys, only_evidence=True))
+    history, processes, settled = series_histories(in_window, head, walls=walls,
+                                                   evidence=store.verdict_evidence(run_keys, only_evidence=True))
     telemetry = {}
     for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
         summaries = [e.get("telemetry") or {} for e in extras]
@@ -252,4 +280,4 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
                                                         t.get("temp_max_c") or 0.0))
     return cmp.JudgeInputs(history=history, telemetry=telemetry, caliber=caliber,
                            allow_caliber_mismatch=setup.allow_caliber_mismatch, failed_pools=failed_pools,
-                           processes=processes)
+                           processes=processes, settled=frozenset(settled))

@@ -60,7 +60,8 @@ STATE_VERDICTS: dict[str, Verdict] = {v.value: v for v in (
 
 def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,
                 history: Sequence[float] | None = None, telemetry: Mapping[str, Any] | None = None,
-                policy: Policy | None = None, processes: Sequence[float] | None = None) -> Judgement:
+                policy: Policy | None = None, processes: Sequence[float] | None = None,
+                last_settled: bool = False) -> Judgement:
     """Noise-aware judge (issue 5): :func:`zlops.stats.judge_night` then :func:`zlops.stats.decide`.
 
     Same call as :func:`simple_judge`, plus ``history`` (the series' accepted nightly medians, oldest
@@ -73,7 +74,8 @@ def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, th
     threshold but unconfirmed (the caller may run an A/B: :func:`zlops.stats.confirm_ab`, then
     :func:`zlops.stats.decide` with ``ab=``); REGRESSION / SEVERE only when confirmed here by two
     consecutive nights: last night, re-judged from ``history[:-1]``, was beyond its threshold too
-    (and, being unresolved, is held out of tonight's reference: :func:`zlops.stats.judge_tonight`).
+    (and, being unresolved, is held out of tonight's reference: :func:`zlops.stats.judge_tonight`), unless
+    ``last_settled``: its stored verdict says it is no unresolved suspect (``zlops.evidence.series_histories``).
     """
     from zlops import stats
 
@@ -82,7 +84,8 @@ def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, th
     ref = as_summary(base)
     night, previous = stats.judge_tonight(history if history is not None else [], head,
                                           baseline_summary=(ref.median, ref.n), lower_is_better=lower_is_better,
-                                          policy=pol, telemetry=telemetry, processes=processes)
+                                          policy=pol, telemetry=telemetry, processes=processes,
+                                          last_settled=last_settled)
     decision = stats.decide(night, previous=previous, policy=pol)
     return Judgement(verdict=STATE_VERDICTS[decision.state.value], change_pct=decision.change_pct,
                      worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason,
@@ -91,11 +94,13 @@ def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, th
 
 def noise_judge_many(items: Sequence[tuple[BaseSide, Sequence[float], bool, Sequence[float],
                                           Mapping[str, Any] | None, Sequence[float]]],
-                     thresholds: Thresholds, *, policy: Policy | None = None) -> list[Judgement]:
+                     thresholds: Thresholds, *, policy: Policy | None = None,
+                     settled: Sequence[bool] | None = None) -> list[Judgement]:
     """:func:`noise_judge` for many series at once (``zlops.stats.frame``: vectorized, same verdicts).
 
     ``items``: per series (baseline summary or samples, tonight's samples, lower_is_better, history, telemetry,
-    processes). Series the vectorized path does not cover are judged one by one.
+    processes); ``settled``: per series, ``last_settled`` of :func:`noise_judge`. Series the vectorized path
+    does not cover are judged one by one.
     """
     from zlops import stats
     from zlops.stats.frame import judge_many
@@ -103,12 +108,13 @@ def noise_judge_many(items: Sequence[tuple[BaseSide, Sequence[float], bool, Sequ
     pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
                               regression_pct=thresholds.regression_pct)
     fast = judge_many([i[3] for i in items], [i[1] for i in items], [i[2] for i in items], policy=pol,
-                      telemetry=[i[4] for i in items], processes=[i[5] for i in items])
+                      telemetry=[i[4] for i in items], processes=[i[5] for i in items], settled=settled)
     out: list[Judgement] = []
-    for (base, head, lower, history, telemetry, processes), fv in zip(items, fast, strict=True):
+    for i, ((base, head, lower, history, telemetry, processes), fv) in enumerate(zip(items, fast, strict=True)):
         if fv is None:
             out.append(noise_judge(base, head, lower, thresholds, history=list(history), telemetry=telemetry,
-                                   policy=policy, processes=list(processes)))
+                                   policy=policy, processes=list(processes),
+                                   last_settled=bool(settled[i]) if settled is not None else False))
             continue
         n = len(head)
         figures = Figures(reference=fv.reference, reference_label=fv.reference_text, value=fv.value,

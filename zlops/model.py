@@ -166,6 +166,21 @@ def pct_change(reference: float, value: float) -> float:
     return (value - reference) / abs(reference) * 100.0
 
 
+def worse_pct(reference: float, value: float, *, lower_is_better: bool) -> float:
+    """How much worse ``value`` is than ``reference``, in percent, positive = worse: a ratio, not a difference.
+
+    ``(value / reference - 1) * 100`` for a lower-is-better metric (a time: :func:`pct_change` itself)
+    and ``(reference / value - 1) * 100`` for a higher-is-better one, so a throughput falling to 15% is
+    +567% worse, as loud as a 6.7x time (the plain percentage, -85%, can never pass -100%). The judge
+    compares changes as log ratios (``zlops.stats.decide.worse_ratio_pct`` is this formula); where a
+    value is not positive the ratio means nothing and the plain oriented change is returned.
+    """
+    if lower_is_better or reference <= 0 or value <= 0:
+        change = pct_change(reference, value)
+        return change if lower_is_better else -change
+    return (reference / value - 1.0) * 100.0
+
+
 @dataclass(frozen=True)
 class Figures:
     """The numbers behind one verdict: what it compared, and the change computed from exactly those two.
@@ -219,8 +234,9 @@ class Figures:
 
     @property
     def worse_pct(self) -> float:
-        """:attr:`change_pct` oriented so that positive is always worse."""
-        return self.change_pct if self.lower_is_better else -self.change_pct
+        """The change as a ratio oriented so that positive is always worse (:func:`worse_pct`): equal to
+        :attr:`change_pct` for a lower-is-better metric, ``reference / value - 1`` for a higher-is-better one."""
+        return worse_pct(self.reference, self.value, lower_is_better=self.lower_is_better)
 
     @property
     def delta(self) -> float:

@@ -443,7 +443,7 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
         frame = store.history_frame(req.suite, ancestors=ancestors, window=setup.policy.window + 1, pools=[req.pool])
         keys = {(req.pool, r.case, r.metric) for v in req.variants for r in head_results[v]}
         run_keys = sorted(frame["run_key"].unique().tolist()) if len(frame) else []
-        nightly, _ = series_histories(frame, keys, evidence=store.verdict_evidence(run_keys, only_evidence=True))
+        nightly = series_histories(frame, keys, evidence=store.verdict_evidence(run_keys, only_evidence=True))[0]
     for variant in req.variants:
         pool = req.pool if variant == "default" else f"{req.pool}.{variant}"
         heads = {(pool, r.case, r.metric): r for r in head_results[variant]}

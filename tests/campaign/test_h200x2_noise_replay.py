@@ -101,13 +101,23 @@ def _rejudge(night: int) -> dict[tuple[str, str], tuple[Verdict, Verdict]]:
     return out
 
 
+#: verdicts today's judge reaches differently from the recorded night, and why. Changes are judged as ratios
+#: since issue 22: ring/ring's efficiency fell from 0.044485 (median of 2 nights) to 0.043168, -2.96% plain
+#: (unchanged at the 3.00% threshold when recorded), +3.05% as a ratio: a suspect now, announced to nobody
+CHANGED_SINCE = {(3, ("allreduce/64MiB/ring/ring", "efficiency_p2")): (Verdict.UNCHANGED, Verdict.SUSPECT)}
+
+
 @pytest.mark.parametrize("night", [2, 3])
 def test_every_verdict_is_decided_again_from_the_recorded_values_and_ab_runs(night: int) -> None:
     rejudged = _rejudge(night)
-    recorded = _verdicts(night)
+    recorded = dict(_verdicts(night))
+    for (n, key), (then, now) in CHANGED_SINCE.items():
+        if n == night:
+            assert recorded[key] is then and rejudged[key][1] is now, key
+            recorded[key] = now
     floor = _config().thresholds.to_thresholds().potential_pct
     changed = {k: (recorded[k], v[1]) for k, v in rejudged.items() if v[1] is not recorded[k]}
-    # the one rule that changed since the recording (#22): an A/B that could not decide is no longer
+    # the other rule that changed since the recording (#22): an A/B that could not decide is no longer
     # "unchanged". Exactly those recorded `unchanged` whose A/B CI reaches beyond the floor are
     # inconclusive now and stay suspects (with the A/B's figures); every other verdict is re-decided alike
     for key, (was, now) in changed.items():
@@ -122,6 +132,8 @@ def test_every_verdict_is_decided_again_from_the_recorded_values_and_ab_runs(nig
             assert v[1] is recorded[key], key
     # an A/B ran for exactly the suspects its budget reached; the others say why they wait
     for key, (screened, final) in rejudged.items():
+        if (night, key) in CHANGED_SINCE:
+            continue
         row = _rows(night)[key]
         if screened.awaiting_confirmation and not row["ab_base"]:
             assert final.awaiting_confirmation and "A/B" in (row["note"] or ""), key

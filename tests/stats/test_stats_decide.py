@@ -299,33 +299,58 @@ def test_judge_tonight_holds_an_unresolved_suspect_out_of_the_history() -> None:
     assert judge_tonight([100.0], [100.0])[1] is None
 
 
-def test_a_clear_step_on_a_stable_series_is_confirmed_by_two_nights_before_calibration() -> None:
-    """Real FlagGems on an H200: the 1G-element shapes hold to ~0.05% between processes; abs doing its
-    work twice is +100% on two nights. Four nights of history are too few to calibrate the noise model,
-    but nothing in them came near: the second night confirms it."""
+def test_two_nights_never_confirm_where_the_process_levels_are_not_known() -> None:
+    """Issue 22: nights alone confirm only where at least min_nights processes at the series' level
+    (history nights plus A/B runs) show its between-process behaviour. Real FlagGems on an H200: a
+    reduction's latency spans 0.133-0.341 ms over ten fresh processes of unchanged code; a few nights on
+    one level and two on the other were confirmed "+8.46%". Even a clean 2x step on four tight nights
+    (abs doing its work twice) waits for an A/B; over six nights it is confirmed by the second night."""
     stable = [10.0, 10.004, 9.997, 10.002]
     night, previous = judge_tonight([*stable, 20.01], [20.0])
-    assert previous is not None and previous.state is State.SUSPECT and not _calibrated_for_test(night)
-    decided = decide(night, previous=previous)
-    assert decided.state is State.SEVERE and decided.confirmed_by == "clear step"
-    assert "beyond every one of the 4 earlier nights" in decided.reason
-    # the same doubling on a launch-bound series whose processes wander (>2% apart) is not confirmed so
-    wandering = [0.044, 0.047, 0.043, 0.046]
-    night, previous = judge_tonight([*wandering, 0.09], [0.091])
+    assert previous is not None and previous.state is State.SUSPECT and night.state is State.SUSPECT
     pending = decide(night, previous=previous)
-    assert pending.state is State.SUSPECT
-    # and its reason says why two nights did not confirm it (not "awaiting a second night" again)
-    assert pending.reason.startswith("a second suspect night, not confirmed: the noise model is provisional")
-    assert "held within 2%" in pending.reason
-    # nor with fewer than 3 earlier nights, nor when only one night moved
-    night, previous = judge_tonight([10.0, 10.001, 20.0], [20.0])
+    assert pending.state is State.SUSPECT and pending.confirmed_by is None
+    assert pending.reason.startswith("a second suspect night, not confirmed: the process levels are known "
+                                     "from 4 processes (nights at this level, < 6)"), pending.reason
+    assert "awaiting an A/B" in pending.reason
+    first = decide(previous)
+    assert first.reason.startswith("awaiting confirmation: the process levels are known from 4 processes")
+    # earlier A/B runs do not make the levels known (counted, they let two nights confirm launch-bound
+    # FlagGems shapes over 3-4 nights in the recorded H200 replay): still a suspect, either way
+    runs = [10.001, 9.998, 10.003, 10.0, 9.999, 10.002, 10.001, 9.997]
+    night, previous = judge_tonight([*stable, 20.01], [20.0], processes=runs)
+    assert previous is not None and night.noise is not None and night.noise.n_processes == 8
     assert decide(night, previous=previous).state is State.SUSPECT
-    night, previous = judge_tonight(stable, [20.0])
-    assert decide(night, previous=previous).state is State.SUSPECT
-    # symmetric: a clear improvement is confirmed the same way
     night, previous = judge_tonight([*stable, 5.0], [5.01])
-    assert decide(night, previous=previous).state is State.IMPROVED
+    assert decide(night, previous=previous).state is State.SUSPECT_IMPROVED
+    # calibrated by nights alone (6 of them): confirmed as before
+    night, previous = judge_tonight([*stable, 10.001, 9.999, 20.01], [20.0])
+    assert decide(night, previous=previous).state is State.SEVERE
 
 
 def _calibrated_for_test(night: object) -> bool:
     return bool(getattr(night, "noise", None) is not None and night.noise.enough_history)  # type: ignore[attr-defined]
+
+
+def test_changes_are_ratios_a_fall_to_15pct_is_as_loud_as_a_6_7x_time() -> None:
+    """Issue 22: the judge and what the report shows agree on one formula (zlops.model.worse_pct)."""
+    from zlops.model import worse_pct
+    from zlops.stats.decide import worse_ratio_pct
+
+    for ref, value in ((100.0, 15.0), (100.0, 667.0), (100.0, 98.0), (3.0, 3.3)):
+        for lower in (True, False):
+            assert worse_ratio_pct(ref, value, lower_is_better=lower) == pytest.approx(
+                worse_pct(ref, value, lower_is_better=lower), rel=1e-12)
+    assert worse_ratio_pct(100.0, 15.0, lower_is_better=False) == pytest.approx(
+        worse_ratio_pct(15.0, 100.0, lower_is_better=True))
+    # a loud series (25% noise, 30 nights): a fall of a throughput to 15% is a suspect, not "unmeasurable"
+    rng = np.random.default_rng(3)
+    hist = (1000 * np.exp(rng.normal(0, 0.25, 30))).tolist()
+    night = judge_night(hist, [float(np.median(hist)) * 0.15], lower_is_better=False)
+    assert night.state is State.SUSPECT and night.worse_pct == pytest.approx(566.67, abs=0.01), night.reason
+    assert night.change_pct == pytest.approx(-85.0)
+    # symmetric on the log scale: 2x slower is +100% worse, 2x faster -50% (the same log ratio)
+    tight = _history(n=12)
+    ref = float(np.median(tight))
+    assert judge_night(tight, [ref * 2.0]).worse_pct == pytest.approx(100.0)
+    assert judge_night(tight, [ref * 2.0], lower_is_better=False).worse_pct == pytest.approx(-50.0)

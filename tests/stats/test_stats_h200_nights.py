@@ -64,11 +64,19 @@ def test_the_real_h200_nights_judged_quiet_until_abs_doubles(
             if j.verdict in LOUD:
                 loud.setdefault(t, []).append((key[0], key[1], j.verdict.value))
     # unchanged (1, 2), docs only (3), and every series abs' change does not touch (4, 5): nothing loud;
-    # torch's own 4096x4096 kernels moved +3.2-3.6% for two processes: not a clear step (< 10%)
+    # torch's own 4096x4096 kernels moved +3.2-3.6% for two processes: too few processes to confirm
     assert not loud.get(1) and not loud.get(2) and not loud.get(3)
     assert not [x for x in loud.get(4, []) if not x[0].startswith("abs/")]
     assert not [x for x in loud.get(5, []) if not x[0].startswith("abs/") or x[1] == "latency_base"]
-    # abs doing twice the work: severe on its 1G-element shapes by the same-commit night
-    severe = {(c, m) for c, m, v in loud.get(5, []) if v == "severe"}
+    # abs doing twice the work on its 1G-element shapes: a suspect on both C nights (+100%, every metric),
+    # never confirmed by nights alone: four earlier processes are too few to know the series' process
+    # levels (issue 22; min_nights = 6), so it waits for the A/B, which the nightly runs for top suspects
     for shape in ("(1073741824)", "(1024x1024x1024)"):
-        assert {(f"abs/float16/{shape}", m) for m in ("latency", "speedup", "tflops")} <= severe
+        for metric in ("latency", "speedup", "tflops"):
+            key = (f"abs/float16/{shape}", metric)
+            for t in (4, 5):
+                value, lower = nights[t][key]
+                history = [n[key][0] for n in nights[:t]]
+                j = noise_judge([history[-1]], [value], lower, Thresholds(), history=history, policy=Policy())
+                assert j.verdict is Verdict.SUSPECT and j.worse_pct is not None and 95 < j.worse_pct < 105, j.note
+                assert "awaiting an A/B" in j.note and (t == 4 or "too few for nights alone" in j.note), j.note

@@ -93,13 +93,31 @@ def test_effective_threshold_and_measurability() -> None:
     quiet = NoiseModel(0.3, 0.2, None, 0, 10, True)
     noisy = NoiseModel(1.5, 1.0, None, 0, 10, True)
     assert effective_threshold(quiet, floor_pct=2.0, k=3.0) == 2.0
-    assert effective_threshold(noisy, floor_pct=2.0, k=3.0) == pytest.approx(4.5)
+    # the noise is a log sigma: k sigma = 4.5% of log is a ratio of exp(0.045) = +4.60%
+    assert effective_threshold(noisy, floor_pct=2.0, k=3.0) == pytest.approx(4.6028, abs=1e-4)
     assert is_measurable(noisy, target_pct=5.0, k=3.0)
     assert not is_measurable(noisy, target_pct=5.0, k=4.0)
     with pytest.raises(ValueError):
         effective_threshold(quiet, floor_pct=0.0, k=3.0)
     with pytest.raises(ValueError, match="level_pct"):
         NoiseModel(-1.0, 0.1, None, 0, 3, True)
+
+
+def test_thresholds_and_measurability_are_ratios_on_the_log_scale() -> None:
+    """Issue 22: 25% process noise at k = 3 is a factor exp(0.75) = 2.12 either way; in plain percent the
+    threshold (75%) could never be passed by a fall, which cannot go below -100%."""
+    from zlops.stats.noise import Modes, ratio_threshold_pct
+
+    loud = NoiseModel(25.0, 25.0, None, 0, 30, True)
+    assert effective_threshold(loud, floor_pct=2.0, k=3.0) == pytest.approx(111.70, abs=0.01)
+    assert ratio_threshold_pct(0.5, floor_pct=2.0, k=3.0) == 2.0
+    # measurable at 5% means k sigma <= log(1.05) = 4.879%: sigma 1.64% is just over the line
+    assert is_measurable(NoiseModel(1.62, 1.0, None, 0, 10, True), target_pct=5.0, k=3.0)
+    assert not is_measurable(NoiseModel(1.64, 1.0, None, 0, 10, True), target_pct=5.0, k=3.0)
+    # the span of process levels widened by a ratio: a 150% margin never reaches down to zero
+    modes = Modes(levels=(1.0, 2.0), shares=(0.5, 0.5), gap_pct=100.0, within_pct=1.0, n=10)
+    assert modes.span_contains(0.5, 150.0) and not modes.span_contains(0.3, 150.0)
+    assert modes.span_contains(4.9, 150.0) and not modes.span_contains(5.1, 150.0)
 
 
 def test_real_h200_noise_large_kernels_quiet_tiny_kernels_unmeasurable(real_noise: dict[str, list[float]]) -> None:

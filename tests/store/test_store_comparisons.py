@@ -73,3 +73,18 @@ def test_bad_tables_are_refused_and_change_nothing(store: Store, make) -> None:
         store.save_comparisons("nope", kept)
     with pytest.raises(StoreError, match="unknown run"):
         store.comparisons("nope")
+
+
+def test_verdict_evidence_holds_level_changes_suspects_and_ab_runs(store: Store, make) -> None:
+    """What the judge needs of a window of nights (issue 22): level changes, A/B runs, and the suspects,
+    so that a run of unresolved suspect nights stays out of the history; plain verdicts are not read."""
+    store.upsert_run(make.run("n1"))
+    figured = _cmp(make, "ab", Verdict.UNCHANGED)
+    figured = dataclasses.replace(figured, judgement=dataclasses.replace(figured.judgement, figures=Figures(
+        10.0, "A/B base, 2 runs", 10.1, "A/B head, 2 runs", runs_base=(10.0, 10.1), runs_head=(10.1, 10.2))))
+    store.save_comparisons("n1", [_cmp(make, "sev", Verdict.SEVERE), _cmp(make, "sus", Verdict.SUSPECT),
+                                  _cmp(make, "imp", Verdict.SUSPECT_IMPROVED), _cmp(make, "same", Verdict.UNCHANGED),
+                                  _cmp(make, "gap", Verdict.UNMEASURABLE), figured])
+    got = store.verdict_evidence(["n1"], only_evidence=True)
+    assert {k[2]: v[0] for k, v in got.items()} == {"sev": Verdict.SEVERE, "sus": Verdict.SUSPECT,
+                                                   "imp": Verdict.SUSPECT_IMPROVED, "ab": Verdict.UNCHANGED}

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from zlops.stats.decide import CLEAR_STEP_FACTOR, Policy, State, pending_text, telemetry_problem
+from zlops.stats.decide import UNMEASURABLE_FACTOR, Policy, State, pending_text, telemetry_problem
 from zlops.stats.noise import MEDIAN_SE_FACTOR
 
 
@@ -114,31 +114,24 @@ def _between(window: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
 
 def _screen(window: np.ndarray, value: np.ndarray, in_run_se: np.ndarray, lower: np.ndarray,
             pol: Policy) -> dict[str, np.ndarray]:
-    """:func:`judge_night`'s fast path for every row (no modes, no processes, no telemetry)."""
+    """:func:`judge_night`'s fast path for every row (no modes, no processes, no telemetry): log ratios."""
     between, counts = _between(window, pol.noise_quantile)
     reference = row_median(window)
     sigma = np.fmax(np.nan_to_num(in_run_se, nan=0.0), np.nan_to_num(between, nan=0.0))
-    threshold = np.maximum(pol.potential_pct, pol.k * sigma)
-    change = (value / reference - 1.0) * 100.0
-    worse = np.where(lower, change, -change)
-    measurable = pol.k * sigma <= pol.measurable_target_pct
-    line = np.where(measurable, threshold, 2.0 * threshold)
+    threshold = np.maximum(pol.potential_pct, np.expm1(pol.k * sigma / 100.0) * 100.0)
+    with np.errstate(all="ignore"):
+        change = (value / reference - 1.0) * 100.0
+        log_worse = np.log(value / reference)
+    log_worse = np.where(lower, log_worse, -log_worse)
+    worse = np.expm1(log_worse) * 100.0
+    measurable = pol.k * sigma / 100.0 <= math.log1p(pol.measurable_target_pct / 100.0)
+    line = np.log1p(threshold / 100.0) * np.where(measurable, 1.0, UNMEASURABLE_FACTOR)
     state = np.full(value.shape, State.UNCHANGED.value, dtype=object)
     state[~measurable] = State.UNMEASURABLE.value
-    state[worse < -line] = State.SUSPECT_IMPROVED.value
-    state[worse > line] = State.SUSPECT.value
-    import warnings
-
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanmin(window, axis=1), np.nanmax(window, axis=1)
-        beyond_worst = np.where(lower, (value / hi - 1.0) * 100.0, -(value / lo - 1.0) * 100.0)
-        beyond_best = np.where(lower, (value / lo - 1.0) * 100.0, -(value / hi - 1.0) * 100.0)
-        outside = np.where(beyond_worst > 0, beyond_worst, np.where(beyond_best < 0, beyond_best, 0.0))
-        spread = (hi / lo - 1.0) * 100.0
+    state[log_worse < -line] = State.SUSPECT_IMPROVED.value
+    state[log_worse > line] = State.SUSPECT.value
     return {"reference": reference, "sigma": sigma, "threshold": threshold, "change": change, "worse": worse,
-            "state": state, "counts": counts, "enough": counts >= pol.min_nights, "measurable": measurable,
-            "outside": outside, "range": spread}
+            "state": state, "counts": counts, "enough": counts >= pol.min_nights, "measurable": measurable}
 
 
 def _night_text(s: dict[str, np.ndarray], i: int, pol: Policy) -> tuple[str, str]:
@@ -179,11 +172,13 @@ def _in_run(samples: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray,
 def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[float]],
                lower_is_better: Sequence[bool], *, policy: Policy,
                telemetry: Sequence[Mapping[str, Any] | None] | None = None,
-               processes: Sequence[Sequence[float]] | None = None) -> list[FrameVerdict | None]:
+               processes: Sequence[Sequence[float]] | None = None,
+               settled: Sequence[bool] | None = None) -> list[FrameVerdict | None]:
     """Judge every series like ``decide(*judge_tonight(history, tonight, ...))`` (no A/B evidence).
 
     ``histories[i]``: series i's accepted nightly medians, oldest first (after level changes and
-    caliber walls are cut, as for :func:`judge_tonight`); ``tonight[i]``: tonight's raw samples.
+    caliber walls are cut, as for :func:`judge_tonight`); ``tonight[i]``: tonight's raw samples;
+    ``settled[i]``: last night's stored verdict says it is no unresolved suspect (``last_settled``).
     Returns one :class:`FrameVerdict` per series, or None where the caller must use the per-series
     judge (see the module docstring).
     """
@@ -202,6 +197,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
     prev = _screen(full[:, :-1], full[:, -1], np.full(size, np.nan), lower, pol)
     if pol.min_samples > 1:   # last night's single value is too few samples: it was invalid, never a suspect
         prev["state"][:] = State.INVALID.value
+    if settled is not None:   # settled by its stored verdict: never held out, never last night's suspect
+        prev["state"][np.asarray(settled, dtype=bool)] = State.UNCHANGED.value
     held = np.isin(prev["state"], [State.SUSPECT.value, State.SUSPECT_IMPROVED.value])
     # a window whose sorted values hold a gap wider than 2x the floor may have process levels
     # (zlops.stats.noise.detect_modes): those rows take the per-series judge. Last night's window is
@@ -230,23 +227,12 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
             worse_side = state is State.SUSPECT
             pw, nw, thr = float(prev["worse"][i]), float(s["worse"][i]), float(s["threshold"][i])
             sign = 1.0 if worse_side else -1.0
-            pv = float(full[i, -1])
-            clear = (State(prev["state"][i]) is state and not (prev["enough"][i] and s["enough"][i])
-                     and pv > 0 and abs(float(value[i]) / pv - 1.0) * 100.0 <= thr
-                     and all(int(x["counts"][i]) >= 3 and float(x["range"][i]) <= pol.potential_pct
-                             and abs(float(x["outside"][i])) > max(thr, CLEAR_STEP_FACTOR * pol.regression_pct)
-                             and (float(x["outside"][i]) > 0) == worse_side
-                             for x in (prev, s)))
-            if clear:
-                if worse_side:
-                    state = State.SEVERE if min(pw, nw) > pol.regression_pct else State.REGRESSION
-                else:
-                    state = State.IMPROVED
-                reason = (f"two consecutive nights beyond every one of the {int(s['counts'][i])} earlier nights "
-                          f"(which held within {float(s['range'][i]):.2f}%): {float(prev['outside'][i]):+.2f}%, "
-                          f"{float(s['outside'][i]):+.2f}% beyond them; {reason}")
-            elif (State(prev["state"][i]) is state and prev["enough"][i] and s["enough"][i]
-                    and sign * pw > thr and sign * nw > thr):
+            second = State(prev["state"][i]) is state
+            # no A/B runs on this path: the processes seen are the nights of each model's window
+            seen_now, seen_prev = int(s["counts"][i]), int(prev["counts"][i])
+            known = seen_now >= pol.min_nights and (not second or seen_prev >= pol.min_nights)
+            if (second and known and sign * math.log1p(pw / 100.0) > math.log1p(thr / 100.0)
+                    and sign * math.log1p(nw / 100.0) > math.log1p(thr / 100.0)):
                 if worse_side:
                     state = State.SEVERE if min(pw, nw) > pol.regression_pct else State.REGRESSION
                 else:
@@ -254,8 +240,7 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                 reason = (f"two consecutive nights beyond the threshold ({pw:+.2f}%, {nw:+.2f}% worse): "
                           f"{reason}")
             else:
-                second = State(prev["state"][i]) is state
-                pending = pending_text(second=second, calibrated=bool(prev["enough"][i] and s["enough"][i]), policy=pol)
-                reason = f"{pending}: {reason}"
+                seen = min(seen_now, seen_prev) if second else seen_now
+                reason = f"{pending_text(second=second, known=known, seen=seen, policy=pol)}: {reason}"
         out.append(FrameVerdict(state, reason=reason, **figures))
     return out

@@ -114,15 +114,17 @@ class NoiseModel:
     quantile: float = 0.8
     #: spread of single A/B runs (processes) of this series around their median, None for fewer than 3
     process_pct: float | None = None
+    #: how many A/B runs (each a process at the series' current level) the model saw
+    n_processes: int = 0
 
     def __post_init__(self) -> None:
         for name in ("level_pct", "successive_pct", "in_run_pct", "process_pct"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"NoiseModel.{name}: expected a finite number >= 0 or None, got {v!r}")
-        if self.in_run_n < 0 or self.n_nights < 0:
+        if self.in_run_n < 0 or self.n_nights < 0 or self.n_processes < 0:
             raise ValueError(f"NoiseModel: counts must be >= 0, got in_run_n={self.in_run_n}, "
-                             f"n_nights={self.n_nights}")
+                             f"n_nights={self.n_nights}, n_processes={self.n_processes}")
 
     @property
     def between_pct(self) -> float | None:
@@ -185,31 +187,50 @@ def noise_model(history_medians: Sequence[float], in_run_samples: Sequence[float
         enough_history=bool(hist.size >= min_nights),
         quantile=quantile,
         process_pct=robust_relative_spread(procs.tolist(), quantile=quantile) if procs.size >= 3 else None,
+        n_processes=int(procs.size),
     )
 
 
+def ratio_threshold_pct(sigma_pct: float, *, floor_pct: float, k: float) -> float:
+    """max(floor_pct, k sigma) as a ratio in percent: ``max(floor_pct, (exp(k * sigma / 100) - 1) * 100)``.
+
+    The noise is a spread of log values (``sigma_pct`` is 100 x a log sigma), so k sigma is a log
+    ratio; the threshold is that ratio written as the percent by which the worse side exceeds the
+    better one. For small noise the two agree (k sigma = 3% is a 3.05% threshold); for large noise
+    only the ratio is right: 25% noise at k = 3 is a factor of 2.12 either way (+112% of a time, a
+    fall to 47% of a throughput), where a plain 75% could never be passed by a fall.
+    """
+    if floor_pct <= 0 or k <= 0:
+        raise ValueError(f"floor_pct and k must be > 0, got floor_pct={floor_pct}, k={k}")
+    return max(floor_pct, math.expm1(k * sigma_pct / 100.0) * 100.0)
+
+
+def log_ratio(pct: float) -> float:
+    """The log ratio (natural, not x 100) of a percent threshold: ``log(1 + pct / 100)``."""
+    return math.log1p(pct / 100.0)
+
+
 def effective_threshold(noise: NoiseModel, *, floor_pct: float, k: float) -> float:
-    """The percent change a series must exceed to be suspect: max(floor_pct, k * noise.sigma_pct).
+    """The percent change a series must exceed to be suspect: max(floor_pct, k x noise.sigma_pct) on the
+    log scale (:func:`ratio_threshold_pct`), compared with the log ratio of tonight to the reference.
 
     The configured floor keeps the 2% promise on quiet series; k times the measured noise keeps
     noisy ones from crying wolf (minimum-detectable-effect thresholds, prior-art O3; conbench's
     lookback z-score is the same idea with k = z and no floor).
     """
-    if floor_pct <= 0 or k <= 0:
-        raise ValueError(f"floor_pct and k must be > 0, got floor_pct={floor_pct}, k={k}")
-    return max(floor_pct, k * noise.sigma_pct)
+    return ratio_threshold_pct(noise.sigma_pct, floor_pct=floor_pct, k=k)
 
 
 def is_measurable(noise: NoiseModel, *, target_pct: float = 5.0, k: float) -> bool:
-    """Whether a ``target_pct`` change can be told from this series' noise: k * sigma <= target_pct.
+    """Whether a ``target_pct`` change can be told from this series' noise: k x sigma <= log(1 + target).
 
-    A series that fails is *unmeasurable at target*: reported as a coverage gap, never flagged
-    (prior-art O3). Only meaningful when ``noise.enough_history``; a provisional model (no history)
-    is judged on its in-run noise alone.
+    Both sides are log ratios (the noise is estimated on logs). A series that fails is *unmeasurable
+    at target*: reported as a coverage gap, never flagged (prior-art O3). Only meaningful when
+    ``noise.enough_history``; a provisional model (no history) is judged on its in-run noise alone.
     """
     if target_pct <= 0 or k <= 0:
         raise ValueError(f"target_pct and k must be > 0, got target_pct={target_pct}, k={k}")
-    return k * noise.sigma_pct <= target_pct
+    return k * noise.sigma_pct / 100.0 <= log_ratio(target_pct)
 
 
 @dataclass(frozen=True)
@@ -234,8 +255,10 @@ class Modes:
         return f"{kind} {levels}{' ' + unit if unit else ''}"
 
     def span_contains(self, value: float, margin_pct: float) -> bool:
-        """Whether ``value`` lies within the span of the levels widened by ``margin_pct`` on each side."""
-        return self.levels[0] * (1 - margin_pct / 100.0) <= value <= self.levels[-1] * (1 + margin_pct / 100.0)
+        """Whether ``value`` lies within the span of the levels widened by the ratio ``1 + margin_pct / 100``
+        on each side (a ratio both ways: a margin of 100% reaches half the lowest level, never below 0)."""
+        widen = 1.0 + margin_pct / 100.0
+        return self.levels[0] / widen <= value <= self.levels[-1] * widen
 
     def nearest(self, value: float) -> float:
         return min(self.levels, key=lambda lv: abs(math.log(value / lv)))

@@ -150,6 +150,8 @@ def series_verdicts(session: Session, run_keys: Sequence[str], pool: str, case: 
 
 #: verdicts that restart a series' reference (zlops.model.Verdict.changes_level)
 LEVEL_CHANGE_VALUES = ("regression", "severe", "improved")
+#: verdicts of nights the judge holds out of a series' history while they are unresolved (issue 22)
+SUSPECT_VALUES = ("suspect", "suspect_improved")
 
 
 def verdict_evidence(session: Session, run_keys: Sequence[str], *, only_evidence: bool = False,
@@ -158,15 +160,15 @@ def verdict_evidence(session: Session, run_keys: Sequence[str], *, only_evidence
 
     One query per chunk of runs, whatever the number of series: the judge reads the level changes
     and the A/B evidence of a whole window of nights at once. ``only_evidence``: only the rows the
-    judge needs (a level change, or figures that hold A/B runs), so a window of a 20,000-series suite
-    does not parse 600,000 figures.
+    judge needs (a level change, a suspect, or figures that hold A/B runs), so a window of a
+    20,000-series suite does not parse 600,000 figures.
     """
     from sqlalchemy import String, and_, cast, or_
 
     from zlops.store.models import Run
 
     text = cast(ComparisonRow.figures, String)
-    wanted = or_(ComparisonRow.verdict.in_(LEVEL_CHANGE_VALUES),
+    wanted = or_(ComparisonRow.verdict.in_(LEVEL_CHANGE_VALUES + SUSPECT_VALUES),
                  and_(ComparisonRow.figures.isnot(None), text.like('%"runs_head": [%'),
                       ~text.like('%"runs_head": []%')))
     out: dict[tuple[str, str, str, str], tuple[Verdict, Figures | None]] = {}

@@ -1,0 +1,108 @@
+"""Issue 22's rules of the nightly screening, walked night by night as the nightly applies them.
+
+Each night: the series' history as ``zlops.evidence.series_histories`` builds it from the nights so far
+and their stored verdicts (a confirmed change restarts it, unresolved suspects stay out), judged by the
+vectorized judge (``noise_judge_many``, the production path) and by the per-series one, which must agree;
+the verdict is stored as the nightly stores it. No A/B runs here: what nights alone may decide.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from zlops.evidence import series_histories
+from zlops.judge import noise_judge, noise_judge_many
+from zlops.model import Judgement, Summary, Thresholds, Verdict
+from zlops.stats import Policy
+
+KEY = ("pool", "op/case", "throughput")
+CONFIRMED = {Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED}
+STORED = CONFIRMED | {Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED}
+
+
+def walk(values: list[float], *, lower_is_better: bool, policy: Policy | None = None,
+         first: int = 1) -> list[Judgement]:
+    """Judge nights ``first``.. of ``values`` one after another; returns their judgements (night i at i - first)."""
+    pol = policy or Policy()
+    evidence: dict[tuple[str, str, str, str], tuple[Verdict, object]] = {}
+    out = []
+    for t in range(first, len(values)):
+        frame = pd.DataFrame({"pool": KEY[0], "case": KEY[1], "metric": KEY[2],
+                              "run_key": [f"n{i}" for i in range(t)], "median": values[:t]}).tail(pol.window + 1)
+        history, processes, settled = series_histories(frame, {KEY}, evidence=evidence)
+        base = Summary(values[t - 1], 1)
+        fast = noise_judge_many([(base, [values[t]], lower_is_better, history[KEY], None, processes[KEY])],
+                                Thresholds(), policy=pol, settled=[KEY in settled])[0]
+        one = noise_judge(base, [values[t]], lower_is_better, Thresholds(), history=list(history[KEY]), policy=pol,
+                          processes=list(processes[KEY]), last_settled=KEY in settled)
+        assert (fast.verdict, fast.note) == (one.verdict, one.note), t
+        assert fast.worse_pct == pytest.approx(one.worse_pct) and fast.threshold_pct == pytest.approx(one.threshold_pct)
+        if fast.verdict in STORED:
+            evidence[(f"n{t}", *KEY)] = (fast.verdict, fast.figures)
+        out.append(fast)
+    return out
+
+
+def _stepped(seed: int, *, sigma: float, before: int, after: int, level: float) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [*(1000.0 * np.exp(rng.normal(0, sigma, before))), *(1000.0 * level * np.exp(rng.normal(0, sigma, after)))]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_throughput_falling_to_15pct_on_25pct_noise_is_confirmed_by_its_second_night(seed: int) -> None:
+    """Issue 22's acceptance: higher is better, 25% process noise, 30 nights, then a fall to 15% of the level
+    (a 6.7x time). On main the fall read "unmeasurable" every night (a plain -85% never passes twice a 75%
+    threshold) and the post-step nights entered the noise model until it read ~128%."""
+    values = _stepped(seed, sigma=0.25, before=30, after=12, level=0.15)
+    nights = walk(values, lower_is_better=False)
+    before, step, second, after = nights[:29], nights[29], nights[30], nights[31:]
+    assert not [j for j in before if j.verdict in CONFIRMED]
+    assert step.verdict is Verdict.SUSPECT, step.note
+    assert step.worse_pct is not None and step.worse_pct > 200 and step.change_pct is not None and step.change_pct < -70
+    assert second.verdict is Verdict.SEVERE and "two consecutive nights" in second.note, second.note
+    # the confirmed change restarted the window: the noise model is the new level's own, never the mixture.
+    # (Not asserted: nothing confirmed after the restart. A few nights of 25% noise can read as process
+    # levels (detect_modes) and a second night against the nearer level confirms a change: 2 of 40 fresh
+    # 25%-noise walks here, 3 of 40 on main, a weakness of the issue-11 level rule, not of these.)
+    noise = after[-1].figures.noise_pct if after[-1].figures else None
+    assert noise is not None and noise < 50, [j.note for j in after]
+
+
+def test_the_perfherder_collapse_is_confirmed_and_does_not_blind_the_series() -> None:
+    """The issue's real case, rebuilt (its values are not in the repo): a Mozilla Perfherder series, higher
+    is better, 26% noise, a sheriff-confirmed -84% step. On main: "unmeasurable", then the noise model
+    read 115% and the series was blind for the rest of the window."""
+    values = _stepped(7, sigma=0.26, before=24, after=16, level=0.16)
+    values.append(values[-1] * 0.15)   # and, 16 nights later, a second collapse
+    nights = walk(values, lower_is_better=False)
+    assert nights[23].verdict is Verdict.SUSPECT and nights[24].verdict in (Verdict.SEVERE, Verdict.REGRESSION)
+    # 15 nights later the noise is the new level's (~26%), and the second collapse is seen again
+    later, again = nights[-2], nights[-1]
+    assert later.figures is not None and later.figures.noise_pct is not None and later.figures.noise_pct < 50
+    assert again.verdict is Verdict.SUSPECT, again.note
+
+
+def test_an_unresolved_suspect_run_never_enters_the_noise_model(real_noise: dict[str, list[float]]) -> None:
+    """Issue 22 on the H200: a real 3.4% slowdown after five nights of a fresh suite; nights alone cannot
+    confirm it (5 processes < min_nights), and on main its own suspect nights entered the window (0.06% ->
+    0.44% noise) and it was "confirmed" the third night against a reference it had moved. Real quiet
+    H200 nights (sum_16M, graph timer), +3.4% from night 5 on."""
+    quiet = real_noise["sum_16M/graph_ms"]
+    values = [*quiet[:5], *(v * 1.034 for v in quiet[5:9])]
+    nights = walk(values, lower_is_better=True, first=5)
+    assert [j.verdict for j in nights] == [Verdict.SUSPECT] * 4
+    noise = {j.figures.noise_pct for j in nights if j.figures is not None}
+    assert len(noise) == 1 and max(noise) < 0.5                  # the same five nights every time
+    assert all("awaiting an A/B" in (j.note or "") for j in nights)
+    assert all(j.figures is not None and j.figures.reference_label == "median of 5 nights" for j in nights)
+
+
+def test_a_second_process_level_is_not_confirmed_by_nights_alone() -> None:
+    """Issue 22's false SEVERE alerts: shapes whose fresh processes land on levels ~2x apart, seen on one
+    level for a few nights, then on the other for two: suspects awaiting an A/B, never confirmed."""
+    values = [0.133, 0.1331, 0.1329, 0.1332, 0.133, 0.268, 0.271]
+    nights = walk(values, lower_is_better=True, first=5)
+    assert [j.verdict for j in nights] == [Verdict.SUSPECT, Verdict.SUSPECT]
+    assert "too few for nights alone" in (nights[1].note or "")

@@ -1,0 +1,80 @@
+"""zlops.evidence.series_histories: what the judge reads of a series' past (issue 22's night rules).
+
+A synthetic window of nights (the columns :meth:`Store.history_frame` gives) and the stored verdicts of
+those nights (:meth:`Store.verdict_evidence`, ``only_evidence``): unresolved suspects stay out of the
+history and of the process runs, a confirmed change restarts both.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from zlops.evidence import series_histories
+from zlops.model import Figures, Verdict
+
+KEY = ("p", "op/case", "latency")
+
+
+def _frame(medians: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"pool": KEY[0], "case": KEY[1], "metric": KEY[2],
+                         "run_key": [f"n{i}" for i in range(len(medians))], "median": medians})
+
+
+def _ev(**verdicts: Verdict | tuple[Verdict, Figures]) -> dict:
+    out = {}
+    for night, v in verdicts.items():
+        verdict, figures = v if isinstance(v, tuple) else (v, None)
+        out[(night, *KEY)] = (verdict, figures)
+    return out
+
+
+def _ab(base: tuple[float, ...], head: tuple[float, ...]) -> Figures:
+    return Figures(1.0, "A/B base", 1.0, "A/B head", runs_base=base, runs_head=head)
+
+
+NIGHTS = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95, 12.0, 12.1, 12.05]
+
+
+def test_a_run_of_unresolved_suspects_stays_out_but_the_newest() -> None:
+    """Nights 6-8 stepped +20% and are stored suspects (an A/B that could not decide, process levels not
+    known): 6 and 7 stay out; 8 stays in for the judge to re-judge against nights 0-5 and hold out."""
+    history, processes, settled = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(
+        n6=Verdict.SUSPECT, n7=(Verdict.SUSPECT, _ab((10.0, 10.02), (12.0, 12.1))), n8=Verdict.SUSPECT))
+    assert list(history[KEY]) == [*NIGHTS[:6], 12.05]
+    assert processes[KEY] == [] and not settled     # an A/B that could not decide is no evidence yet
+
+
+def test_a_resolved_suspect_is_history_again() -> None:
+    # night 7 came back: night 6 was noise (resolved), and belongs in the noise model
+    nights = [*NIGHTS[:7], 10.0, 12.0]
+    history, _, settled = series_histories(_frame(nights), {KEY}, evidence=_ev(n6=Verdict.SUSPECT,
+                                                                                n8=Verdict.SUSPECT))
+    assert list(history[KEY]) == nights and not settled
+    # a suspect the other way ends the run too; an A/B that cleared a suspect stored it unchanged
+    history, processes, _ = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(
+        n6=Verdict.SUSPECT_IMPROVED, n7=(Verdict.UNCHANGED, _ab((10.0,), (10.1,))), n8=Verdict.SUSPECT))
+    assert list(history[KEY]) == NIGHTS and processes[KEY] == [10.0, 10.1]
+
+
+def test_a_last_night_an_ab_settled_is_not_re_judged_a_suspect() -> None:
+    """Issue 22 on the H200 hold-out replay: a night whose A/B found process levels (stored unmeasurable)
+    or cleared it is settled: the judge must not re-judge it a suspect and confirm tonight with it."""
+    for verdict in (Verdict.UNMEASURABLE, Verdict.UNCHANGED):
+        _, _, settled = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(
+            n8=(verdict, _ab((10.0, 10.01), (12.0, 12.02)))))
+        assert settled == {KEY}
+    _, _, settled = series_histories(_frame(NIGHTS), {KEY}, evidence={})
+    assert settled == {KEY}                         # no stored row that night: not a suspect
+    _, _, settled = series_histories(_frame(NIGHTS), {KEY})
+    assert not settled                              # no stored verdicts at all: the judge re-judges
+
+
+def test_a_confirmed_change_restarts_the_history_and_its_processes() -> None:
+    """Confirmed on night 7 (second suspect night): the window restarts there, the suspect night 6
+    before it is gone with the old level, and only the A/B's head runs are processes at the new level."""
+    history, processes, _ = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(
+        n6=Verdict.SUSPECT, n7=(Verdict.SEVERE, _ab((10.0, 10.01), (12.0, 12.02)))))
+    assert list(history[KEY]) == NIGHTS[7:] and processes[KEY] == [12.0, 12.02]
+    history, _, _ = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(n6=Verdict.SUSPECT, n7=Verdict.IMPROVED,
+                                                                         n8=Verdict.SUSPECT))
+    assert list(history[KEY]) == NIGHTS[7:]
