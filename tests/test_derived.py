@@ -73,7 +73,8 @@ def test_same_code_latency_regression_and_speedup_improvement_become_one_verdict
         d = by[("exp/float16/(64x64)", metric)]
         assert d.verdict is Verdict.REGRESSION and d.follows == "latency"
         assert d.judgement.change_pct == pytest.approx((1 / 1.1179 - 1) * 100, abs=0.01)
-        assert d.judgement.worse_pct == pytest.approx(-d.judgement.change_pct)
+        # worse as a ratio (#22): a speedup falling to 1/1.1179 is as much worse as the latency's +11.79%
+        assert d.judgement.worse_pct == pytest.approx(lat.judgement.worse_pct)
     # torch's own timing is its own series: not derived, its own verdict
     base = by[("exp/float16/(64x64)", "latency_base")]
     assert base.follows == "" and base.judgement.change_pct != pytest.approx(lat.judgement.change_pct, abs=0.5)
