@@ -9,7 +9,6 @@ shapes hold to about 0.05%, and commit C doubles abs.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -233,8 +232,8 @@ def test_acceptance_unchanged_docs_and_same_commit_nights_are_quiet_and_2x_abs_i
     for shape in SHAPES:
         row = c5[(f"abs/float16/{shape}", "latency")]
         assert row.figures is not None and row.judgement.note
-        assert row.verdict in {Verdict.SEVERE, Verdict.REGRESSION, Verdict.SUSPECT, Verdict.UNMEASURABLE,
-                               Verdict.UNCHANGED}
+        assert row.verdict in {Verdict.SEVERE, Verdict.REGRESSION, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED,
+                               Verdict.UNMEASURABLE, Verdict.UNCHANGED}
 
 
 @pytest.mark.slow
@@ -249,7 +248,15 @@ def test_with_a_budget_the_targeted_ab_confirms_2x_abs_the_first_night(tmp_path:
     config = parse_config(data, source="t.yaml")
     nights = _nights(config, up, ["A", "A", "A", "B", "C"])
     store = open_store(config)
-    assert not _loud(nights[3]), "docs-only night"
+    # the docs-only night: nothing loud, except what an A/B decided on replayed processes served twice.
+    # This recording has 5 processes a commit, so an A/B of 8 pairs re-serves some (flaggems_replay.py
+    # says so): duplicated runs are not independent evidence (exp 64x64, whose processes sit on two
+    # levels, once read "improved" from such an A/B). The hold-out replay (46 processes) has no such limit:
+    # tests/stats/test_h200_holdout_replay.py
+    loud = {(x.case, x.metric): x for x in nights[3].summary.comparisons if x.verdict in LOUD}
+    for key, x in loud.items():
+        runs = (x.figures.runs_base + x.figures.runs_head) if x.figures is not None else ()
+        assert runs and len(set(runs)) < len(runs), ("docs-only night", key, x.judgement.note)
     c4 = {(x.case, x.metric): x for x in nights[4].summary.comparisons}
     for shape in BIG:
         row = c4[(f"abs/float16/{shape}", "latency")]

@@ -14,9 +14,10 @@ took, start-up included, so the A/B's cost model and budget see the H200's propo
 Done-when of issue 22 checked here: 0 loud verdicts and 0 confirmed alerts on unchanged series over every
 night; the change confirmed on its first or second night by an A/B that ran; every A/B's estimated cost
 within 30% of its realised cost; its total within its budget. Where today's main lacks the machinery the
-test is marked xfail (strict=False) with what is missing. On main 89ee8e7 (cost model, budget floor, sequential
-A/B) the change is confirmed by an A/B on S's first night; a false severe from the nights rule remains, and the
-cost estimate misses when suspects span several ops (COST_XFAIL says why): those pass in some replays, not all.
+test was marked xfail while main lacked the machinery. On main 89ee8e7 (cost model, budget floor, sequential
+A/B) the change was confirmed by an A/B on S's first night, but a false severe from the nights rule remained
+(mean 64x512x512, two process levels) and the cost estimate missed when a selection ran every shape of its
+op; with the nights rule gated on known process levels and the cost of what a selection runs, all pass.
 """
 
 from __future__ import annotations
@@ -117,13 +118,6 @@ def _table(nights: list[Night]) -> str:
     return "\n".join(out)
 
 
-COST_XFAIL = pytest.mark.xfail(
-    strict=False, reason="issue 22 (main 89ee8e7): the A/B cost model counts the suspects' cases, but FlagGems' "
-    "selection is by op (`-m mean`, token ^([^/]+)/): suspects from all three ops run every case (~21 s real) where "
-    "'5 cases' is estimated at ~15 s, and such runs are then learned as 5-case runs; one replay (night 2: "
-    "estimated 10.65 s, spent 15.33 s of a 15.0 s budget, scaled) misses both 30% and the budget, another passed")
-
-
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
     tmp = tmp_path_factory.mktemp("holdout")
@@ -169,10 +163,6 @@ def test_replay_serves_each_night_its_commit_and_real_time(replayed: Replayed) -
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="issue 22: no confirmation from nights alone where process levels are "
-                   "unknown (main 89ee8e7): the two-consecutive-nights rule still confirms mean (64x512x512, 1) "
-                   "latency and speedup severe (+101%, bimodal 0.019/0.040 ms process levels) on the second S night "
-                   "without asking for an A/B")
 def test_no_verdict_and_no_confirmed_alert_on_unchanged_series(replayed: Replayed) -> None:
     """Done-when 1: over every judged night, 0 improved/potential/regression/severe verdicts and 0
     confirmed (announced) alerts on series that did not change."""
@@ -210,7 +200,6 @@ def _estimate(ab: dict[str, Any]) -> float | None:
 
 
 @pytest.mark.slow
-@COST_XFAIL
 def test_every_ab_estimate_is_within_30pct_of_its_realised_cost(replayed: Replayed) -> None:
     """Done-when 3a: each night whose A/B ran recorded the cost it expected, and that estimate is within
     30% of what the runs took (zlops' own timing; the replay makes each run last the real process's time)."""
@@ -227,7 +216,6 @@ def test_every_ab_estimate_is_within_30pct_of_its_realised_cost(replayed: Replay
 
 
 @pytest.mark.slow
-@COST_XFAIL
 def test_every_ab_stays_within_its_budget(replayed: Replayed) -> None:
     """Done-when 3b: what each night's A/B spent is within the budget it was given, and some A/B ran
     (a budget that is never spent proves nothing)."""
