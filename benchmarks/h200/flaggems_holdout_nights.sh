@@ -19,7 +19,8 @@
 # for zlops: the image has the rest).
 # Knobs: NIGHTS; BUDGET_S (seconds this call may take); NIGHT_S (a night without A/B, 40) and AB_RESERVE_S (what
 # a night's A/B may spend, 300 = the budget floor): no night starts unless NIGHT_S + AB_RESERVE_S are left;
-# ZLOPS_CONFIG_EXTRA (YAML appended to the config; empty = the production defaults);
+# ZLOPS_CONFIG_EXTRA (YAML appended to the config; empty = the production defaults); UNCHANGED_EXTRA (YAML appended
+# for the nights of unchanged code only, e.g. "noise: {ab_pairs: 0}": their A/Bs cost ~250 s a night on this suite);
 # DRY_UPSTREAM (a CPU dry run: a tests/flaggems_holdout.HoldoutReplay upstream, its shas in $DRY_UPSTREAM/shas.txt).
 set -uo pipefail
 REPO=$PWD
@@ -99,6 +100,12 @@ suites:
 ${ZLOPS_CONFIG_EXTRA:-}
 YAML
 cp "$CFG" "$E/zlops.yaml"
+CFG_U=$CFG   # the config of the nights of unchanged code (labels other than S): the same unless UNCHANGED_EXTRA
+if [ -n "${UNCHANGED_EXTRA:-}" ]; then
+  CFG_U=$HOME_Z/zlops_unchanged.yaml
+  { cat "$CFG"; echo "$UNCHANGED_EXTRA"; } > "$CFG_U"
+  cp "$CFG_U" "$E/zlops_unchanged.yaml"
+fi
 $PY -m zlops.cli config check "$CFG" > "$E/config_check.txt" 2>&1 || { cat "$E/config_check.txt"; exit 1; }
 { date -u; git -C "$REPO" log --oneline -1 2>/dev/null || echo "zlops: (no git)"
   if [ -z "${DRY_UPSTREAM:-}" ]; then
@@ -131,7 +138,8 @@ for label in $NIGHTS; do
   start=$SECONDS
   rid="n$i-$label"
   timeout --signal=INT --kill-after=20 $((left - 25)) \
-    $PY -m zlops.cli --plain nightly --config "$CFG" --sha "$sha" --run-id "$rid" > "$E/night$i-$label.txt" 2>&1
+    $PY -m zlops.cli --plain nightly --config "$([ "$label" = S ] && echo "$CFG" || echo "$CFG_U")" --sha "$sha" \
+    --run-id "$rid" > "$E/night$i-$label.txt" 2>&1
   rc=$?
   wall=$((SECONDS - start))
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$label" "$sha" "$rid" "$wall" "$rc" >> "$HOME_Z/nights.tsv"
