@@ -134,7 +134,9 @@ class HoldoutReplay:
         path.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", "--initial-branch=main", str(path)], check=True, env=GIT_ENV)
         (path / "replay_holdout.py").write_text(REPLAY)
-        shutil.copytree(data, path / "logs", ignore=shutil.ignore_patterns("*.md", "mean_*.py", "env*", "driver*"))
+        # live/: the live nights' record (tests/stats/test_h200_holdout_live.py), not processes to replay
+        shutil.copytree(data, path / "logs",
+                        ignore=shutil.ignore_patterns("*.md", "mean_*.py", "env*", "driver*", "live"))
         (path / "src" / "flag_gems" / "ops").mkdir(parents=True)
         self.shas: dict[str, str] = {}
         self._commit("A", "A", {"README.md": README, "src/flag_gems/ops/mean.py": mean_py("A")},
