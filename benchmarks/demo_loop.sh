@@ -2,7 +2,7 @@
 # benchmarks/demo_loop.sh N: N runs of the README's main command from a fresh clone, each in a fresh home; load average sampled every 10 s.
 set -u
 N=${1:-10}
-src=/work/main
+src=${ZLOPS_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 root=/tmp/demo-runs
 rm -rf $root; mkdir -p $root
 git clone -q $src $root/clone
