@@ -55,7 +55,11 @@ def git(repo: Path, *args: str) -> str:
                           env=GIT).stdout.strip()
 
 
-def make_upstream(path: Path) -> list[str]:
+def make_upstream(path: Path, *, unchanged: int = 2, slowed: int = 1) -> list[str]:
+    """The upstream's commits, oldest first: ``first``, ``docs``, ``unchanged - 2`` more commits that change
+    nothing that runs (a CHANGELOG line each), the slowdown, then ``slowed - 1`` docs commits on top of it."""
+    if unchanged < 2 or slowed < 1:
+        raise SystemExit(f"--unchanged must be >= 2 and --slowed >= 1 (got {unchanged}, {slowed})")
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "--initial-branch=main", str(path)], check=True, env=GIT)
@@ -66,17 +70,32 @@ def make_upstream(path: Path) -> list[str]:
     git(path, "commit", "-q", "-m", "first: nccl and ring all-reduce, P ranks")
     (path / "README.md").write_text("collective benchmark\n\nRun: python bench.py --help\n")
     git(path, "commit", "-qam", "docs: how to run")
+
+    def changelog(line: str, message: str) -> None:
+        log = path / "CHANGELOG.md"
+        log.write_text((log.read_text() if log.is_file() else "") + line + "\n")
+        git(path, "add", "CHANGELOG.md")
+        git(path, "commit", "-qm", message)
+
+    for i in range(unchanged - 2):
+        changelog(f"- note {i + 1}", f"changelog: note {i + 1} (nothing that runs changes)")
     assert SLOW_FROM in bench
     (path / "bench.py").write_text(bench.replace(SLOW_FROM, SLOW_TO))
     git(path, "commit", "-qam", "tree: an extra scratch all_reduce on the multi-rank path")
+    for i in range(slowed - 1):
+        changelog(f"- after the slowdown {i + 1}", f"changelog: after the slowdown {i + 1}")
     return git(path, "rev-list", "--reverse", "HEAD").split()
 
 
 def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", *, judge: str = "noise",
-           ab_budget_s: float = 900.0) -> dict[str, object]:
+           ab_budget_s: float = 900.0, defaults: bool = False) -> dict[str, object]:
+    """The campaign's zlops config. ``defaults``: the production defaults, as docs/campaigns.md tells a user
+    to write the suite: no ``thresholds``, ``noise`` or ``contention`` section and no pool key beyond
+    backend and devices (so the contention gate is on, the A/B has its default pairs, alpha and budget
+    floor); ``judge`` and ``ab_budget_s`` are then ignored."""
     gloo = ["--backend", "gloo", "--warmup", "1", "--timed", "5", "--iters", "3"] if backend == "cpu" else \
         ["--warmup", "3", "--timed", "10", "--iters", "20"]
-    return {
+    data: dict[str, object] = {
         "home": str(home), "locks_dir": str(home / "locks"),
         # cpu: the CI variant runs on a shared development host, where other users' load would make every
         # shard invalid; contention is then measured and reported but gates nothing
@@ -100,6 +119,11 @@ def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", 
         # device-seconds (a P=2 shard costs twice its seconds), spent on the most severe suspects first
         "noise": {"ab_pairs": 4, "ab_min_pairs": 4, "alpha": 0.05, "ab_budget_s": ab_budget_s},
     }
+    if defaults:
+        data["pools"] = {"h200": {"backend": backend, "devices": "auto" if backend != "cpu" else [0, 1]}}
+        for key in ("thresholds", "judge", "noise"):
+            data.pop(key)
+    return data
 
 
 def _row(c) -> dict[str, object]:  # type: ignore[no-untyped-def]  # a zlops.model.Comparison
@@ -113,7 +137,8 @@ def _row(c) -> dict[str, object]:  # type: ignore[no-untyped-def]  # a zlops.mod
             "tonight": c.head.median if c.head is not None else None, "lower_is_better": c.lower_is_better,
             "threshold_pct": c.judgement.threshold_pct, "note": c.judgement.note,
             "reference_label": f.reference_label if f else None,
-            "ab_base": list(f.runs_base) if f else [], "ab_head": list(f.runs_head) if f else []}
+            "ab_base": list(f.runs_base) if f else [], "ab_head": list(f.runs_head) if f else [],
+            "follows": list(c.follows)}
 
 
 def main() -> int:
@@ -123,8 +148,14 @@ def main() -> int:
     ap.add_argument("--sizes", default=str(4 << 20) + "," + str(64 << 20))
     ap.add_argument("--backend", default="cuda", choices=("cuda", "cpu"), help="cpu: the gloo backend on 2 CPU "
                     "'devices' (the CI variant)")
-    ap.add_argument("--nights", default="1,2,3", help="which commits to run a night of, in order (1 first, "
-                    "2 docs, 3 the slowdown); e.g. 1,3 on a short device budget")
+    ap.add_argument("--nights", default="", help="which commits to run a night of, in order (1 first, "
+                    "2 docs, ..., the slowdown after --unchanged); e.g. 1,3 on a short device budget (default: all)")
+    ap.add_argument("--unchanged", type=int, default=2, help="nights of unchanged code before the slowdown "
+                    "(first, docs, then changelog-only commits)")
+    ap.add_argument("--slowed", type=int, default=1, help="nights of the slowed code (the slowdown, then "
+                    "changelog-only commits on top of it)")
+    ap.add_argument("--defaults", action="store_true", help="the production defaults: no judge, threshold, "
+                    "noise or contention settings in the config (--judge and --ab-budget-s are ignored)")
     ap.add_argument("--judge", default="noise", choices=("noise", "simple"),
                     help="noise (default): suspects confirmed or cleared by the campaign A/B; simple: the plain rule")
     ap.add_argument("--ab-budget-s", type=float, default=900.0, help="A/B device-seconds per night (noise judge)")
@@ -141,9 +172,9 @@ def main() -> int:
         cfg_data = json.loads((a.home / "zlops.json").read_text())
     else:
         shutil.rmtree(a.home, ignore_errors=True)
-        shas = make_upstream(upstream)
+        shas = make_upstream(upstream, unchanged=a.unchanged, slowed=a.slowed)
         cfg_data = config(a.home, upstream, [int(s) for s in a.sizes.split(",")], a.backend, judge=a.judge,
-                          ab_budget_s=a.ab_budget_s)
+                          ab_budget_s=a.ab_budget_s, defaults=a.defaults)
         a.home.mkdir(parents=True)
         (a.home / "zlops.json").write_text(json.dumps(cfg_data, indent=2))
     cfg = parse_config(cfg_data, source="h200x2")
@@ -151,14 +182,18 @@ def main() -> int:
 
     nights_file = a.home / "nights.json"
     summary = json.loads(nights_file.read_text()) if a.resume and nights_file.is_file() else []
-    wanted = [int(x) for x in a.nights.split(",")]
+    wanted = [int(x) for x in a.nights.split(",")] if a.nights else list(range(1, len(shas) + 1))
     for i, sha in ((i, shas[i - 1]) for i in wanted):
-        t0 = time.time()
+        t0, load0 = time.time(), os.getloadavg()
         res = run_nightly(cfg, "collectives", sha=sha, run_label=f"n{i}")
         rows = [_row(c) for c in res.summary.comparisons]
         run = open_store(cfg).get_run(res.run_key)
         ab = (run.meta.get("ab") or {}) if run is not None else {}
-        summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab})
+        alerts = [{"case": al.case, "metric": al.metric, "state": al.state.value, "worst_worse_pct": al.worst_worse_pct}
+                  for al in open_store(cfg).list_alerts(suite="collectives")]
+        summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab,
+                        "load_before": [round(x, 2) for x in load0],
+                        "load_after": [round(x, 2) for x in os.getloadavg()], "alerts": alerts})
         print(f"night {i} {sha[:10]} in {time.time() - t0:.0f} s: {res.summary.overall_line()}", flush=True)
         for pool, cost in ab.items():   # device-seconds, and the A/B's wall seconds
             print(f"    A/B {pool}: {json.dumps(cost)}", flush=True)
