@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, TypeVar
 from zlops import scaling
 from zlops.campaign import CampaignCase, CampaignPlan, Placement, make_plan
 from zlops.campaign_run import read_campaign_shard, stored_plans
-from zlops.errors import DeviceBusy, ZlopsError
+from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.model import CaseResult, Comparison, ShardStatus
 from zlops.runner import ShardSpec, run_shard
 from zlops.telemetry import summarize_dir
@@ -198,7 +198,9 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
     value) and the device-seconds the run took (each shard's seconds times its P).
 
     A shard that never started because its devices stayed leased raises DeviceBusy; a failed or
-    malformed shard, or one measured beside a busy host, ZlopsError (its suspects stay suspects)."""
+    malformed shard ZlopsError (its suspects stay suspects); a run whose only fault is shards measured
+    beside a busy host HostBusy with the run's device-seconds, so :func:`zlops.interleave.run_pairs`
+    discards the pair and runs it again once the host quiets, as for a one-device A/B."""
     campaign = ctx.suite.campaign
     if campaign is None:
         raise ZlopsError(f"suite {ctx.suite_name} is not a campaign")
@@ -225,9 +227,10 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
             raise DeviceBusy(f"A/B shard {shard.series_case} in {art} skipped: {outcome.error}")
         if outcome.status is not ShardStatus.OK or outcome.results_file is None:
             raise ZlopsError(f"A/B shard {shard.series_case} in {art} {outcome.status.value}: {outcome.error}")
-        read = read_campaign_shard(ctx, shard, outcome, telemetry=summarize_dir(art))
-        if read.outcome.status is ShardStatus.INVALID:
-            raise ZlopsError(f"A/B shard {shard.series_case} in {art} invalid: {read.outcome.error}")
+        read = read_campaign_shard(ctx, shard, outcome, telemetry={**summarize_dir(art), "backend": pool_cfg.backend})
+        if read.outcome.status is ShardStatus.INVALID:   # the contention gate: the pair runs again once quiet
+            raise HostBusy(f"A/B shard {shard.series_case} in {art} invalid: {read.outcome.error}",
+                           seconds=(outcome.duration_s or 0.0) * shard.p)
         if not read.usable:
             raise ZlopsError(f"A/B shard {shard.series_case} in {art}: {read.outcome.error}")
         return list(read.results)
@@ -239,7 +242,11 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
             failures.append(got)
         else:
             results += got
-    if failures:   # a busy gang first (the caller says the devices were held), else the first failure
-        raise next((f for f in failures if isinstance(f, DeviceBusy)), failures[0])
+    if failures:   # a busy gang first (the caller says the devices were held), a failure, then a busy host
+        worst = next((f for f in failures if isinstance(f, DeviceBusy)), None) or \
+            next((f for f in failures if not isinstance(f, HostBusy)), failures[0])
+        if isinstance(worst, HostBusy):   # only contended shards: what the whole run cost (zlops.interleave)
+            raise HostBusy(str(worst), seconds=device_s)
+        raise worst
     derived = scaling.derive(results, campaign.ratios, metric=campaign.scaling_metric)
     return {(r.case, r.metric): r.median for r in (*results, *derived)}, device_s

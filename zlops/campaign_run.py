@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import statistics
 import time
 from collections import defaultdict
@@ -200,18 +201,50 @@ def _merge_telemetry(lane_dir: Path, dirs: Sequence[Path]) -> None:
         (lane_dir / "telemetry.err").write_text("\n".join(errors) + "\n", encoding="utf-8")
 
 
-def lane_shard(ctx: RunContext, case: CampaignCase, outcome: ShardOutcome) -> tuple[ShardOutcome, list[CaseResult]]:
-    """A finished gang shard's place in its lane: its outcome (FAILED when its file does not read, with
-    :func:`zlops.ingest.read_shard`'s error) and its renamed results (none unless it is OK).
+def shard_telemetry(art: Path, backend: str) -> dict[str, Any]:
+    """A gang shard's own telemetry summary (:func:`zlops.telemetry.summarize_dir`), as ingest reads a shard's."""
+    from zlops.telemetry import summarize_dir
 
-    No telemetry here: the lane's merged telemetry is judged once, when the lane is ingested as one
-    shard (the same :func:`zlops.ingest.read_shard`, its contention rule on the whole lane)."""
+    return {**summarize_dir(art), "backend": backend}
+
+
+def lane_shard(ctx: RunContext, case: CampaignCase, outcome: ShardOutcome, *,
+               telemetry: Mapping[str, Any] | None = None) -> tuple[ShardOutcome, list[CaseResult]]:
+    """A finished gang shard's place in its lane: its outcome (FAILED when its file does not read, with
+    :func:`zlops.ingest.read_shard`'s error; INVALID when its own ``telemetry`` shows a busy host) and its
+    renamed results (none unless it is OK).
+
+    The contention rule is applied per gang shard, on the shard's own telemetry: one contended shard
+    makes its own series missing tonight, not every series of its lane (issue 22: on a shared 2-core
+    host, one busy moment invalidated a whole lane of four shards)."""
     if outcome.status is not ShardStatus.OK:
         return outcome, []
-    read = read_campaign_shard(ctx, case, outcome)
+    read = read_campaign_shard(ctx, case, outcome, telemetry=telemetry)
     if read.outcome.status is ShardStatus.OK and not read.results:  # OK without a results file to read
         return replace(read.outcome, status=ShardStatus.FAILED, error="the shard wrote no results file"), []
+    if read.outcome.status is not ShardStatus.OK:   # a contended shard's results are evidence, never judged
+        return read.outcome, []
     return read.outcome, list(read.results)
+
+
+#: how often a gang shard the contention gate made invalid is run again (after the host quiets) in a night
+CONTENDED_RERUNS = 1
+
+
+def _quiet(ctx: RunContext, pool: str, progress: Progress, where: str) -> None:
+    """Wait (bounded by the pool's ``contention_wait_s``) for the host to quiet before a gang shard starts,
+    as a one-device shard does (:func:`zlops.steps.run_device.run_device`)."""
+    limits = ctx.config.host_limits(pool)
+    if not (limits.gates and limits.contention_wait_s > 0):
+        return
+    from zlops.contention import wait_for_quiet
+
+    waited = wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
+    if waited.quiet and waited.waited_s > 2:
+        progress.note(f"campaign {where}: waited {waited.waited_s:.0f} s for the host to quiet down")
+    elif not waited.quiet:
+        progress.note(f"campaign {where}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); running "
+                      "anyway, the run's own figures decide whether it is valid")
 
 
 def run_lane(ctx: RunContext, pool: str, device: int, prepared: Prepared, plan: CampaignPlan, *,
@@ -244,11 +277,21 @@ def run_lane(ctx: RunContext, pool: str, device: int, prepared: Prepared, plan: 
                              backend=pool_cfg.backend, device=pl.devices[0], worktree=prepared.worktree,
                              venv=prepared.venv, artifact_dir=art, variant=pl.shard.variant, gang=pl.devices,
                              placeholders=tuple(pl.shard.placeholders(pl.devices).items()))
-            with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12],
-                               device=f"{pool}/{','.join(map(str, pl.devices))} {pl.shard.series_case}"):
-                outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
-                                    require_idle=pool_cfg.idle_required)
-        outcome, mine = lane_shard(ctx, pl.shard, outcome)
+            where = f"{pool}/{','.join(map(str, pl.devices))} {pl.shard.series_case}"
+            for attempt in range(CONTENDED_RERUNS + 1):
+                _quiet(ctx, pool, progress, where)
+                with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12], device=where):
+                    outcome = run_shard(spec, locks_dir=ctx.config.locks_dir,
+                                        device_wait_s=ctx.config.device_wait_s, require_idle=pool_cfg.idle_required)
+                checked, _ = lane_shard(ctx, pl.shard, outcome, telemetry=shard_telemetry(art, pool_cfg.backend))
+                if checked.status is not ShardStatus.INVALID or attempt == CONTENDED_RERUNS:
+                    break
+                # the contended attempt is kept beside the shard as evidence; the shard runs again once quiet
+                kept = art.with_name(f"{art.name}.contended{attempt + 1}")
+                shutil.rmtree(kept, ignore_errors=True)
+                os.replace(art, kept)
+                progress.note(f"campaign {where}: {checked.error}; run again once the host quiets")
+        outcome, mine = lane_shard(ctx, pl.shard, outcome, telemetry=shard_telemetry(art, pool_cfg.backend))
         results += mine
         error = outcome.error
         outcomes.append(outcome)
@@ -309,7 +352,7 @@ def reread_lane(ctx: RunContext, plan: CampaignPlan, lane: ShardOutcome) -> tupl
     that read only it would never apply a fixed adapter to a campaign. A gang shard whose benchmark
     crashed or timed out (its manifest says so) stays as it was; one the night found malformed is
     read again. Writes nothing. Returns the lane's outcome (status and error as :func:`run_lane`
-    settles them; the contention rule is the caller's, on the lane's telemetry) and its results.
+    settles them, the contention rule applied per gang shard on its own telemetry) and its results.
     """
     from zlops.runner import outcome_from_manifest
 
@@ -326,7 +369,7 @@ def reread_lane(ctx: RunContext, plan: CampaignPlan, lane: ShardOutcome) -> tupl
             rows.append({"series_case": pl.shard.series_case, "status": ShardStatus.FAILED.value,
                          "error": f"no readable {MANIFEST} in {art}"})
             continue
-        outcome, mine = lane_shard(ctx, pl.shard, outcome)
+        outcome, mine = lane_shard(ctx, pl.shard, outcome, telemetry=shard_telemetry(art, lane.backend))
         results += mine
         rows.append({"series_case": pl.shard.series_case, "status": outcome.status.value, "error": outcome.error})
     status, error = lane_status(rows, results)

@@ -35,7 +35,7 @@ from zlops import __version__
 from zlops.campaign_run import is_lane, lane_missing, reread_lane, store_derived, stored_plans
 from zlops.config import Config
 from zlops.errors import ZlopsError
-from zlops.ingest import ShardRead, apply_contention, read_shard
+from zlops.ingest import ShardRead, read_shard
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.runner import read_manifest
 from zlops.steps.compare import compare as compare_step
@@ -127,8 +127,8 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
             continue  # nothing was written: the shard's status stands
         extra = extras.get((outcome.pool, outcome.device), {})
         if plan is not None:  # a campaign lane: its gang shards' own files, each read as the lane read it
-            lane, results = reread_lane(ctx, plan, outcome)
-            read = apply_contention(config, lane, results, extra.get("telemetry") or {})
+            lane, results = reread_lane(ctx, plan, outcome)   # the contention rule per gang shard
+            read = ShardRead(lane, tuple(results))
         elif outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
             read = ShardRead(outcome)  # a crash stays a crash, whatever the file says
         else:  # the file read as the nightly reads it, today's contention limits on what was sampled

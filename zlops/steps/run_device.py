@@ -57,7 +57,10 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
 
     manifest = read_manifest(outcome.artifact_dir) or {}
     summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
-    read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=summary)
+    # a campaign lane's gang shards were each judged on their own telemetry (zlops.campaign_run.lane_shard):
+    # its merged telemetry is kept, never a reason to drop every shard of the lane
+    lane = bool(manifest.get("campaign_lane"))
+    read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=None if lane else summary)
     # an invalid shard's results are kept as evidence; compare never judges them
     ctx.store.record_shard(ctx.run_key, read.outcome, read.results, telemetry=summary,
                                         identity=manifest.get("identity"))
