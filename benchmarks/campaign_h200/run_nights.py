@@ -88,11 +88,14 @@ def make_upstream(path: Path, *, unchanged: int = 2, slowed: int = 1) -> list[st
 
 
 def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", *, judge: str = "noise",
-           ab_budget_s: float = 900.0, defaults: bool = False) -> dict[str, object]:
+           ab_budget_s: float = 900.0, defaults: bool = False, gate: bool = False) -> dict[str, object]:
     """The campaign's zlops config. ``defaults``: the production defaults, as docs/campaigns.md tells a user
     to write the suite: no ``thresholds``, ``noise`` or ``contention`` section and no pool key beyond
     backend and devices (so the contention gate is on, the A/B has its default pairs, alpha and budget
-    floor); ``judge`` and ``ab_budget_s`` are then ignored."""
+    floor); ``judge`` and ``ab_budget_s`` are then ignored. On the cpu backend the contention gate stays off
+    unless ``gate``: on a shared 2-core host the agents' own shells use ~30% of a CPU while idle, above the
+    gate's 25%, so every shard would wait 60 s and then be invalid (measured: docs/evidence/gloo_defaults.md);
+    the foreign CPU of every shard is still measured and recorded."""
     gloo = ["--backend", "gloo", "--warmup", "1", "--timed", "5", "--iters", "3"] if backend == "cpu" else \
         ["--warmup", "3", "--timed", "10", "--iters", "20"]
     data: dict[str, object] = {
@@ -120,7 +123,8 @@ def config(home: Path, upstream: Path, sizes: list[int], backend: str = "cuda", 
         "noise": {"ab_pairs": 4, "ab_min_pairs": 4, "alpha": 0.05, "ab_budget_s": ab_budget_s},
     }
     if defaults:
-        data["pools"] = {"h200": {"backend": backend, "devices": "auto" if backend != "cpu" else [0, 1]}}
+        data["pools"] = {"h200": {"backend": backend, "devices": "auto"} if backend != "cpu" else
+                         {"backend": backend, "devices": [0, 1], **({} if gate else {"contention_gate": False})}}
         for key in ("thresholds", "judge", "noise"):
             data.pop(key)
     return data
@@ -141,6 +145,22 @@ def _row(c) -> dict[str, object]:  # type: ignore[no-untyped-def]  # a zlops.mod
             "follows": list(c.follows)}
 
 
+def foreign_cpu(home: Path, night: int) -> dict[str, list[float]]:
+    """Other processes' CPU (% of one CPU, mean over each run: the shard's ``contention.json``) of night
+    ``night``: ``night`` per gang shard run of the night, ``ab`` per gang shard run of its A/B."""
+    out: dict[str, list[float]] = {"night": [], "ab": []}
+    for run_dir in home.glob(f"artifacts/*/nightly_*_n{night}-*"):
+        for f in sorted(run_dir.rglob("contention.json")):
+            try:
+                value = json.loads(f.read_text()).get("foreign_cpu_mean_pct")
+            except (OSError, ValueError):
+                continue
+            if isinstance(value, (int, float)):
+                out["ab" if "/ab/" in str(f.relative_to(run_dir)) or str(f.relative_to(run_dir)).startswith("ab/")
+                    else "night"].append(round(float(value), 1))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", type=Path, required=True)
@@ -159,6 +179,8 @@ def main() -> int:
     ap.add_argument("--judge", default="noise", choices=("noise", "simple"),
                     help="noise (default): suspects confirmed or cleared by the campaign A/B; simple: the plain rule")
     ap.add_argument("--ab-budget-s", type=float, default=900.0, help="A/B device-seconds per night (noise judge)")
+    ap.add_argument("--contention-gate", action="store_true", help="cpu with --defaults: keep the contention "
+                    "gate on (default: measured and recorded, never gating; see config())")
     ap.add_argument("--resume", action="store_true", help="keep --home and the upstream of an earlier call "
                     "(run one night per device call)")
     a = ap.parse_args()
@@ -174,7 +196,7 @@ def main() -> int:
         shutil.rmtree(a.home, ignore_errors=True)
         shas = make_upstream(upstream, unchanged=a.unchanged, slowed=a.slowed)
         cfg_data = config(a.home, upstream, [int(s) for s in a.sizes.split(",")], a.backend, judge=a.judge,
-                          ab_budget_s=a.ab_budget_s, defaults=a.defaults)
+                          ab_budget_s=a.ab_budget_s, defaults=a.defaults, gate=a.contention_gate)
         a.home.mkdir(parents=True)
         (a.home / "zlops.json").write_text(json.dumps(cfg_data, indent=2))
     cfg = parse_config(cfg_data, source="h200x2")
@@ -193,7 +215,8 @@ def main() -> int:
                   for al in open_store(cfg).alerts(suite="collectives", limit=None)]
         summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab,
                         "load_before": [round(x, 2) for x in load0],
-                        "load_after": [round(x, 2) for x in os.getloadavg()], "alerts": alerts})
+                        "load_after": [round(x, 2) for x in os.getloadavg()], "alerts": alerts,
+                        "foreign_cpu_pct": foreign_cpu(a.home, i)})
         print(f"night {i} {sha[:10]} in {time.time() - t0:.0f} s: {res.summary.overall_line()}", flush=True)
         for pool, cost in ab.items():   # device-seconds, and the A/B's wall seconds
             print(f"    A/B {pool}: {json.dumps(cost)}", flush=True)
