@@ -278,3 +278,85 @@ def test_rereading_a_lane_turns_a_night_malformed_shard_into_data_and_keeps_a_cr
     assert again.error == (f"every campaign shard of the lane failed: {CASE.series_case} failed: "
                            "benchmark exited with code 3")
 
+
+
+# --- the contention gate judges each gang shard on its own telemetry -------------------------------------
+
+OTHER = CampaignCase("allreduce", 1, "tree", "nccl", 4096)
+
+
+def _fake_runs(monkeypatch: pytest.MonkeyPatch, busy: dict[str, int]) -> list[str]:
+    """run_shard faked (each run writes GOOD and an OK manifest) and the shard telemetry faked: a shard
+    whose id is in ``busy`` reads 180% foreign CPU for its first ``busy[id]`` runs, 3% after."""
+    from zlops import campaign_run, telemetry
+
+    ran: list[str] = []
+
+    def fake_run_shard(spec: Any, **_: Any) -> ShardOutcome:
+        spec.artifact_dir.mkdir(parents=True, exist_ok=True)
+        path = spec.artifact_dir / "results.json"
+        path.write_text(GOOD, encoding="utf-8")
+        (spec.artifact_dir / MANIFEST).write_text(json.dumps({   # the manifest a finished shard leaves
+            "manifest_version": 1, "run_key": spec.run_key, "commit": spec.sha, "status": "ok",
+            "started_at": NOW.isoformat(), "ended_at": NOW.isoformat(), "results_file": str(path)}))
+        ran.append(spec.artifact_dir.name)
+        return ShardOutcome(pool=spec.pool, device=spec.device, backend="cpu", status=ShardStatus.OK,
+                            artifact_dir=spec.artifact_dir, exit_code=0, started_at=NOW, ended_at=NOW,
+                            results_file=path)
+
+    def fake_summary(art: Path) -> dict[str, Any]:
+        left = busy.get(art.name, 0)
+        runs = ran.count(art.name)
+        return {"foreign_cpu_mean_pct": 180.0 if runs <= left else 3.0}
+
+    monkeypatch.setattr(campaign_run, "run_shard", fake_run_shard)
+    monkeypatch.setattr(telemetry, "summarize_dir", fake_summary)
+    return ran
+
+
+def _two_shard_lane(ctx: RunContext, tmp_path: Path) -> tuple[ShardOutcome, list[dict[str, Any]]]:
+    plan = make_plan("cpu2", [CASE, OTHER], [0], {})
+    prepared = Prepared(worktree=tmp_path / "wt", venv=tmp_path / "venv", env_key="k", env_reused=True,
+                        env_seconds=0.0)
+    lane = run_lane(ctx, "cpu2", 0, prepared, plan)
+    return lane, json.loads((lane.artifact_dir / LANE_FILE).read_text())["shards"]
+
+
+def test_a_contended_gang_shard_runs_again_once_the_host_quiets(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    config = _config(tmp_path, contention_gate=True, max_foreign_cpu_pct=25, contention_wait_s=0)
+    ctx = RunContext(config, "coll", RUN_KEY, SHA)
+    ran = _fake_runs(monkeypatch, {CASE.shard_id: 1})
+    lane, rows = _two_shard_lane(ctx, tmp_path)
+    assert sorted(ran) == sorted([CASE.shard_id, CASE.shard_id, OTHER.shard_id])   # the busy one twice
+    assert [r["status"] for r in rows] == ["ok", "ok"] and lane.status is ShardStatus.OK and lane.error is None
+    # the contended attempt is kept beside the shard as evidence
+    assert (lane.artifact_dir / f"{CASE.shard_id}.contended1" / "results.json").is_file()
+
+
+def test_a_gang_shard_still_contended_is_invalid_alone_and_the_lane_keeps_the_others(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from zlops.steps.run_device import ingest_shard
+
+    config = _config(tmp_path, contention_gate=True, max_foreign_cpu_pct=25, contention_wait_s=0)
+    ctx = RunContext(config, "coll", RUN_KEY, SHA)
+    ran = _fake_runs(monkeypatch, {CASE.shard_id: 99})
+    lane, rows = _two_shard_lane(ctx, tmp_path)
+    assert ran.count(CASE.shard_id) == 2 and ran.count(OTHER.shard_id) == 1
+    by_case = {r["series_case"]: r for r in rows}
+    assert by_case[CASE.series_case]["status"] == "invalid"
+    assert by_case[CASE.series_case]["error"].startswith("host busy: other processes used 180% CPU")
+    assert by_case[OTHER.series_case]["status"] == "ok"
+    assert lane.status is ShardStatus.OK and CASE.series_case in (lane.error or "")
+    # the lane holds the quiet shard's series only, and ingest keeps the lane OK: its merged telemetry (busy
+    # because one of its shards was) no longer drops every shard of the lane (issue 22)
+    assert {r.case for r in read_shard(config, "coll", lane).results} == {OTHER.series_case}
+    (lane.artifact_dir / "contention.json").write_text(json.dumps({"foreign_cpu_mean_pct": 180.0}))
+    monkeypatch.setattr("zlops.steps.run_device.telemetry.summarize_dir",
+                        lambda _art: {"foreign_cpu_mean_pct": 180.0})
+    from zlops.model import RunRecord
+
+    ctx.store.upsert_run(RunRecord(RUN_KEY, "nightly", "coll", SHA, "main"))
+    stored = ingest_shard(ctx, lane)
+    assert stored.status is ShardStatus.OK
+    assert {r.case for _p, _d, r in ctx.store.results(RUN_KEY)} == {OTHER.series_case}
