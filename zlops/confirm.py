@@ -74,6 +74,8 @@ class PoolBudget:
     cost: CostModel | None = None
     #: how many cases one run of ``cases`` executes (a FlagGems ``-m`` selection runs every shape of its ops)
     runs_cases: int | None = None
+    #: what ``run_s`` was estimated from, in words (a campaign A/B: tonight's device-seconds and the factor learnt)
+    est_basis: str = ""
 
 
 def budget_seconds(cfg: NoiseConfig, night_s: float) -> Budget:
@@ -358,6 +360,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                        "cases_run": budget.runs_cases, "stopped": ab.stopped,
                        "observed": observed,
                        **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {}),
+                       **({"est_basis": budget.est_basis} if budget.est_basis else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",
                            "wall_s": round(ab.wall_s, 2)} if budget.shards else {})}
     store = open_store(cfg)

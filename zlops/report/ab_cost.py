@@ -50,6 +50,8 @@ def ab_cost_line(pool: str, entry: Mapping[str, Any]) -> str:
         parts.append(f"{len(entry['discarded'])} busy pair(s) discarded and run again")
     if entry.get("stopped"):
         parts.append(f"stopped: {entry['stopped']}")
+    if entry.get("est_basis"):
+        parts.append(f"estimate: {entry['est_basis']}")
     model = entry.get("cost_model")
     if isinstance(model, Mapping) and _num(model.get("fixed_s")) is not None:
         parts.append(f"cost model {model['fixed_s']:.1f} s start-up + {model.get('per_case_s', 0):.3f} s a case "
