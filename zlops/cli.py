@@ -477,6 +477,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = report(config, outcome, slack_client=client)
     print(out.text, end="")
     print(f"report: {out.markdown}\nslack:  {out.slack.status} ({out.slack.path})")
+    if out.forge is not None:
+        print(f"check:  {out.forge.check.conclusion} ({out.forge.check.name} on {outcome.plan.head_sha[:12]}): "
+              f"{out.forge.status}" + (f": {out.forge.error}" if out.forge.error else ""))
     rows = [c for rows in outcome.comparisons.values() for c in rows]
     if any(c.verdict is Verdict.INCOMPARABLE for c in rows):
         return EXIT_CALIBER

@@ -1,0 +1,50 @@
+"""The webhook receiver as a FastAPI app: ``POST /github`` and ``POST /gitlab`` (zlops.forge.webhook).
+
+The zlops Airflow plugin mounts it at ``/zlops-forge`` of the api-server with Airflow's connections and
+DAG trigger (zlops.airflow.forge); ``zlops forge serve`` runs it alone with uvicorn, secrets from the
+environment, triggering through a callable given here (tests) or Airflow's API client. The routes
+are public on purpose: the forge cannot log in to Airflow; the signature is the authentication.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from zlops.config import Config
+from zlops.forge.deliver import SecretSource, env_secrets
+from zlops.forge.webhook import MAX_BODY, Answer, Receiver, TriggerFn
+
+
+def create_app(config: Callable[[], Config], *, trigger: TriggerFn, secrets: SecretSource = env_secrets) -> Any:
+    """The receiver app; ``config`` is called per delivery (a changed config needs no restart)."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from starlette.concurrency import run_in_threadpool
+
+    receiver = Receiver(config, trigger=trigger, secrets=secrets)
+    app = FastAPI(title="zlops forge webhooks", openapi_url=None, docs_url=None, redoc_url=None)
+
+    async def deliver(kind: str, request: Request) -> JSONResponse:
+        size = int(request.headers.get("content-length") or 0)
+        if size > MAX_BODY:
+            answer = Answer(413, f"refused: the delivery is larger than {MAX_BODY // 1048576} MiB")
+        else:
+            body = await request.body()
+            # the forge calls and the trigger block: off the event loop
+            answer = await run_in_threadpool(receiver.handle, kind, dict(request.headers), body)
+        return JSONResponse(answer.body(), status_code=answer.status)
+
+    @app.get("/")
+    def index() -> dict[str, str]:
+        return {"message": "zlops forge webhook receiver: POST GitHub deliveries to github, GitLab's to gitlab"}
+
+    @app.post("/github")
+    async def github(request: Request) -> JSONResponse:
+        return await deliver("github", request)
+
+    @app.post("/gitlab")
+    async def gitlab(request: Request) -> JSONResponse:
+        return await deliver("gitlab", request)
+
+    return app
