@@ -467,7 +467,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     config = _config(args)
     conf: dict[str, object] = {"suite": args.suite, "ref": args.ref, "pairs": args.pairs}
-    for key in ("devices", "rounds", "pool"):
+    for key in ("devices", "rounds", "pool", "pr"):
         if getattr(args, key) is not None:
             conf[key] = getattr(args, key)
     if args.variants:
@@ -578,6 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--pairs", type=int, default=1, help="interleaved base/head pairs on one device")
     cp.add_argument("--variants", help="comma-separated variants (runtimes) of the suite")
     cp.add_argument("--allow-caliber-mismatch", action="store_true")
+    cp.add_argument("--pr", type=int, help="the pull/merge request the suite's forge check answers on "
+                    "(docs/forge.md; without it the check goes on the head commit only)")
     cp.set_defaults(func=cmd_compare)
 
     rs = sub.add_parser("rescore", help="re-judge a stored run from its artifacts with today's parsers and "
