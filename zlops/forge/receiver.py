@@ -6,7 +6,8 @@ environment, triggering through a callable given here (tests) or Airflow's API c
 are public on purpose: the forge cannot log in to Airflow; the signature is the authentication.
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations``: FastAPI reads the routes' annotations (Request, imported in
+# create_app so that zlops imports without FastAPI) when the routes are declared
 
 from collections.abc import Callable
 from typing import Any
