@@ -486,6 +486,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_ERROR if outcome.errors and not rows and not any(outcome.head_results.values()) else EXIT_OK
 
 
+def cmd_forge_serve(args: argparse.Namespace) -> int:
+    from zlops.forge.receiver import serve
+
+    serve(str(_found_config(args).path), host=args.host, port=args.port)
+    return EXIT_OK
+
+
 def cmd_rescore(args: argparse.Namespace) -> int:
     from zlops.rescore import rescore, show_lines
 
@@ -650,6 +657,14 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--metric", help="only this metric's rows (e.g. latency)")
     ab.add_argument("--json", action="store_true")
     ab.set_defaults(func=cmd_ab)
+
+    fg = sub.add_parser("forge", help="the PR check's webhook receiver (docs/forge.md)")
+    fgsub = fg.add_subparsers(dest="forge_command", required=True)
+    fs = fgsub.add_parser("serve", help="serve POST /github and /gitlab (the forge's webhooks) with uvicorn")
+    fs.add_argument("--config", help=CONFIG_HELP)
+    fs.add_argument("--host", default="127.0.0.1")
+    fs.add_argument("--port", type=positive(int), default=8795)
+    fs.set_defaults(func=cmd_forge_serve)
 
     from zlops.alerts_cli import add_alert_parser  # zlops alert list|show|ack|expected|false-positive|wontfix
 

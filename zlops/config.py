@@ -360,8 +360,8 @@ class SuiteConfig(_Strict):
         default=None, description="a collective campaign: shards of one case on P devices each (gang leases), "
                                   "see docs/campaigns.md")
     forge: ForgeConfig | None = Field(
-        default=None, description="post the PR compare's outcome as a check on the pull request and accept "
-                                  "/zlops compare from it, see docs/forge.md")
+        default=None, description="post the PR compare's outcome as a check on the pull request and "
+                                  "accept /zlops compare from it, see docs/forge.md")
 
     @property
     def stored_format(self) -> str:

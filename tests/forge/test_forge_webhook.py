@@ -89,10 +89,10 @@ def test_a_reader_is_refused_and_the_check_says_so(receiver: Any, forge: FakeFor
 
 @pytest.mark.parametrize(("payload", "status", "message"), [
     (pr_comment(5, "looks good to me", "alice"), 202, "ignored: the comment does not start with /zlops"),
-    (pr_comment(5, "/zlops deploy", "alice"), 422, "refused: unknown command; write /zlops compare, or "
-                                                   "/zlops compare <suite>"),
-    (pr_comment(5, "/zlops compare nightly-x", "alice"), 422, "refused: suite 'nightly-x' is not configured for "
-                                                             "acme/kernels; write /zlops compare <suite> with one of ops"),
+    (pr_comment(5, "/zlops deploy", "alice"), 422,
+     ("refused: unknown command; write /zlops compare, or /zlops compare <suite>")),
+    (pr_comment(5, "/zlops compare nightly-x", "alice"), 422,
+     ("refused: suite 'nightly-x' is not configured for acme/kernels; write /zlops compare <suite> with one of ops")),
     (pr_comment(5, "/zlops compare", "alice", repo="other/repo"), 422,
      "refused: no suite's forge section names the repository other/repo"),
     ({**pr_comment(5, "/zlops compare", "alice"), "issue": {"number": 5}}, 202,

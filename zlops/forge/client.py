@@ -107,7 +107,7 @@ class Http:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 (http(s) only)
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # http(s) only
                 raw = response.read()
                 status = response.status
         except urllib.error.HTTPError as exc:

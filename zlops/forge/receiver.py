@@ -49,3 +49,48 @@ def create_app(config: Callable[[], Config], *, trigger: TriggerFn, secrets: Sec
         return await deliver("gitlab", request)
 
     return app
+
+
+def local_trigger(config_path: str) -> TriggerFn:
+    """A trigger for the standalone receiver: Airflow's API client (a ``zlops_pr_compare`` run, as
+    ``airflow dags trigger``) when Airflow is installed, else ``zlops compare`` in this process, one
+    compare at a time, in a background thread (the answer does not wait for it)."""
+    try:
+        from zlops.airflow.forge import trigger_pr_compare
+
+        return trigger_pr_compare
+    except ImportError:
+        pass
+    import threading
+    import uuid
+
+    from zlops.config import load_config
+
+    lock = threading.Lock()
+
+    def run(conf: dict, label: str) -> None:
+        from zlops.prcompare import report, run_compare
+        from zlops.slack import client_for
+
+        with lock:
+            config = load_config(config_path)
+            outcome = run_compare(config, conf, label=label)
+            report(config, outcome, slack_client=client_for(config.slack))
+
+    def trigger(conf: dict) -> str:
+        label = f"forge-{uuid.uuid4().hex[:12]}"
+        threading.Thread(target=run, args=(dict(conf), label), name=f"zlops-compare-{label}", daemon=True).start()
+        return label
+
+    return trigger
+
+
+def serve(config_path: str, *, host: str = "127.0.0.1", port: int = 8795) -> None:
+    """``zlops forge serve``: the receiver alone under uvicorn, secrets from the environment."""
+    import uvicorn
+
+    from zlops.config import load_config
+
+    load_config(config_path)   # a config error stops it here, in one line, not at the first delivery
+    app = create_app(lambda: load_config(config_path), trigger=local_trigger(config_path))
+    uvicorn.run(app, host=host, port=port, log_level="info")
