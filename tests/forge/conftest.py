@@ -1,23 +1,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_forge import GITHUB_TOKEN, GITLAB_TOKEN, FakeForge
+from fake_forge import FakeForge
 
 from zlops.config import Config, parse_config
-from zlops.forge.deliver import ForgeSecrets
-from zlops.model import BaselinePoint, Comparison, Figures, Judgement, RunRecord, RunStatus, Summary, Verdict
-from zlops.prcompare import PrOutcome, PrPlan, PrRequest
-from zlops.steps.context import open_store
-
-GH_SECRET = "gh-webhook-secret"
-GL_SECRET = "gl-webhook-secret"
-HEAD = "a" * 40
-BASE = "b" * 40
 
 
 @pytest.fixture
@@ -25,12 +15,6 @@ def forge() -> Iterator[FakeForge]:
     server = FakeForge()
     yield server
     server.close()
-
-
-def secrets_for(forge_cfg: Any) -> ForgeSecrets:
-    if forge_cfg.kind == "github":
-        return ForgeSecrets(GITHUB_TOKEN, GH_SECRET)
-    return ForgeSecrets(GITLAB_TOKEN, GL_SECRET)
 
 
 @pytest.fixture
@@ -46,22 +30,3 @@ def forge_config(tmp_path: Path, forge: FakeForge) -> Callable[..., Config]:
                              "suites": {"ops": {**common, "forge": gh}, "glops": {**common, "forge": gl}},
                              "judge": "simple"}, source="test.yaml")
     return make
-
-
-def row(case: str, verdict: Verdict, base: float, head: float, *, note: str = "", suite: str = "ops") -> Comparison:
-    figures = Figures(reference=base, reference_label="merge-base", value=head, value_label="HEAD",
-                      lower_is_better=True, unit="ms", threshold_pct=2.0)
-    return Comparison(suite, "local", case, "time", "ms", True, BaselinePoint("pr:base", BASE, "ms", base, 5),
-                      Summary(head, 5), Judgement(verdict, None, None, 2.0, note, figures))
-
-
-def outcome(config: Config, rows: list[Comparison], *, suite: str = "ops", key: str = "pr:ops:1", pr: int | None = 7,
-            head: str = HEAD, errors: tuple[str, ...] = ()) -> PrOutcome:
-    """A finished compare as run_compare returns it, with its head run stored (the outbox needs it)."""
-    req = PrRequest(suite, "feature/x", "local", pr=pr)
-    plan = PrPlan(req, "compare", head, BASE, BASE, 1, (0,), f"{key}:head", f"{key}:base")
-    now = datetime.now(timezone.utc)
-    open_store(config).upsert_run(RunRecord(run_key=plan.head_key, kind="pr", suite=suite, sha=head,
-                                            branch="feature/x", status=RunStatus.DONE, started_at=now,
-                                            finished_at=now, meta={}))
-    return PrOutcome(plan, {"default": rows}, {"default": []}, None, errors)

@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable
 
 import pytest
-from conftest import HEAD, outcome, row, secrets_for
 from fake_forge import GITHUB_TOKEN, GITLAB_TOKEN, FakeForge
+from forge_helpers import HEAD, outcome, row, secrets_for
 
 from zlops.config import Config
 from zlops.forge.check import changed, conclude

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import GH_SECRET, GL_SECRET, HEAD, secrets_for
 from fake_forge import AppServer, FakeForge, deliver, github_delivery, mr_note, pr_comment
+from forge_helpers import GH_SECRET, GL_SECRET, HEAD, secrets_for
 
 from zlops.config import Config
 from zlops.forge.receiver import create_app
