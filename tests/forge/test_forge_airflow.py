@@ -15,7 +15,7 @@ pytest.importorskip("airflow")
 from fake_forge import GITHUB_TOKEN, AppServer, FakeForge, deliver, github_delivery, pr_comment
 from fake_upstream import Upstream, config_data
 
-pytestmark = [pytest.mark.airflow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]  # 10-18 s: resets the Airflow DB, syncs the dags folder
 REPO = Path(__file__).resolve().parents[2]
 
 
