@@ -218,3 +218,33 @@ def test_run_packed_runs_lanes_in_parallel_never_two_shards_on_a_device_and_keep
     # the P=1 shards of the two lanes overlapped in time (lanes run in parallel)
     p1 = [spans[s.shard_id] for s in shards if s.p == 1]
     assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(p1) for b in p1[i + 1:])
+
+
+def test_the_gang_estimate_learns_what_earlier_campaign_abs_realised(tmp_path: Path) -> None:
+    """A campaign A/B run's estimate is tonight's device-seconds of its shards times the median
+    realised/estimated ratio of the pool's earlier A/Bs (issue 22: gloo on 2 shared cores, +42% and +25%
+    realised, and the A/B chosen for 5 pairs stopped at 4)."""
+    from zlops.campaign_ab import realised_factor
+    from zlops.model import RunRecord
+
+    data = campaign_config(tmp_path / "home", tmp_path / "up", devices=[0, 1], locks_dir=tmp_path / "locks")
+    config = parse_config(data)
+    ctx = RunContext(config, "coll", "nightly:coll:n4", "4" * 40)
+    store = open_store(config)
+    assert realised_factor(ctx, "cpu2") == (1.0, "")   # nothing learnt yet: tonight's device-seconds as they are
+    for i, (est, real) in enumerate([(24.49, 34.85), (29.48, 36.84), (10.0, 50.0)], start=1):
+        store.upsert_run(RunRecord(f"nightly:coll:n{i}", "nightly", "coll", str(i) * 40, "main", meta={"ab": {
+            "cpu2": {"unit": "device-seconds", "est_run_s": est, "realised_run_s": real},
+            "other": {"unit": "device-seconds", "est_run_s": 1.0, "realised_run_s": 9.0}}}))
+    # one-device A/Bs and tonight's own entry do not count
+    store.upsert_run(RunRecord("nightly:coll:n0", "nightly", "coll", "0" * 40, "main",
+                               meta={"ab": {"cpu2": {"est_run_s": 1.0, "realised_run_s": 9.0}}}))
+    store.upsert_run(RunRecord(ctx.run_key, "nightly", "coll", ctx.sha, "main", meta={"ab": {
+        "cpu2": {"unit": "device-seconds", "est_run_s": 1.0, "realised_run_s": 3.0}}}))
+    factor, basis = realised_factor(ctx, "cpu2")
+    assert factor == pytest.approx(34.85 / 24.49) and basis == "3 earlier A/Bs"   # the median, 5x clamped out
+    store.upsert_run(RunRecord("nightly:coll:n9", "nightly", "coll", "9" * 40, "main", meta={"ab": {
+        "cpu2": {"unit": "device-seconds", "est_run_s": 1.0, "realised_run_s": 9.0}}}))
+    store.upsert_run(RunRecord("nightly:coll:n8", "nightly", "coll", "8" * 40, "main", meta={"ab": {
+        "cpu2": {"unit": "device-seconds", "est_run_s": 1.0, "realised_run_s": 9.0}}}))
+    assert realised_factor(ctx, "cpu2")[0] == 3.0   # bounded
