@@ -213,7 +213,8 @@ def main() -> int:
         ab = (run.meta.get("ab") or {}) if run is not None else {}
         alerts = [{"case": al.case, "metric": al.metric, "state": al.state.value, "worst_worse_pct": al.worst_worse_pct}
                   for al in open_store(cfg).alerts(suite="collectives", limit=None)]
-        summary.append({"night": i, "sha": sha, "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab,
+        summary.append({"night": i, "sha": sha, "subject": git(upstream, "log", "-1", "--format=%s", sha),
+                        "seconds": round(time.time() - t0, 1), "rows": rows, "ab": ab,
                         "load_before": [round(x, 2) for x in load0],
                         "load_after": [round(x, 2) for x in os.getloadavg()], "alerts": alerts,
                         "foreign_cpu_pct": foreign_cpu(a.home, i)})
