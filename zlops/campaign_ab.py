@@ -23,13 +23,15 @@ budget and the judgement are :mod:`zlops.confirm`'s own.
 
 Cost is counted in device-seconds: a shard of P devices that took ``s`` seconds costs ``P*s``.
 Tonight's campaign time on the pool (the budget's basis for ``noise.ab_budget_share``) is the sum
-of its shards' device-seconds; an A/B run's estimate is the sum of its shards' device-seconds
-tonight.
+of its shards' device-seconds; an A/B run's estimate is the sum of its shards' typical device-seconds
+(:func:`typical_device_seconds`: the median of tonight and the last nights) times what earlier A/B
+runs realised against that sum (:func:`realised_factor`).
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -136,18 +138,51 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tu
     plan = stored_plans(run.meta if run is not None else {}).get(pool)
     if plan is None:
         raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
-    cost = tonight_device_seconds(ctx, pool)
-    night_s = float(sum(cost.values()))
+    tonight = tonight_device_seconds(ctx, pool)
+    night_s = float(sum(tonight.values()))
     budget = budget_seconds(cfg, night_s)
+    cost, nights = typical_device_seconds(ctx, pool, tonight)
     factor, learnt = realised_factor(ctx, pool)
     chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements],
                                    {k: v * factor for k, v in cost.items()}, seconds=budget.seconds,
                                    min_pairs=cfg.ab_min_pairs)
     packed = ab_plan(pool, shards, ctx.pool_devices(pool), cost)
-    est_basis = (f"tonight's device-seconds of the {len(shards)} shards ({run_s / factor:.1f})"
+    est_basis = (f"the {len(shards)} shards' device-seconds ({run_s / factor:.1f}, the median of "
+                 f"{'tonight' if nights <= 1 else f'tonight and {nights - 1} earlier nights'})"
                  + (f" x {factor:.2f}, the realised/estimated ratio of {learnt}" if learnt else ""))
     return PoolBudget(budget.seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards,
-                      plan=packed, basis=budget.basis, est_basis=est_basis), chosen
+                      plan=packed, basis=budget.basis, est_basis=est_basis, raw_run_s=run_s / factor), chosen
+
+
+#: the nights (tonight included) whose shard seconds make a campaign A/B run's estimate
+COST_NIGHTS = 5
+
+
+def typical_device_seconds(ctx: RunContext, pool: str, tonight: Mapping[str, float]) -> tuple[dict[str, float], int]:
+    """Device-seconds of each shard measured tonight on ``pool``: the median of tonight's and of the last
+    ``COST_NIGHTS - 1`` nightlies' (P x ``params["campaign"]["duration_s"]``), and how many nights that
+    spans at most. One night's seconds are one process each and wander with the host (gloo on a shared
+    2-core host: a P=1 shard took 26.7 s on a night and 13.2 s in the A/B that followed it)."""
+    from zlops.steps.context import open_store
+
+    store = open_store(ctx.config)
+    per: dict[str, list[float]] = {k: [v] for k, v in tonight.items()}
+    nights = 1
+    for run in store.list_runs(suite=ctx.suite_name, kind="nightly", limit=COST_NIGHTS * 4):
+        if nights >= COST_NIGHTS:
+            break
+        if run.run_key == ctx.run_key:
+            continue
+        seen = {}
+        for p, _device, r in store.results(run.run_key):
+            shard = r.params.get("campaign") if p == pool and isinstance(r.params, Mapping) else None
+            if isinstance(shard, Mapping) and isinstance(shard.get("duration_s"), (int, float)):
+                seen[str(shard["shard_id"])] = float(shard["duration_s"]) * int(shard["p"])
+        for sid, value in seen.items():
+            if sid in per:
+                per[sid].append(value)
+        nights += bool(seen)
+    return {k: statistics.median(v) for k, v in per.items()}, nights
 
 
 #: the realised/estimated ratio of earlier campaign A/Bs is trusted within these bounds
@@ -171,7 +206,8 @@ def realised_factor(ctx: RunContext, pool: str) -> tuple[float, str]:
         entry = ((run.meta or {}).get("ab") or {}).get(pool) if run.run_key != ctx.run_key else None
         if not isinstance(entry, Mapping) or entry.get("unit") != "device-seconds":
             continue
-        est, real = entry.get("est_run_s"), entry.get("realised_run_s")
+        # against the estimate before any factor (est_raw_run_s; older records: est_run_s had none)
+        est, real = entry.get("est_raw_run_s", entry.get("est_run_s")), entry.get("realised_run_s")
         if isinstance(est, (int, float)) and isinstance(real, (int, float)) and est > 0 and real > 0:
             ratios.append(float(real) / float(est))
     if not ratios:

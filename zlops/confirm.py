@@ -76,6 +76,8 @@ class PoolBudget:
     runs_cases: int | None = None
     #: what ``run_s`` was estimated from, in words (a campaign A/B: tonight's device-seconds and the factor learnt)
     est_basis: str = ""
+    #: a campaign A/B: the estimate of one run before the learnt realised/estimated factor
+    raw_run_s: float | None = None
 
 
 def budget_seconds(cfg: NoiseConfig, night_s: float) -> Budget:
@@ -382,6 +384,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                        "observed": observed,
                        **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {}),
                        **({"est_basis": budget.est_basis} if budget.est_basis else {}),
+                       **({"est_raw_run_s": round(budget.raw_run_s, 3)} if budget.raw_run_s is not None else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",
                            "wall_s": round(ab.wall_s, 2)} if budget.shards else {})}
     store = open_store(cfg)

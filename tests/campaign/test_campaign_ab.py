@@ -234,7 +234,7 @@ def test_the_gang_estimate_learns_what_earlier_campaign_abs_realised(tmp_path: P
     assert realised_factor(ctx, "cpu2") == (1.0, "")   # nothing learnt yet: tonight's device-seconds as they are
     for i, (est, real) in enumerate([(24.49, 34.85), (29.48, 36.84), (10.0, 50.0)], start=1):
         store.upsert_run(RunRecord(f"nightly:coll:n{i}", "nightly", "coll", str(i) * 40, "main", meta={"ab": {
-            "cpu2": {"unit": "device-seconds", "est_run_s": est, "realised_run_s": real},
+            "cpu2": {"unit": "device-seconds", "est_run_s": est * 7, "est_raw_run_s": est, "realised_run_s": real},
             "other": {"unit": "device-seconds", "est_run_s": 1.0, "realised_run_s": 9.0}}}))
     # one-device A/Bs and tonight's own entry do not count
     store.upsert_run(RunRecord("nightly:coll:n0", "nightly", "coll", "0" * 40, "main",
