@@ -6,23 +6,44 @@ night's baseline, tonight's value and the A/B's per-run values), ``zlops.json`` 
 ``night<N>-lane<L>.results.json`` (each lane's ``campaign_results.json``, as ingest parsed it),
 ``night<N>-lane<L>.campaign.json`` (each shard's devices, status, seconds) and ``night<N>.report.md``.
 That is what ``tests/campaign/test_h200x2_noise_replay.py`` re-judges.
+
+``--compact`` (the gloo record under the production defaults, tests/data/campaign_gloo_cpu_defaults/):
+the JSON files are written without indentation, only the last night's report is kept, and a night
+of ``nights.json`` without the commit's subject gets it from the upstream beside ``--home``
+(``../collectives-upstream``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 
-def record(home: Path, dest: Path) -> list[str]:
+def _subjects(home: Path, nights: list[dict]) -> None:
+    upstream = home.parent / "collectives-upstream"
+    for night in nights:
+        if "subject" not in night and upstream.is_dir():
+            night["subject"] = subprocess.run(["git", "-C", str(upstream), "log", "-1", "--format=%s", night["sha"]],
+                                              check=True, capture_output=True, text=True).stdout.strip()
+
+
+def record(home: Path, dest: Path, *, compact: bool = False) -> list[str]:
     dest.mkdir(parents=True, exist_ok=True)
     written = []
     for name in ("nights.json", "zlops.json"):
-        shutil.copyfile(home / name, dest / name)
+        if compact:
+            data = json.loads((home / name).read_text())
+            if name == "nights.json":
+                _subjects(home, data)
+            (dest / name).write_text(json.dumps(data, separators=(",", ":")) + "\n")
+        else:
+            shutil.copyfile(home / name, dest / name)
         written.append(name)
     for run_dir in sorted((home / "artifacts").glob("*/nightly_*_n*-*")):
         m = re.search(r"_n(\d+)-[0-9a-f]+$", run_dir.name)
@@ -32,22 +53,32 @@ def record(home: Path, dest: Path) -> list[str]:
         for lane in sorted(p for p in (run_dir).glob("*/*") if (p / "campaign_results.json").is_file()):
             for src, kind in (("campaign_results.json", "results"), ("campaign.json", "campaign")):
                 name = f"night{night}-lane{lane.name}.{kind}.json"
-                shutil.copyfile(lane / src, dest / name)
+                if compact:
+                    text = json.dumps(json.loads((lane / src).read_text()), separators=(",", ":"))
+                    (dest / name).write_text(text + "\n")
+                else:
+                    shutil.copyfile(lane / src, dest / name)
                 written.append(name)
         if (run_dir / "report.md").is_file():
             shutil.copyfile(run_dir / "report.md", dest / f"night{night}.report.md")
             written.append(f"night{night}.report.md")
+    if compact:   # the last night's report only
+        reports = sorted(dest.glob("night*.report.md"), key=lambda p: int(re.findall(r"\d+", p.name)[0]))
+        for old in reports[:-1]:
+            old.unlink()
+            written.remove(old.name)
     return written
 
 
 def main() -> int:
-    src, dest = Path(sys.argv[1]), Path(sys.argv[2])
+    compact = "--compact" in sys.argv[1:]
+    src, dest = (Path(a) for a in [a for a in sys.argv[1:] if a != "--compact"][:2])
     if src.is_file():
         with tempfile.TemporaryDirectory() as tmp, tarfile.open(src) as tar:
             tar.extractall(tmp, filter="data")
-            print("\n".join(record(Path(tmp) / "home", dest)))
+            print("\n".join(record(Path(tmp) / "home", dest, compact=compact)))
     else:
-        print("\n".join(record(src, dest)))
+        print("\n".join(record(src, dest, compact=compact)))
     return 0
 
 
