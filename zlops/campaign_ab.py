@@ -48,7 +48,7 @@ from zlops.runner import ShardSpec, run_shard
 from zlops.telemetry import summarize_dir
 
 if TYPE_CHECKING:
-    from zlops.confirm import PoolBudget, budget_seconds
+    from zlops.confirm import PoolBudget
     from zlops.steps.context import Prepared, RunContext
 
 T = TypeVar("T")
