@@ -185,13 +185,16 @@ def typical_device_seconds(ctx: RunContext, pool: str, tonight: Mapping[str, flo
     return {k: statistics.median(v) for k, v in per.items()}, nights
 
 
-#: the realised/estimated ratio of earlier campaign A/Bs is trusted within these bounds
-FACTOR_BOUNDS = (0.5, 3.0)
+#: the realised/estimated ratio of earlier campaign A/Bs is trusted within these bounds. Never below 1: an
+#: estimate too high only leaves a suspect for the next night, one too low ends the A/B before its first
+#: decision and wastes all of it (gloo on a shared 2-core host: a factor of 0.53 learnt from one A/B whose
+#: runs happened to be fast, then the next night's runs cost 2.3x the estimate and stopped at 2 pairs)
+FACTOR_BOUNDS = (1.0, 3.0)
 
 
 def realised_factor(ctx: RunContext, pool: str) -> tuple[float, str]:
     """How much an A/B run of gang shards cost, against what tonight's device-seconds of its shards said
-    (``realised_run_s / est_run_s`` of the pool's A/Bs on the last nights, run meta ``ab``): the median,
+    (``realised_run_s / est_raw_run_s`` of the pool's A/Bs on the last nights, run meta ``ab``): the median,
     bounded by :data:`FACTOR_BOUNDS`; ``(1.0, "")`` before any A/B ran.
 
     Measured, not assumed (issue 22): gloo on a shared 2-core host, the shards of one A/B run cost 42%

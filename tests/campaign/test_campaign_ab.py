@@ -248,3 +248,7 @@ def test_the_gang_estimate_learns_what_earlier_campaign_abs_realised(tmp_path: P
     store.upsert_run(RunRecord("nightly:coll:n8", "nightly", "coll", "8" * 40, "main", meta={"ab": {
         "cpu2": {"unit": "device-seconds", "est_run_s": 1.0, "realised_run_s": 9.0}}}))
     assert realised_factor(ctx, "cpu2")[0] == 3.0   # bounded
+    for key in ("n1", "n2", "n3", "n8", "n9"):   # runs faster than estimated never shrink the estimate
+        store.upsert_run(RunRecord(f"nightly:coll:{key}", "nightly", "coll", key[1] * 40, "main", meta={"ab": {
+            "cpu2": {"unit": "device-seconds", "est_raw_run_s": 16.0, "realised_run_s": 8.5}}}))
+    assert realised_factor(ctx, "cpu2") == (1.0, "5 earlier A/Bs")
