@@ -128,8 +128,8 @@ def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost:
 
 def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a campaign pool's A/B (:func:`zlops.confirm.budget_seconds`: the larger of
-    ``noise.ab_budget_share`` of tonight's campaign device-seconds on the pool and ``noise.ab_budget_floor_s``,
-    or ``noise.ab_budget_s``) and the suspects it can afford (:func:`choose`;
+    ``noise.ab_budget_share`` of tonight's campaign device-seconds on the pool and ``noise.ab_budget_floor_s``
+    on each of the pool's devices, or ``noise.ab_budget_s``) and the suspects it can afford (:func:`choose`;
     ``ordered`` is most severe first)."""
     from zlops.confirm import PoolBudget, budget_seconds
 
@@ -140,7 +140,7 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tu
         raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
     tonight = tonight_device_seconds(ctx, pool)
     night_s = float(sum(tonight.values()))
-    budget = budget_seconds(cfg, night_s)
+    budget = budget_seconds(cfg, night_s, devices=len(ctx.pool_devices(pool)))
     cost, nights = typical_device_seconds(ctx, pool, tonight)
     factor, learnt = realised_factor(ctx, pool)
     chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements],

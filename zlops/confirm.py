@@ -80,10 +80,17 @@ class PoolBudget:
     raw_run_s: float | None = None
 
 
-def budget_seconds(cfg: NoiseConfig, night_s: float) -> Budget:
-    """The pool's A/B budget tonight (:func:`zlops.interleave.ab_budget` with the config's knobs)."""
-    return ab_budget(night_s, share=cfg.ab_budget_share, floor_s=cfg.ab_budget_floor_s,
-                     ceiling_s=cfg.ab_budget_max_s, fixed_s=cfg.ab_budget_s)
+def budget_seconds(cfg: NoiseConfig, night_s: float, *, devices: int = 1) -> Budget:
+    """The pool's A/B budget tonight (:func:`zlops.interleave.ab_budget` with the config's knobs).
+
+    ``devices``: a campaign A/B counts device-seconds over the pool's ``devices`` at once, so the floor and
+    the ceiling (seconds of one device) are that many device-seconds: 300 s of a 2-device pool are 600
+    device-seconds (one gloo P=2 shard on a shared 2-core host costs 30-40 device-seconds a run: a 300
+    device-second floor stopped its A/B at 3 pairs, where nothing decides). ``noise.ab_budget_s`` stays as
+    written."""
+    n = max(int(devices), 1)
+    return ab_budget(night_s, share=cfg.ab_budget_share, floor_s=cfg.ab_budget_floor_s * n,
+                     ceiling_s=cfg.ab_budget_max_s * n, fixed_s=cfg.ab_budget_s)
 
 
 #: earlier nights whose A/B runs teach the cost model (one bulk read of their run rows)

@@ -79,7 +79,7 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
                            env={"CAMPAIGN_NOISE": str(noise)})
     data["judge"] = "noise"
     # 4 pairs reach alpha 0.05 (exact MWU 2/C(8,4) = 0.029); a budget every night's A/B fits
-    # the production A/B defaults (#22): 5-8 pairs, alpha 0.002, the budget floor (300 device-s) over a night
+    # the production A/B defaults (#22): 5-8 pairs, alpha 0.002, the budget floor (300 s a device: 600 device-s) over a night
     # of a few seconds; one variant made 2x slower at P=2
     data.pop("noise", None)
     config = parse_config(data)
@@ -123,7 +123,7 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
     slowed = next(c for c in n3.summary.comparisons
                   if (c.case, c.metric) == ("allreduce/4KiB/p2/tree/nccl", "execute_s"))
     assert slowed.figures is not None and "A/B" in slowed.figures.reference_label
-    assert re.search(r"runs of \d gang shards, \d+ device-s \(estimated \d+\), budget 300 device-s\]",
+    assert re.search(r"runs of \d gang shards, \d+ device-s \(estimated \d+\), budget 600 device-s\]",
                      slowed.judgement.note), slowed.judgement.note
     eff = next(c for c in n3.summary.comparisons if c.metric == "efficiency_p2" and c.case.endswith("tree/nccl"))
     assert eff.figures is not None and "p2/tree/nccl" in eff.follows and eff.verdict is slowed.verdict
