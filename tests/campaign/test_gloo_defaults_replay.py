@@ -170,3 +170,19 @@ def test_every_ab_stayed_within_its_budget() -> None:
     for run, night, ab in _abs():
         assert ab["unit"] == "device-seconds" and ab["budget_s"] == BUDGET[run], (run, night)
         assert ab["seconds"] <= ab["budget_s"], (run, night, ab["seconds"])
+
+
+def test_the_evidence_quotes_the_record() -> None:
+    """docs/evidence/gloo_defaults.md's tables are gloo_defaults_summary.py's output on this record, line for
+    line (each A/B's realised against estimated device-seconds included): every figure comes from one place."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("gloo_defaults_summary",
+                                                  root / "benchmarks" / "campaign_h200" / "gloo_defaults_summary.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    doc = (root / "docs" / "evidence" / "gloo_defaults.md").read_text()
+    missing = [line for line in module.summarize(DATA) if line.startswith("| ") and line not in doc]
+    assert missing == []
