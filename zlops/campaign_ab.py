@@ -102,7 +102,8 @@ def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost:
     """The suspects an A/B of ``seconds`` device-seconds can afford, and the shards one run executes.
 
     Greedy in the order given (most severe first): a suspect joins when ``min_pairs`` pairs of the
-    union of the chosen suspects' shards still fit with :data:`HEADROOM`, else it is passed over and the next one is tried
+    union of the chosen suspects' shards still fit with :data:`HEADROOM`, else it is passed over and the next
+    one is tried
     (a suspect whose shards are already chosen, e.g. wall_s beside execute_s of one shard, costs
     nothing more). A suspect no planned shard produces is left out. When nothing fits, the most
     severe re-measurable suspect alone is returned, so the caller can say why its A/B was skipped.

@@ -32,7 +32,8 @@ def summarize(data: Path) -> list[str]:
     for run_dir in sorted(p for p in data.glob("run*") if p.is_dir()):
         nights = json.loads((run_dir / "nights.json").read_text())
         out.append(f"## {run_dir.name}")
-        out.append("| night | commit | s | verdicts | announced | alerts | load before/after | foreign CPU % (median, max) |")
+        out.append("| night | commit | s | verdicts | announced | alerts | load before/after | "
+                   "foreign CPU % (median, max) |")
         out.append("|---|---|---:|---|---|---|---|---|")
         slowed_from = next(i for i, n in enumerate(nights) if n["subject"].startswith("tree:"))
         for n in nights:
@@ -46,14 +47,16 @@ def summarize(data: Path) -> list[str]:
                        f"{', '.join(f'{k} {v}' for k, v in sorted(alerts.items())) or 'none'} | "
                        f"{n['load_before'][0]:.1f} / {n['load_after'][0]:.1f} | {foreign} |")
         out.append("")
-        out.append("| night | A/B shards | runs (pairs) | device-s realised / estimated (off) | budget | outcomes | stopped |")
+        out.append("| night | A/B shards | runs (pairs) | device-s realised / estimated (off) | budget | outcomes | "
+                   "stopped |")
         out.append("|---|---|---|---|---|---|---|")
         for n in nights:
             ab = n["ab"].get("h200")
             if not ab:
                 continue
             if not ab.get("runs"):
-                out.append(f"| {n['night']} | - | 0 | - | {ab.get('budget_s')} | - | {ab.get('stopped') or ab.get('error')} |")
+                why = ab.get("stopped") or ab.get("error")
+                out.append(f"| {n['night']} | - | 0 | - | {ab.get('budget_s')} | - | {why} |")
                 continue
             off = (ab["seconds"] / ab["est_s"] - 1) * 100 if ab.get("est_s") else None
             shards = ", ".join(s.replace("allreduce/1MiB/", "") for s in ab.get("shards", []))
