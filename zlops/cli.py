@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
+from zlops.redact import RedactingFilter, redact_text, redact_url
 from zlops.config_path import CONFIG_HELP, DEMO_HOME, ENV_VAR, FoundConfig, find_config
 from zlops.errors import (
     BackendUnavailable,
@@ -26,7 +27,9 @@ from zlops.errors import (
     ConfigError,
     Interrupted,
     RunAlreadyAccepted,
+    RunOwned,
     ZlopsError,
+    os_error_line,
 )
 
 if TYPE_CHECKING:
@@ -48,6 +51,9 @@ NIGHTLY_EXIT_HELP = ("exit codes: 0 every shard measured and nothing matched --f
 def _setup_logging(verbose: int, interactive: bool) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 or not interactive else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # no log line carries a secret (zlops.redact)
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     if verbose < 2:  # schema migrations narrate every plugin at INFO; only their warnings matter here
         logging.getLogger("alembic").setLevel(logging.WARNING)
 
@@ -170,9 +176,9 @@ def _nightly(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     config = _config(args)
     print(f"ok: {len(config.pools)} pools, {len(config.suites)} suites; home {config.home}; "
-          f"database {config.database_url.split('@')[-1]}")
+          f"database {redact_url(config.database_url)}")
     for name, suite in sorted(config.suites.items()):
-        print(f"  suite {name}: {suite.repo} @ {suite.branch}, format {suite.format}, pools {', '.join(suite.pools)}, "
+        print(f"  suite {name}: {redact_url(suite.repo)} @ {suite.branch}, format {suite.format}, pools {', '.join(suite.pools)}, "
               f"schedule {suite.schedule}")
     return EXIT_OK
 
@@ -205,7 +211,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if not runs:
         where = f" of suite {args.suite}" if args.suite else ""
-        print(f"zlops: no runs stored{where} yet in {config.database_url.split('@')[-1]}", file=sys.stderr)
+        print(f"zlops: no runs stored{where} yet in {redact_url(config.database_url)}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -667,29 +673,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except CaliberMismatch as exc:
-        print(f"{exc}\nzlops: refused: the runs were measured on different calibers", file=sys.stderr)
+        _say(f"{exc}\nzlops: refused: the runs were measured on different calibers")
         return EXIT_CALIBER
-    except RunAlreadyAccepted as exc:
-        print(f"zlops: refused: {exc}", file=sys.stderr)
+    except (RunAlreadyAccepted, RunOwned) as exc:
+        _say(f"zlops: refused: {exc}")
         return EXIT_USAGE
     except ConfigError as exc:
-        print(f"zlops: config error:\n{exc}", file=sys.stderr)
+        _say(f"zlops: config error:\n{exc}")
         return EXIT_USAGE
     except ZlopsError as exc:
-        print(f"zlops: {exc}", file=sys.stderr)
+        _say(f"zlops: {exc}")
         if args.verbose:  # -v: the chain behind the one line (the driver's own error for a database fault)
-            traceback.print_exc(file=sys.stderr)
+            _say(traceback.format_exc())
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("zlops: interrupted", file=sys.stderr)
+        _say("zlops: interrupted")
         return 130
     except Interrupted as exc:
-        print(f"zlops: {exc}", file=sys.stderr)
+        _say(f"zlops: {exc}")
         return 128 + exc.signum
-    except OSError as exc:  # a full disk, a folder zlops may not write: say which, no traceback
-        print(f"zlops: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+    except OSError as exc:  # a full disk, a folder zlops may not write: say which and where, no traceback
+        _say(f"zlops: {os_error_line(exc)}" + ("" if args.verbose else "; -vv shows the traceback"))
+        if args.verbose:
+            _say(traceback.format_exc())
         return EXIT_ERROR
 
+
+def _say(text: str) -> None:
+    """One message on stderr, through zlops' one redaction rule (no URL credential, no token)."""
+    print(redact_text(text).rstrip("\n"), file=sys.stderr)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -291,6 +291,9 @@ class SuiteConfig(_Strict):
     python: str | None = Field(default=None, description="interpreter the suite's venv is made from "
                                "(default: the one running zlops)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for install and run")
+    env_public: list[str] = Field(default_factory=list, json_schema_extra={"accepts": "a list of names of env"},
+                                  description="names of env whose values are recorded in shard manifests; the "
+                                              "others are recorded by name with the value *** (secrets by default)")
     dependency_files: list[str] = Field(
         default_factory=lambda: ["pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt"],
         description="globs (relative to the repo root) whose content keys the environment cache",
@@ -337,6 +340,14 @@ class SuiteConfig(_Strict):
         if len(set(v)) != len(v):
             raise ValueError(f"variants must be unique, got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _public_env_names(self) -> SuiteConfig:
+        unknown = sorted(set(self.env_public) - set(self.env))
+        if unknown:
+            raise ValueError(f"env_public names {', '.join(unknown)}, which env does not set; env sets: "
+                             f"{', '.join(sorted(self.env)) or 'nothing'}")
+        return self
 
     @field_validator("install")
     @classmethod

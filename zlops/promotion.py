@@ -66,7 +66,7 @@ def decide(ctx: RunContext) -> PromotionDecision:
         return PromotionDecision(False, f"no shard produced valid data ({states})", forced)
     refusals = [_caliber_refusal(store.caliber_comparisons(ctx.run_key, CALIBER_MARK))]
     try:
-        line = gitops.first_parent_line(gitops.Mirror(ctx.mirror_path, ctx.suite.repo), ctx.suite.branch,
+        line = gitops.first_parent_line(gitops.mirror_of(ctx.suite.repo, ctx.mirror_path), ctx.suite.branch,
                                         max_count=ctx.config.baseline_depth)
     except GitError as exc:
         line = []

@@ -36,7 +36,7 @@ from zlops.store import alerts as _alerts
 from zlops.store import bisections as _bisections
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
-from zlops.store.engine import CONNECT_TIMEOUT_S, SQLITE_BEGIN_OPTION, create_store_engine, parse_url
+from zlops.store.engine import CONNECT_TIMEOUT_S, SQLITE_BEGIN_OPTION, create_store_engine
 from zlops.store.points import SeriesKey, SeriesPoint
 from zlops.store.retry import RetryPolicy, as_unavailable, redacted_url, with_retries
 
@@ -88,7 +88,7 @@ class Store:
         return store
 
     def __repr__(self) -> str:
-        return f"Store({parse_url(self.url).render_as_string(hide_password=True)!r})"
+        return f"Store({redacted_url(self.url)!r})"
 
     @property
     def display_url(self) -> str:
