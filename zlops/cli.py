@@ -191,6 +191,24 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_store_check(args: argparse.Namespace) -> int:
+    """``zlops store check``: the thorough health check of the config's store (docs/store.md)."""
+    from zlops.store import Store
+    from zlops.store.health import check_store
+    from zlops.store.retry import RetryPolicy
+
+    config = _config(args)
+    store = Store.open(config.database_url, migrate=False, check=False,
+                       retry=RetryPolicy(total_s=min(5.0, config.database_retry_s)), connect_timeout_s=5)
+    try:
+        health = check_store(store, thorough=True)
+        revision = store.current_revision()
+    finally:
+        store.dispose()
+    print(f"ok: {health.url}: {health.checked}; schema at revision {revision or 'none (never migrated)'}")
+    return EXIT_OK
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from zlops.model import shown_run_status
     from zlops.steps.context import open_store
@@ -658,6 +676,12 @@ def build_parser() -> argparse.ArgumentParser:
     from zlops.bisect_cli import add_bisect_parser  # zlops bisect ALERT_ID
 
     add_bisect_parser(sub)
+    st = sub.add_parser("store", help="the result store's health")
+    stsub = st.add_subparsers(dest="store_command", required=True)
+    stc = stsub.add_parser("check", help="check the store: SQLite PRAGMA integrity_check (read-only), PostgreSQL "
+                                         "a connection; exit 1 with what to do when it is damaged")
+    stc.add_argument("--config", help=CONFIG_HELP)
+    stc.set_defaults(func=cmd_store_check)
     from zlops.digest_cli import add_digest_parser  # zlops digest: the weekly trust ledger
 
     add_digest_parser(sub)

@@ -78,11 +78,17 @@ class Store:
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, retry: RetryPolicy | None = None,
-             connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Store:
-        """Connect to ``url`` (a SQLite file's folder is created) and, when ``migrate``, upgrade the
+             connect_timeout_s: int = CONNECT_TIMEOUT_S, check: bool = True) -> Store:
+        """Connect to ``url`` (a SQLite file's folder is created), check its health when ``check``
+        (:mod:`zlops.store.health`: a damaged SQLite file raises StoreCorrupt before anything is
+        written, an unreachable server DatabaseUnavailable) and, when ``migrate``, upgrade the
         schema to the newest revision (connects that fail at start-up are retried by ``retry``; a
         server that does not answer fails a connect after ``connect_timeout_s``)."""
         store = cls(url, create_store_engine(url, connect_timeout_s=connect_timeout_s), retry=retry)
+        if check:
+            from zlops.store.health import check_store
+
+            check_store(store)
         if migrate:
             store.upgrade()
         return store
