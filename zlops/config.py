@@ -618,6 +618,10 @@ class Config(_Strict):
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
     device_wait_s: float = Field(default=600, ge=0,
                                  description="how long a shard waits for a device another benchmark holds")
+    promote_min_ok_share: float = Field(
+        default=1.0, gt=0, le=1, description="share of each pool's planned shards that must end OK for a night to "
+        "become a baseline (default 1.0: every shard; a night with a failed device is measured and reported, "
+        "never promoted)")
     baseline_depth: int = Field(default=2000, ge=1,
                                 description="how many ancestor commits are searched for a baseline")
     locks_dir_setting: Path | None = Field(
