@@ -133,12 +133,11 @@ def os_error_line(exc: OSError) -> str:
     step it failed in when a progress step recorded it (``zlops_step``). Never a bare "Invalid argument"."""
     what = exc.strerror or str(exc) or type(exc).__name__
     code = errno.errorcode.get(exc.errno) if isinstance(exc.errno, int) else None
-    line = f"{what} [{code}]" if code else what
     paths = [str(p) for p in (exc.filename, exc.filename2) if p not in (None, "")]
     if paths:
-        line += ": " + " -> ".join(paths)
+        line = f"{what}: " + " -> ".join(paths)
     else:
-        line += f" in {_operation(exc)}"
+        line = f"{what} ({code or type(exc).__name__}) in {_operation(exc)}"
     step = _step_of(exc)
     if step:
         line += f" (step {step})"
