@@ -15,13 +15,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 
 class _AuthHandler(http.server.SimpleHTTPRequestHandler):
     expected = ""
-    seen: list[str] = []
+    seen: ClassVar[list[str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         got = self.headers.get("Authorization", "")
         self.seen.append(got)
         if got != self.expected:

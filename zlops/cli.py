@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
-from zlops.redact import RedactingFilter, redact_text, redact_url
 from zlops.config_path import CONFIG_HELP, DEMO_HOME, ENV_VAR, FoundConfig, find_config
 from zlops.errors import (
     BackendUnavailable,
@@ -31,6 +30,7 @@ from zlops.errors import (
     ZlopsError,
     os_error_line,
 )
+from zlops.redact import RedactingFilter, redact_text, redact_url
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
@@ -178,8 +178,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     print(f"ok: {len(config.pools)} pools, {len(config.suites)} suites; home {config.home}; "
           f"database {redact_url(config.database_url)}")
     for name, suite in sorted(config.suites.items()):
-        print(f"  suite {name}: {redact_url(suite.repo)} @ {suite.branch}, format {suite.format}, pools {', '.join(suite.pools)}, "
-              f"schedule {suite.schedule}")
+        print(f"  suite {name}: {redact_url(suite.repo)} @ {suite.branch}, format {suite.format}, "
+              f"pools {', '.join(suite.pools)}, schedule {suite.schedule}")
     return EXIT_OK
 
 

@@ -162,5 +162,6 @@ def _operation(exc: BaseException) -> str:
     here = f"{inner.name}() at {os.path.basename(inner.filename)}:{inner.lineno}"
     ours = next((f for f in reversed(frames) if f"{os.sep}zlops{os.sep}" in f.filename), None)
     if ours is not None and ours is not inner:
-        return f"{here}, called from {ours.name}() at zlops/{ours.filename.rsplit(os.sep + 'zlops' + os.sep, 1)[-1]}:{ours.lineno}"
+        where = ours.filename.rsplit(os.sep + "zlops" + os.sep, 1)[-1]
+        return f"{here}, called from {ours.name}() at zlops/{where}:{ours.lineno}"
     return here

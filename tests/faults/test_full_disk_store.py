@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path):  # noqa: ANN201 - a generator fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("the full-disk night mounts a 20 MiB tmpfs, which needs root (mount -t tmpfs)")
     disk = tmp_path / "disk"

@@ -76,7 +76,8 @@ def test_a_damaged_sqlite_store_ends_the_night_in_one_line_and_is_never_written(
     assert _sha(db) == before and (not wal.exists() or wal.stat().st_size == 0)  # nothing more was written
     assert not (tmp_path / "home" / "worktrees").exists()  # the night stopped before any work
     check = _zlops("store", "check", "--config", str(cfg))
-    assert check.returncode == 1 and check.stderr.startswith("zlops: store corrupt: ") and "Traceback" not in check.stderr
+    assert check.returncode == 1 and check.stderr.startswith("zlops: store corrupt: ")
+    assert "Traceback" not in check.stderr
     assert _sha(db) == before
 
 
@@ -84,7 +85,8 @@ def test_store_check_passes_a_healthy_sqlite_store_and_a_restored_backup(tmp_pat
     db = tmp_path / "zlops.db"
     url = _store(db)
     backup = tmp_path / "backup.db"
-    with closing(sqlite3.connect(db)) as src, closing(sqlite3.connect(backup)) as dst:  # docs/store.md: the online backup
+    # docs/store.md: the online backup
+    with closing(sqlite3.connect(db)) as src, closing(sqlite3.connect(backup)) as dst:
         src.backup(dst)
     _damage_inner_page(db)
     cfg = _config(tmp_path, url)

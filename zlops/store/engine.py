@@ -81,8 +81,8 @@ def _sqlite_engine(url: URL) -> Engine:
         except OSError as exc:
             why = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else (
                 exc.strerror or str(exc))
-            raise DatabaseUnavailable(f"database unusable: {redact_url(url.render_as_string(hide_password=False))}: cannot "
-                                      f"create its folder {folder} ({why})") from exc
+            shown = redact_url(url.render_as_string(hide_password=False))
+            raise DatabaseUnavailable(f"database unusable: {shown}: cannot create its folder {folder} ({why})") from exc
     # pre-ping: a file deleted or made unreadable under a long-lived worker is noticed at checkout
     engine = create_engine(url, pool_pre_ping=True)
     event.listen(engine, "connect", _sqlite_on_connect)
