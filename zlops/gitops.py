@@ -61,7 +61,7 @@ def git(args: Sequence[str], *, cwd: Path | None = None, timeout: float = GIT_TI
         done = proc.run(argv, cwd=cwd, env=_git_env(credentials), timeout=timeout,
                         what=what or f"git {args[0]}")
     except ProcessError as exc:
-        detail = exc.stderr_tail.strip() or f"exit code {exc.returncode}" + (" (timed out)" if exc.timed_out else "")
+        detail = exc.stderr_tail.strip() or (str(exc).splitlines() or [f"exit code {exc.returncode}"])[0]
         raise GitError(redact_text(f"{what or 'git ' + args[0]} failed: {detail}",
                                    credentials or ())) from None
     return done.stdout

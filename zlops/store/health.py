@@ -61,7 +61,7 @@ def check_sqlite(url: str, *, thorough: bool = False) -> Health:
     is healthy: the night creates it."""
     path = sqlite_path(url)
     shown = redact_url(url)
-    if path is None or not path.exists() or path.stat().st_size == 0:
+    if path is None or not path.is_file() or path.stat().st_size == 0:  # a folder in the way: the engine says so
         return Health(shown, "nothing to check yet (a new store)")
     try:
         with path.open("rb") as fh:

@@ -85,7 +85,7 @@ class Store:
         schema to the newest revision (connects that fail at start-up are retried by ``retry``; a
         server that does not answer fails a connect after ``connect_timeout_s``)."""
         store = cls(url, create_store_engine(url, connect_timeout_s=connect_timeout_s), retry=retry)
-        if check:
+        if check and migrate:  # before the first write; a store opened without migrating is not written here
             from zlops.store.health import check_store
 
             check_store(store)
