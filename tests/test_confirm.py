@@ -148,3 +148,59 @@ def test_a_suite_that_cannot_select_cases_runs_whole_and_says_so(tmp_path: Path,
     assert budget.cases is None and budget.run_s == pytest.approx(60.0) and len(chosen) == 1
     assert not confirm_mod.selects_cases(_budget_ctx(tmp_path, ["bench"]).suite)
     assert confirm_mod.selects_cases(_budget_ctx(tmp_path, ["bench", "-k", "{cases}"]).suite)
+
+
+def _ab_through_run_pairs(monkeypatch: pytest.MonkeyPatch, values: dict[str, list[float]], ran: list[int]) -> None:
+    """confirm_pool replaced by the real run_pairs over scripted runs: run i of side A/B returns values[side][i]."""
+    from zlops.interleave import run_pairs
+
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn):  # type: ignore[no-untyped-def]
+        seen = {"A": 0, "B": 0}
+
+        def run_one(side: str, i: int) -> tuple[dict[tuple[str, str], float], float]:
+            v = values[side][seen[side]]
+            seen[side] += 1
+            ran.append(1)
+            return {("nonzero_1M", "time"): v}, 5.0
+
+        pairs = run_pairs(run_one=run_one, seed=1, min_pairs=5, max_pairs=8, budget_s=1000.0, est_run_s=5.0,
+                          decided=lambda s: not decide_fn(s))
+        return confirm_mod.PoolAB(pairs.samples, pairs.runs, pairs.seconds, budget, pairs.stopped, pairs=pairs)
+
+    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+
+
+@pytest.mark.parametrize(("values", "runs", "want", "stopped"), [
+    # +-4% process noise on both sides after 5 pairs: no outcome of the 3 pairs left could confirm or clear
+    # it; the A/B stops (futility), the suspect stays one with its figures
+    ({"A": [1.0, 1.05, 0.97, 1.03, 0.99, 1.0, 1.0, 1.0], "B": [1.04, 0.98, 1.06, 1.01, 1.0, 1.0, 1.0, 1.0]},
+     10, Verdict.SUSPECT, "futile after 5 pairs"),
+    # a real +3% shift on a quiet series: 5 pairs cannot reach p < 0.002, 7 can; it is measured on
+    ({"A": [1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0002, 0.9998, 1.0], "B": [1.03, 1.031, 1.029, 1.0305, 1.0295,
+                                                                        1.0302, 1.0298, 1.03]},
+     14, Verdict.REGRESSION, "decided"),
+])
+def test_the_ab_stops_when_no_remaining_pair_could_decide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          values: dict[str, list[float]], runs: int, want: Verdict,
+                                                          stopped: str) -> None:
+    config = parse_config({"home": str(tmp_path), "pools": {"p": {"backend": "cpu", "devices": [0]}},
+                           "suites": {"s": {"repo": str(tmp_path / "up"), "command": ["x"], "format": "zlops-json",
+                                            "pools": ["p"]}},
+                           "judge": "noise", "noise": {"ab_pairs": 8}})
+    budget = confirm_mod.PoolBudget(seconds=1000.0, night_s=400.0, run_s=5.0, cases=None)
+    monkeypatch.setattr(confirm_mod, "pool_budget", lambda ctx, pool, members: (budget, members))
+    ran: list[int] = []
+    _ab_through_run_pairs(monkeypatch, values, ran)
+    metas: list[dict] = []  # type: ignore[type-arg]
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
+        "save_comparisons": lambda self, key, rows: None,
+        "update_run_meta": lambda self, key, v: metas.append(v),
+        "get_run": lambda self, key: None})())
+    base = BaselinePoint("nightly:s:1", "a" * 40, "ms", 1.0, 3)
+    c = Comparison("s", "p", "nonzero_1M", "time", "ms", True, base, Summary(1.03, 3),
+                   Judgement(Verdict.SUSPECT, 3.0, 3.0, 2.0, "night"))
+    out = confirm_mod.confirm(confirm_mod.RunContext(config, "s", "nightly:s:2", "b" * 40),
+                              CompareSummary("nightly:s:2", "s", "b" * 40, (c,)))
+    (row,) = out.comparisons
+    assert len(ran) == runs and row.verdict is want, row.judgement.note
+    assert metas[0]["ab"]["p"]["stopped"].startswith(stopped)

@@ -105,15 +105,22 @@ def cmd_alert_flush(args: argparse.Namespace) -> int:
     from zlops.steps.context import open_store
 
     config = _config(args)
+    forge_failed = False
+    if any(s.forge is not None for s in config.suites.values()):  # checks on pull requests (zlops.forge)
+        from zlops.forge.deliver import flush_checks
+
+        checks = flush_checks(open_store(config), config)
+        print(checks.line().replace("outbox:", "forge checks:", 1))
+        forge_failed = bool(checks.stopped or checks.failed)
     client: Any = client_for(config.slack)
     if client is None:
-        left = len(open_store(config).outbox_items())
+        left = len(open_store(config).outbox_items(exclude_kinds=("forge-check",)))
         what = (f"no Slack token in ${config.slack.token_env}" if config.slack else "no slack section in the config")
         print(f"zlops: cannot flush the outbox: {what}; {left} message(s) wait", file=sys.stderr)
         return EXIT_ERROR
     report = flush_outbox(open_store(config), client)
     print(report.line())
-    return EXIT_ERROR if report.stopped or report.failed else EXIT_OK
+    return EXIT_ERROR if report.stopped or report.failed or forge_failed else EXIT_OK
 
 
 def add_alert_parser(sub: Any) -> None:

@@ -491,7 +491,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     config = _config(args)
     conf: dict[str, object] = {"suite": args.suite, "ref": args.ref, "pairs": args.pairs}
-    for key in ("devices", "rounds", "pool"):
+    for key in ("devices", "rounds", "pool", "pr"):
         if getattr(args, key) is not None:
             conf[key] = getattr(args, key)
     if args.variants:
@@ -501,10 +501,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = report(config, outcome, slack_client=client)
     print(out.text, end="")
     print(f"report: {out.markdown}\nslack:  {out.slack.status} ({out.slack.path})")
+    if out.forge is not None:
+        print(f"check:  {out.forge.check.conclusion} ({out.forge.check.name} on {outcome.plan.head_sha[:12]}): "
+              f"{out.forge.status}" + (f": {out.forge.error}" if out.forge.error else ""))
     rows = [c for rows in outcome.comparisons.values() for c in rows]
     if any(c.verdict is Verdict.INCOMPARABLE for c in rows):
         return EXIT_CALIBER
     return EXIT_ERROR if outcome.errors and not rows and not any(outcome.head_results.values()) else EXIT_OK
+
+
+def cmd_forge_serve(args: argparse.Namespace) -> int:
+    from zlops.forge.receiver import serve
+
+    serve(str(_found_config(args).path), host=args.host, port=args.port)
+    return EXIT_OK
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
@@ -599,6 +609,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--pairs", type=int, default=1, help="interleaved base/head pairs on one device")
     cp.add_argument("--variants", help="comma-separated variants (runtimes) of the suite")
     cp.add_argument("--allow-caliber-mismatch", action="store_true")
+    cp.add_argument("--pr", type=int, help="the pull/merge request the suite's forge check answers on "
+                    "(docs/forge.md; without it the check goes on the head commit only)")
     cp.set_defaults(func=cmd_compare)
 
     rs = sub.add_parser("rescore", help="re-judge a stored run from its artifacts with today's parsers and "
@@ -669,6 +681,14 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--metric", help="only this metric's rows (e.g. latency)")
     ab.add_argument("--json", action="store_true")
     ab.set_defaults(func=cmd_ab)
+
+    fg = sub.add_parser("forge", help="the PR check's webhook receiver (docs/forge.md)")
+    fgsub = fg.add_subparsers(dest="forge_command", required=True)
+    fs = fgsub.add_parser("serve", help="serve POST /github and /gitlab (the forge's webhooks) with uvicorn")
+    fs.add_argument("--config", help=CONFIG_HELP)
+    fs.add_argument("--host", default="127.0.0.1")
+    fs.add_argument("--port", type=positive(int), default=8795)
+    fs.set_defaults(func=cmd_forge_serve)
 
     from zlops.alerts_cli import add_alert_parser  # zlops alert list|show|ack|expected|false-positive|wontfix
 

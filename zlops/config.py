@@ -269,6 +269,44 @@ def command_placeholders(argv: list[str]) -> set[str]:
     return {name for arg in argv for _, name, _, _ in string.Formatter().parse(arg) if name is not None}
 
 
+class ForgeConfig(_Strict):
+    """Where a suite's PR compares answer: a check on the pull request (zlops.forge, docs/forge.md).
+
+    The token and the webhook secret are secrets: they come from the Airflow connection ``conn_id``
+    (password = token, extra ``webhook_secret``) or, outside Airflow, from ``token_env`` and
+    ``webhook_secret_env``; never from this file."""
+
+    kind: Literal["github", "gitlab"] = Field(description="github (Checks API, commit status fallback) or gitlab "
+                                              "(commit status + a merge-request note)")
+    api_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$", json_schema_extra={
+        "accepts": "an http(s) URL like https://api.github.com or https://gitlab.example.com/api/v4"},
+        description="the forge's REST API (default: https://api.github.com, https://gitlab.com/api/v4)")
+    repo: str = Field(pattern=r"^(?:[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+|[1-9][0-9]{0,11})$", json_schema_extra={
+        "accepts": "owner/name (GitHub), group/project or a numeric project id (GitLab)"})
+    conn_id: str = Field(default="zlops_forge", pattern=r"^[A-Za-z0-9_.-]{1,250}$",
+                         description="Airflow connection: password = the token, extra webhook_secret")
+    token_env: str = Field(default="ZLOPS_FORGE_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                           description="environment variable holding the token outside Airflow (CLI, receiver)")
+    webhook_secret_env: str = Field(default="ZLOPS_FORGE_WEBHOOK_SECRET", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                    description="environment variable holding the webhook secret outside Airflow")
+    check_name: str = Field(default="zlops", min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$",
+                            description="the check's (status's) name on the commit")
+    fail_on: Literal["potential", "regression", "severe"] = Field(
+        default="regression", description="the least verdict that fails the check: potential (any flagged "
+        "change), regression (confirmed beyond potential_pct; the simple judge: beyond regression_pct) or severe")
+    trigger_label: str | None = Field(default="zlops-compare", max_length=100,
+                                      description="a PR label that triggers the compare (null: comments only)")
+    links_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$", json_schema_extra={
+        "accepts": "the URL of the zlops pages, like https://airflow.example.com/zlops"},
+        description="base URL of the zlops pages the check links to (report, series)")
+
+    @property
+    def api(self) -> str:
+        """The REST API's base URL, without a trailing slash."""
+        default = "https://api.github.com" if self.kind == "github" else "https://gitlab.com/api/v4"
+        return (self.api_url or default).rstrip("/")
+
+
 class SuiteConfig(_Strict):
     """One benchmark suite: where its code lives, how to install and run it, where it runs."""
 
@@ -324,6 +362,9 @@ class SuiteConfig(_Strict):
     campaign: CampaignConfig | None = Field(
         default=None, description="a collective campaign: shards of one case on P devices each (gang leases), "
                                   "see docs/campaigns.md")
+    forge: ForgeConfig | None = Field(
+        default=None, description="post the PR compare's outcome as a check on the pull request and "
+                                  "accept /zlops compare from it, see docs/forge.md")
 
     @property
     def stored_format(self) -> str:

@@ -33,7 +33,7 @@ from zlops.derived import follow_sources
 from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.ingest import read_shard
 from zlops.interleave import Budget, CostModel, Pairs, ab_budget, learn_cost, run_pairs
-from zlops.judge import confirm_suspect
+from zlops.judge import ab_can_still_decide, confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, run_shard
@@ -318,11 +318,26 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                         base_label=f"A/B base {base_sha[:7]}")
             return out
 
+        max_pairs = max(cfg.noise.ab_pairs, cfg.noise.ab_min_pairs)
+        futile: list[int] = []   # pairs at which the A/B stopped because no remaining pair could decide
+
         def undecided(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
-                      chosen: list[Comparison] = chosen) -> bool:
+                      chosen: list[Comparison] = chosen, futile: list[int] = futile,
+                      max_pairs: int = max_pairs) -> bool:
             done = judged(samples, chosen)
-            return any(c.verdict.awaiting_confirmation if (j := done.get((c.pool, c.case, c.metric))) is None
-                       else j.verdict.awaiting_confirmation for c in chosen)
+            open_ = [c for c in chosen
+                     if (c.verdict.awaiting_confirmation if (j := done.get((c.pool, c.case, c.metric))) is None
+                         else j.verdict.awaiting_confirmation)]
+            if not open_:
+                return False
+            # futility: stop when none of the open suspects could be decided by the pairs still allowed
+            for c in open_:
+                base_s, head_s = samples.get((c.case, c.metric), ([], []))
+                if ab_can_still_decide(c.judgement, base_s, head_s, remaining_pairs=max_pairs - len(base_s),
+                                       lower_is_better=c.lower_is_better, policy=policy):
+                    return True
+            futile.append(max((len(v[0]) for v in samples.values()), default=0))
+            return False
 
         try:
             ab = confirm_pool(ctx, pool, chosen, progress=progress, budget=budget, decide_fn=undecided)
@@ -347,6 +362,12 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
             why = "not in tonight's A/B (budget)" if c not in chosen else "the A/B runs measured no value"
             updated[(c.pool, c.case, c.metric)] = replace(
                 c.judgement, note=f"{c.judgement.note} [{why}]" if c.judgement.note else f"[{why}]")
+        stopped = ab.stopped
+        if stopped == "decided" and futile and outcomes.get("inconclusive"):
+            stopped = (f"futile after {futile[-1]} pairs: no outcome of the {max_pairs - futile[-1]} pairs left could "
+                       f"confirm or clear the {outcomes['inconclusive']} inconclusive suspect(s)")
+            if ab.pairs is not None:
+                ab.pairs.stopped = stopped
         pairs_meta = ab.pairs.to_json() if ab.pairs is not None else {}
         observed = [] if budget.shards or budget.cases is None else \
             [[budget.runs_cases or len(budget.cases), round(t, 3)] for t in (ab.pairs.run_seconds if ab.pairs else [])]
@@ -355,7 +376,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                        "budget_basis": budget.basis, "suspects": len(members), "ab_suspects": len(chosen),
                        "outcomes": dict(outcomes),
                        "cases": len(budget.cases) if budget.cases is not None else "all",
-                       "cases_run": budget.runs_cases, "stopped": ab.stopped,
+                       "cases_run": budget.runs_cases, "stopped": stopped,
                        "observed": observed,
                        **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",

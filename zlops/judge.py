@@ -11,6 +11,7 @@ picked by the config's ``judge`` key.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -184,6 +185,38 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
         figures = dataclasses.replace(figures, modes=judgement.figures.modes)
     return Judgement(STATE_VERDICTS.get(decision.state.value, judgement.verdict), decision.change_pct,
                      decision.worse_pct, decision.threshold_pct, decision.reason, figures=figures)
+
+
+def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
+                        remaining_pairs: int, lower_is_better: bool, policy: Policy) -> bool:
+    """Whether ``remaining_pairs`` more A/B pairs could still decide this suspect (a futility check).
+
+    The A/B judged as :func:`confirm_suspect` judges it, on three optimistic continuations of the runs
+    so far: every new head run beyond every run seen and every new base run below them (a confirmation
+    worse), the reverse (better), and every new run of both sides at the base's median (clearing). If
+    none of them confirms or clears, no outcome of the remaining pairs is likely to: the A/B stops and
+    the suspect stays inconclusive with its figures, instead of spending device time on pairs that
+    cannot change what is reported (Jennison & Turnbull's futility stopping, in its simplest form).
+    """
+    from zlops import stats
+
+    if remaining_pairs <= 0 or len(base_runs) < 2 or len(head_runs) < 2:
+        return remaining_pairs > 0
+    threshold = judgement.threshold_pct or policy.potential_pct
+    a, b = [float(v) for v in base_runs], [float(v) for v in head_runs]
+    lo, hi = min(a + b), max(a + b)
+    mid = float(statistics.median(a))
+    r = remaining_pairs
+    for base, head in ((a + [lo] * r, b + [hi] * r), (a + [hi] * r, b + [lo] * r), (a + [mid] * r, b + [mid] * r)):
+        try:
+            conf = stats.confirm_ab(base, head, lower_is_better=lower_is_better, threshold_pct=threshold,
+                                    severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0,
+                                    n_resamples=500, equivalence_pct=min(policy.potential_pct, threshold))
+        except ValueError:
+            return True   # cannot tell: keep measuring
+        if conf.decided:
+            return True
+    return False
 
 
 JUDGES: dict[str, Judge] = {"simple": simple_judge, "noise": noise_judge}

@@ -50,7 +50,9 @@ from zlops.telemetry import summarize_dir
 
 log = logging.getLogger(__name__)
 
-PARAM_KEYS = ("suite", "ref", "devices", "rounds", "variants", "pairs", "pool")
+PARAM_KEYS = ("suite", "ref", "devices", "rounds", "variants", "pairs", "pool", "pr")
+#: the largest pull/merge request number a trigger may name (the forge check, zlops.forge)
+MAX_PR = 999_999_999
 _PULL_RE = re.compile(r"^pull/[1-9][0-9]{0,8}/head$")
 _SHA_RE = re.compile(gitops.COMMIT_SHA_PATTERN)
 #: the trigger form's pattern (Airflow validates it first; validate_ref checks again, then git does)
@@ -92,6 +94,8 @@ class PrRequest:
     rounds: int | None = None
     variants: tuple[str, ...] = ("default",)
     pairs: int = 1
+    #: the pull (merge) request the compare answers on, when the forge triggered it (zlops.forge)
+    pr: int | None = None
 
 
 def validate_request(config: Config, conf: Mapping[str, Any]) -> PrRequest:
@@ -128,7 +132,10 @@ def validate_request(config: Config, conf: Mapping[str, Any]) -> PrRequest:
     if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants) or not set(variants) <= set(
             declared):
         raise ConfigError(f"variants: expected a subset of {declared}, got {variants!r}")
-    return PrRequest(suite_name, ref, pool, tuple(devices) if devices else None, rounds, tuple(variants), pairs)
+    pr = conf.get("pr")
+    if pr is not None and (not isinstance(pr, int) or isinstance(pr, bool) or not 1 <= pr <= MAX_PR):
+        raise ConfigError(f"pr: expected a pull/merge request number from 1 to {MAX_PR}, got {pr!r}")
+    return PrRequest(suite_name, ref, pool, tuple(devices) if devices else None, rounds, tuple(variants), pairs, pr)
 
 
 @dataclass(frozen=True)
@@ -525,10 +532,13 @@ class PrReport:
     text: str
     markdown: Any
     slack: Any
+    #: the check on the forge (zlops.forge.deliver.ForgeResult); None when the suite has no forge section
+    forge: Any = None
 
 
-def render(config: Config, outcome: PrOutcome) -> str:
-    """The report text of a PR compare (zlops.report.prtable)."""
+def render(config: Config, outcome: PrOutcome, *, shown: Any = None) -> str:
+    """The report text of a PR compare (zlops.report.prtable); ``shown`` keeps only some cases in its
+    tables (the forge check: the changed ones), every figure as the full report prints it."""
     from zlops.report.prtable import compare_report, single_report
 
     plan, req = outcome.plan, outcome.plan.request
@@ -543,12 +553,14 @@ def render(config: Config, outcome: PrOutcome) -> str:
     caliber = outcome.caliber.lines() if outcome.caliber is not None else []
     return compare_report(outcome.comparisons, base_sha=plan.base_sha or "", head_sha=plan.head_sha, ref=req.ref,
                           args=args, devices=devices, headline=suite.headline_metric, caliber_lines=caliber,
-                          errors=outcome.errors)
+                          errors=outcome.errors, shown=shown)
 
 
-def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None) -> PrReport:
+def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None, forge_secrets: Any = None) -> PrReport:
     """Save the report (text and markdown) in the run's artifacts and send it to Slack through the outbox
-    (zlops.slack: retried like every message; kept for the next flush when Slack is down)."""
+    (zlops.slack: retried like every message; kept for the next flush when Slack is down); with a
+    ``forge`` section, post the check on the PR's head commit through the same outbox (zlops.forge;
+    ``forge_secrets`` gives the token: the Airflow connection in a DAG, the environment by default)."""
     from zlops.slack import send_message
 
     plan = outcome.plan
@@ -566,6 +578,14 @@ def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None) -> P
                "blocks": [{"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
                           {"type": "section", "text": {"type": "mrkdwn", "text": f"```{body}```"}},
                           {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Full report: {md}"}]}]}
-    result = send_message(open_store(config), slack_client, run_key=plan.head_key, kind="pr-compare",
+    store = open_store(config)
+    result = send_message(store, slack_client, run_key=plan.head_key, kind="pr-compare",
                           channel=channel, payload=payload, fallback_dir=run_dir)
-    return PrReport(text, md, result)
+    forge = None
+    if suite_forge := config.suite(plan.request.suite).forge:
+        from zlops.forge.deliver import env_secrets, post_outcome
+
+        forge = post_outcome(config, store, outcome, secrets=forge_secrets or env_secrets, report_path=str(md))
+        log.info("PR compare check %s (%s) on %s: %s", suite_forge.check_name, forge.check.conclusion if forge else "",
+                 plan.head_sha[:12], forge.status if forge else "")
+    return PrReport(text, md, result, forge)

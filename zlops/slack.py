@@ -211,7 +211,9 @@ class SlackSender:
         """Send every pending or failed message, oldest first (see the module docstring)."""
         report = report or FlushReport()
         now = self.now or datetime.now(timezone.utc)
-        for item in self.store.outbox_items():
+        from zlops.store.outbox import FORGE_KIND
+
+        for item in self.store.outbox_items(exclude_kinds=(FORGE_KIND,)):  # checks go to the forge (zlops.forge)
             if self.down:
                 report.waiting.append(item.id)
                 continue
@@ -325,13 +327,16 @@ class SlackSender:
 
 def flush_outbox(store: Store, client: WebClient | None, *, max_age: timedelta = MAX_AGE) -> FlushReport:
     """Send what the outbox holds (see :class:`SlackSender`), under the store's outbox lock;
-    without a client nothing is sent."""
+    without a client nothing is sent. Checks on pull requests wait for zlops.forge's flush."""
+    from zlops.store.outbox import FORGE_KIND
+
     if client is None:
-        return FlushReport(waiting=[i.id for i in store.outbox_items()])
+        return FlushReport(waiting=[i.id for i in store.outbox_items(exclude_kinds=(FORGE_KIND,))])
     with store.outbox_lock() as held:
         if not held:
             log.warning("another flush of the outbox has been running for minutes; leaving the messages to it")
-            return FlushReport(waiting=[i.id for i in store.outbox_items()], stopped="another flush is running")
+            return FlushReport(waiting=[i.id for i in store.outbox_items(exclude_kinds=(FORGE_KIND,))],
+                               stopped="another flush is running")
         return SlackSender(store, client, max_age=max_age).flush()
 
 

@@ -52,7 +52,7 @@ def test_plugin_registers_with_airflow(tmp_path: Path, monkeypatch: pytest.Monke
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     plugin = module.ZlopsPlugin
-    assert plugin.fastapi_apps[0]["url_prefix"] == "/zlops"
+    assert [a["url_prefix"] for a in plugin.fastapi_apps] == ["/zlops", "/zlops-forge"]
     assert plugin.external_views[0]["href"] == "zlops/"
     assert [v["destination"] for v in plugin.external_views] == ["nav", "nav", "nav", "nav", "dag_run"]
     assert [v["href"] for v in plugin.external_views[:4]] == ["zlops/", "zlops/alerts", "zlops/matrix", "zlops/trust"]

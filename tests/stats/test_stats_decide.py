@@ -354,3 +354,36 @@ def test_changes_are_ratios_a_fall_to_15pct_is_as_loud_as_a_6_7x_time() -> None:
     ref = float(np.median(tight))
     assert judge_night(tight, [ref * 2.0]).worse_pct == pytest.approx(100.0)
     assert judge_night(tight, [ref * 2.0], lower_is_better=False).worse_pct == pytest.approx(-50.0)
+
+
+# Two process levels (1.0 / 1.35 and 1.0 / 1.08) and ONE code on both sides: the runs only landed on
+# different levels. Each of these was "confirmed" by the old level-shift escape (p < 0.05, CI and
+# quartiles beyond the 2% threshold); the real FlagGems add 64x512x512 on the H200 was such a case
+# ("improved -7.25%, CI [-37.04%, -3.16%], p=0.00813", issue 22). Generated with
+# numpy default_rng(1) and (3), rounded to 4 digits.
+_RESHUFFLED = [
+    ([1.3476, 1.3471, 1.3523, 1.356, 1.3564, 1.3421],
+     [0.9923, 1.0022, 0.9975, 0.9962, 1.3478, 1.0048]),           # -25.9%, CI [-26.5, -12.9], p=0.0152
+    ([0.9937, 1.0029, 0.9931, 0.9986, 1.0055, 1.3581, 1.0042, 0.9972],
+     [1.3458, 1.3536, 1.3453, 1.349, 1.3533, 1.3532, 1.0045, 1.3563]),  # +35.0%, CI [+34.0, +35.9], p=0.0148
+    ([1.006, 0.9967, 0.9875, 0.9921, 1.0666, 1.0166],
+     [1.0824, 1.1006, 1.0217, 1.0877, 1.0854, 1.0826]),           # +8.3%, CI [+3.9, +9.8], p=0.0043
+    ([1.0263, 1.0727, 1.0693, 1.0799, 1.0706, 1.003, 1.0877, 1.0785],
+     [1.0057, 0.9993, 1.0005, 1.0195, 1.0005, 1.0233, 1.0057, 1.0622]),  # -6.2%, CI [-7.1, -2.6], p=0.0073
+]
+
+
+@pytest.mark.parametrize("base, head", _RESHUFFLED)
+def test_a_reshuffle_of_process_levels_is_not_a_level_shift(base: list[float], head: list[float]) -> None:
+    c = confirm_ab(base, head)
+    assert not c.confirmed, c.reason
+    assert c.outcome == "inconclusive" and "inconclusive" in c.reason
+
+
+def test_the_level_shift_escape_still_confirms_a_shift_far_beyond_the_severe_line() -> None:
+    # the real FlagGems abs 64x64 shape: +165% with MWU p above alpha (two process levels on each side)
+    base = [0.010, 0.011, 0.010, 0.019, 0.011, 0.020]
+    head = [0.027, 0.029, 0.028, 0.050, 0.030, 0.049]
+    c = confirm_ab(base, head)
+    assert c.state is State.SEVERE and c.p_mwu is not None and c.p_mwu > 0.002
+    assert "levels shifted together" in c.reason

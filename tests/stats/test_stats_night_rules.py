@@ -106,3 +106,24 @@ def test_a_second_process_level_is_not_confirmed_by_nights_alone() -> None:
     nights = walk(values, lower_is_better=True, first=5)
     assert [j.verdict for j in nights] == [Verdict.SUSPECT, Verdict.SUSPECT]
     assert "too few for nights alone" in (nights[1].note or "")
+
+
+def test_two_nights_beyond_the_levels_of_a_multimodal_series_wait_for_an_ab() -> None:
+    """Real FlagGems mean 64x512x512 on the H200 (tests/stats/test_h200_holdout_replay.py, night 9): 8
+    nights of unchanged code on two process levels (0.0191 / 0.0427 ms), then two nights beyond the upper
+    one (+88%, +28%): one more level of the same code, which nights alone confirmed "severe" (issue 22).
+    Only an A/B can tell; the suspect says so."""
+    from zlops.stats.decide import State, decide, judge_tonight
+
+    hist = [0.0191, 0.0427, 0.0192, 0.0190, 0.0428, 0.0191, 0.0426, 0.0192, 0.0805]   # last: +88% night
+    night, previous = judge_tonight(hist, [0.0547] * 5)
+    assert night.modes is not None and previous is not None and previous.state is State.SUSPECT
+    assert night.state is State.SUSPECT
+    d = decide(night, previous=previous)
+    assert d.state is State.SUSPECT and d.confirmed_by is None, d.reason
+    assert "separated levels" in d.reason and "awaiting an A/B" in d.reason
+    # the same two nights on a one-level series are confirmed by nights alone
+    flat = [0.0191, 0.0192, 0.0190, 0.0191, 0.0192, 0.0191, 0.0190, 0.0192, 0.0360]
+    night, previous = judge_tonight(flat, [0.0245] * 5)
+    assert night.modes is None
+    assert decide(night, previous=previous).state is State.SEVERE

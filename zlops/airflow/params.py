@@ -68,6 +68,8 @@ PARAMS: dict[str, ParamText] = {
                           'a list of the suite\'s variant names like ["a2a3"] (empty: every variant)'),
     "pool": ParamText("Pool", "The suite's pool to run on.", "the name of one of the suite's pools (empty: its "
                       "first pool)"),
+    "pr": ParamText("Pull request", "The pull (merge) request the check answers on (set by the forge trigger, "
+                    "zlops.forge).", "a number from 1 to {maximum} (empty: the check goes on the commit only)"),
 }
 
 
@@ -87,7 +89,7 @@ def nightly_params() -> dict[str, Any]:
 
 def pr_compare_params(suites: list[str]) -> dict[str, Any]:
     """The ``zlops_pr_compare`` trigger form (the repository always comes from the config)."""
-    from zlops.prcompare import MAX_PAIRS, MAX_ROUNDS, REF_PATTERN
+    from zlops.prcompare import MAX_PAIRS, MAX_PR, MAX_ROUNDS, REF_PATTERN
 
     return {
         "suite": param("suite", suites[0], type="string", enum=suites),
@@ -98,6 +100,7 @@ def pr_compare_params(suites: list[str]) -> dict[str, Any]:
         "pairs": param("pairs", 1, type="integer", minimum=1, maximum=MAX_PAIRS),
         "variants": param("variants", None, type=["null", "array"], items={"type": "string"}),
         "pool": param("pool", None, type=["null", "string"]),
+        "pr": param("pr", None, type=["null", "integer"], minimum=1, maximum=MAX_PR),
     }
 
 

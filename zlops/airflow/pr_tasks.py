@@ -28,6 +28,7 @@ def validate() -> dict[str, Any]:
 @task
 def compare(validated: dict[str, Any]) -> dict[str, Any]:
     """Plan (single or compare mode, devices), run both sides, judge, report (markdown + Slack)."""
+    from zlops.airflow.forge import connection_secrets
     from zlops.airflow.tasks import _slack_client
     from zlops.config import config_from_env
     from zlops.prcompare import report, run_compare
@@ -35,8 +36,10 @@ def compare(validated: dict[str, Any]) -> dict[str, Any]:
     config = config_from_env()
     run_id = get_current_context()["dag_run"].run_id
     outcome = run_compare(config, _conf(), label=run_id.replace("+", "_"))
-    out = report(config, outcome, slack_client=_slack_client(config))
+    out = report(config, outcome, slack_client=_slack_client(config), forge_secrets=connection_secrets)
     rows = [c for rows in outcome.comparisons.values() for c in rows]
     return {"mode": outcome.plan.mode, "head": outcome.plan.head_sha, "base": outcome.plan.base_sha,
             "report": str(out.markdown), "slack": out.slack.status,
+            "check": None if out.forge is None else {"conclusion": out.forge.check.conclusion,
+                                                     "status": out.forge.status},
             "verdicts": {v.value: sum(c.verdict is v for c in rows) for v in {c.verdict for c in rows}}}

@@ -136,8 +136,17 @@ def flush_outbox() -> dict[str, Any]:
     config = _config()
     report = do_flush(open_store(config), _slack_client(config))
     log.info("%s", report.line())
-    return {"sent": len(report.sent), "failed": len(report.failed), "waiting": len(report.waiting),
-            "abandoned": len(report.abandoned), "stopped": report.stopped}
+    out: dict[str, Any] = {"sent": len(report.sent), "failed": len(report.failed), "waiting": len(report.waiting),
+                           "abandoned": len(report.abandoned), "stopped": report.stopped}
+    if any(s.forge is not None for s in config.suites.values()):  # checks on pull requests wait here too
+        from zlops.airflow.forge import connection_secrets
+        from zlops.forge.deliver import flush_checks
+
+        checks = flush_checks(open_store(config), config, connection_secrets)
+        log.info("forge %s", checks.line())
+        out["checks"] = {"sent": len(checks.sent), "failed": len(checks.failed), "waiting": len(checks.waiting),
+                         "abandoned": len(checks.abandoned), "stopped": checks.stopped}
+    return out
 
 
 @task(retries=1, retry_delay=timedelta(minutes=5))

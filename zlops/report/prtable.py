@@ -4,7 +4,7 @@ line, and the different-devices note. Pure functions over plain values."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from zlops.model import CaseResult, Comparison, Verdict
 from zlops.report import cells
@@ -33,8 +33,13 @@ def _unit_label(units: set[str]) -> str:
 
 def compare_report(variants: Mapping[str, Sequence[Comparison]], *, base_sha: str, head_sha: str, ref: str,
                    args: str, devices: tuple[int, int] | None, headline: str | None = None,
-                   caliber_lines: Sequence[str] = (), errors: Sequence[str] = ()) -> str:
-    """The compare-mode table; ``devices`` is (baseline device, head device)."""
+                   caliber_lines: Sequence[str] = (), errors: Sequence[str] = (),
+                   shown: Callable[[Comparison], bool] | None = None) -> str:
+    """The compare-mode table; ``devices`` is (baseline device, head device).
+
+    ``shown`` keeps only the cases with a row it accepts in the tables (the forge check shows the
+    changed series); the Overall line still counts every case, and a line says how many were left out.
+    """
     lines = [f"Merge-base: {cells.short_sha(base_sha)} -> HEAD: {cells.short_sha(head_sha)} ({ref})", f"Args: {args}"]
     if devices is not None:
         lines.append(f"Device: baseline={devices[0]}, current={devices[1]}")
@@ -42,11 +47,15 @@ def compare_report(variants: Mapping[str, Sequence[Comparison]], *, base_sha: st
         lines += ["", *caliber_lines]
     improved = regressed = judged = 0
     headline_names = set()
+    hidden = 0
     for variant, rows in variants.items():
-        lines += ["", f"### {variant}", ""]
         by_case: dict[str, list[Comparison]] = {}
         for c in rows:
             by_case.setdefault(c.case, []).append(c)
+        visible = {case for case, cs in by_case.items() if shown is None or any(shown(c) for c in cs)}
+        hidden += len(by_case) - len(visible)
+        if visible:
+            lines += ["", f"### {variant}", ""]
         units = {c.unit for c in rows}
         unit = _unit_label(set(units))
         table = [("Example", f"Base{unit}", f"HEAD{unit}", f"Delta{unit}", "Change (%)", "")]
@@ -58,15 +67,20 @@ def compare_report(variants: Mapping[str, Sequence[Comparison]], *, base_sha: st
             for i, c in enumerate(ordered):
                 label = case if i == 0 else f"  ({c.metric})"
                 show_unit = "" if unit else c.unit
-                table.append((label, cells.fmt_value(c.base_value, show_unit).strip(),
-                              cells.fmt_value(c.head_value, show_unit).strip(),
-                              cells.fmt_delta(c.delta, show_unit, scale=c.base_value).strip(),
-                              cells.fmt_change(cells.change_pct(c)), cells.marker(c.verdict)))
+                row = (label, cells.fmt_value(c.base_value, show_unit).strip(),
+                       cells.fmt_value(c.head_value, show_unit).strip(),
+                       cells.fmt_delta(c.delta, show_unit, scale=c.base_value).strip(),
+                       cells.fmt_change(cells.change_pct(c)), cells.marker(c.verdict))
                 if i == 0 and c.verdict not in (Verdict.NEW, Verdict.MISSING, Verdict.INCOMPARABLE):
                     judged += 1
                     improved += c.verdict in IMPROVED
                     regressed += c.verdict in REGRESSED
-        lines += _render(table)
+                if case in visible:
+                    table.append(row)
+        if visible:
+            lines += _render(table)
+    if hidden:
+        lines += ["", f"({hidden} unchanged example{'s' if hidden != 1 else ''} not shown)"]
     based = f" (based on {', '.join(sorted(headline_names))})" if headline_names else ""
     lines += ["", f"Overall: {improved} of {judged} examples improved, {regressed} regressed{based}"]
     if devices is not None and devices[0] != devices[1]:

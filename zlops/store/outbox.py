@@ -20,6 +20,9 @@ from zlops.store.engine import dialect_insert
 from zlops.store.models import NOTIFICATION_STATUSES, Notification, Run, utcnow
 from zlops.store.runs import require_run
 
+#: the outbox kind of a check on a pull request: delivered by zlops.forge, never by the Slack sender
+FORGE_KIND = "forge-check"
+
 
 @dataclass(frozen=True)
 class OutboxItem:
@@ -108,14 +111,23 @@ def pending_notifications(session: Session, *, run_key: str | None = None) -> li
 
 
 def outbox_items(session: Session, *, ids: list[int] | None = None,
-                 statuses: tuple[str, ...] = ("pending", "failed"), run_key: str | None = None) -> list[OutboxItem]:
-    """Messages in ``statuses`` (default: still to deliver), oldest first; or exactly ``ids``."""
+                 statuses: tuple[str, ...] = ("pending", "failed"), run_key: str | None = None,
+                 kinds: tuple[str, ...] | None = None, exclude_kinds: tuple[str, ...] = (),
+                 channel: str | None = None) -> list[OutboxItem]:
+    """Messages in ``statuses`` (default: still to deliver), oldest first; or exactly ``ids``.
+    ``kinds`` / ``exclude_kinds`` / ``channel`` narrow them (each gateway flushes its own kinds)."""
     query = (select(Notification, Run.run_key).join(Run, Run.id == Notification.run_id)
              .order_by(Notification.created_at, Notification.id))
     query = query.where(Notification.id.in_(ids)) if ids is not None else query.where(
         Notification.status.in_(statuses))
     if run_key is not None:
         query = query.where(Run.run_key == run_key)
+    if kinds is not None:
+        query = query.where(Notification.kind.in_(kinds))
+    if exclude_kinds:
+        query = query.where(Notification.kind.not_in(exclude_kinds))
+    if channel is not None:
+        query = query.where(Notification.channel == channel)
     return [_item(n, key) for n, key in session.execute(query)]
 
 

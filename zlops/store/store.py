@@ -406,9 +406,11 @@ class Store:
                     channel_id=channel_id, result=result, attempted=attempted)
 
     def outbox_items(self, *, ids: list[int] | None = None, statuses: tuple[str, ...] = ("pending", "failed"),
-                     run_key: str | None = None) -> list[outbox.OutboxItem]:
+                     run_key: str | None = None, kinds: tuple[str, ...] | None = None,
+                     exclude_kinds: tuple[str, ...] = (), channel: str | None = None) -> list[outbox.OutboxItem]:
         """Messages still to deliver (or exactly ``ids``), oldest first, with their thread parents."""
-        return self._query(outbox.outbox_items, ids=ids, statuses=statuses, run_key=run_key)
+        return self._query(outbox.outbox_items, ids=ids, statuses=statuses, run_key=run_key, kinds=kinds,
+                           exclude_kinds=exclude_kinds, channel=channel)
 
     def known_channel_id(self, channel: str) -> str | None:
         return self._query(outbox.known_channel_id, channel)
