@@ -42,7 +42,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED, EXIT_CALIBER, EXIT_SHARDS = 0, 1,
 #: when several apply, the first of these wins
 NIGHTLY_EXIT_PRIORITY = (EXIT_ERROR, EXIT_CALIBER, EXIT_FLAGGED, EXIT_SHARDS, EXIT_OK)
 NIGHTLY_EXIT_HELP = ("exit codes: 0 every shard measured and nothing matched --fail-on; 1 a suite produced no "
-                     "results at all (or a step failed); 2 bad usage or config; 3 --fail-on matched; 4 a series "
+                     "results at all (or a step failed); 2 bad usage or config, or refused (a run id another live "
+                     "process runs, an accepted run without --replace); 3 --fail-on matched; 4 a series "
                      "was refused for a caliber break; 5 a shard failed, timed out or was skipped, or a series "
                      "was invalid or failed; 128+N stopped by signal N (130 Ctrl-C, 129 SIGHUP, 143 SIGTERM), "
                      "its benchmarks ended and the run marked interrupted. When several apply: 1, 4, 3, 5.")
