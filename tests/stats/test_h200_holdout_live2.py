@@ -14,7 +14,6 @@ and cleared it. The replay must now confirm the first and confirm nothing else.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
