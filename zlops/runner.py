@@ -28,6 +28,8 @@ from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
 from zlops.locks import GangLease, device_lease, gang_lease
+from zlops.kernels.inventory import INVENTORY_FILE, Inventory, write_inventory
+from zlops.kernels.providers import Prepared, Provider, get_provider
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.selection import selection_argv
 
@@ -105,6 +107,7 @@ def render_command(spec: ShardSpec) -> list[str]:
 
 #: files of the shard's own that a results_glob never takes
 _OWN_FILES = frozenset({RUN_LOG, MANIFEST, CASES_FILE, TIMING_FILE, IDENTITY_FILE, "telemetry.csv", "telemetry.err",
+                        INVENTORY_FILE, INVENTORY_FILE + ".tmp",
                         MANIFEST + ".tmp", TIMING_FILE + ".tmp", IDENTITY_FILE + ".tmp"})
 
 
@@ -248,6 +251,30 @@ def write_error(exc: OSError, where: Path) -> str:
     return f"cannot write under {where}: {exc}"
 
 
+def _kernel_provider(spec: ShardSpec) -> tuple[Provider, Prepared] | None:
+    """The suite's kernel provider, prepared for this shard (None: the suite records no kernels)."""
+    setting = spec.suite.kernels
+    if setting is None:
+        return None
+    provider = get_provider(setting.provider)
+    return provider, provider.prepare(spec.artifact_dir)
+
+
+def _record_kernels(spec: ShardSpec, provider: Provider, prepared: Prepared) -> str:
+    """Collect the shard's kernel inventory into ``kernels.json``; its one-line summary for the manifest.
+    Never fails the shard: a provider that cannot read its cache records an ``error`` inventory."""
+    assert spec.suite.kernels is not None
+    try:
+        inv = provider.collect(prepared, max_kernels=spec.suite.kernels.max_per_shard)
+    except (OSError, ZlopsError, ValueError) as exc:
+        inv = Inventory(provider=provider.name, state="error", reason=f"reading the kernels failed: {exc}")
+    write_inventory(spec.artifact_dir, inv)
+    if inv.dropped:
+        log.warning("shard %s/%s: %d kernels over kernels.max_per_shard (%d) dropped from the inventory",
+                    spec.pool, spec.device, inv.dropped, spec.suite.kernels.max_per_shard)
+    return inv.summary()
+
+
 @contextlib.contextmanager
 def _lease(spec: ShardSpec, backend: str, locks_dir: Path, wait_s: float) -> Iterator[GangLease]:
     """The shard's device lease, or a gang shard's leases of all its devices at once (zlops.locks)."""
@@ -288,6 +315,10 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
     argv = render_command(spec)
     # ZL_BACKEND tells a harness (and the zlops pytest plugin) which device runtime it is on
     added_env = {**spec.suite.env, "ZL_BACKEND": backend.name, **backend.pin_env(list(spec.devices))}
+    (spec.artifact_dir / INVENTORY_FILE).unlink(missing_ok=True)
+    kernels = _kernel_provider(spec)
+    if kernels is not None:  # the shard's own kernel cache (TRITON_CACHE_DIR), zlops.kernels
+        added_env.update(kernels[1].env)
     env = proc.build_env(added_env, venv=spec.venv)
     # a re-run of the same shard must not read last attempt's results, log or identity
     for stale in (spec.results_file, spec.artifact_dir / RUN_LOG, spec.artifact_dir / "telemetry.csv",
@@ -371,6 +402,8 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
             status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK
+    if kernels is not None and started is not None:
+        manifest["kernels"] = _record_kernels(spec, *kernels)
     identity = _shard_identity(spec, backend, results_written=status is ShardStatus.OK)
     manifest.update(status=status.value, ended_at=(ended or _now()).isoformat(), exit_code=exit_code, error=error,
                     started_at=started.isoformat() if started else None, identity=identity)
