@@ -27,9 +27,9 @@ from zlops.backends.base import DeviceBackend
 from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
-from zlops.locks import GangLease, device_lease, gang_lease
 from zlops.kernels.inventory import INVENTORY_FILE, Inventory, write_inventory
 from zlops.kernels.providers import Prepared, Provider, get_provider
+from zlops.locks import GangLease, device_lease, gang_lease
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.selection import selection_argv
 

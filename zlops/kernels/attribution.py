@@ -91,7 +91,7 @@ def _changes(name: str, base: Sequence[KernelRecord], head: Sequence[KernelRecor
     gone = sorted((k for k in base if k.code_hash not in new), key=_variant_key)
     came = sorted((k for k in head if k.code_hash not in old), key=_variant_key)
     parts = []
-    for a, b in zip(gone, came):
+    for a, b in zip(gone, came, strict=False):
         parts.append(", ".join([f"compiled code {_short(a.code_hash)} -> {_short(b.code_hash)}", *_launch_diff(a, b)]))
     parts += [f"new variant {_short(b.code_hash)}" for b in came[len(gone):]]
     parts += [f"variant {_short(a.code_hash)} gone" for a in gone[len(came):]]

@@ -19,7 +19,8 @@ from zlops.store.engine import dialect_insert
 from zlops.store.models import KernelInventoryRow, KernelRow, Run, Shard
 from zlops.store.runs import require_run
 
-_LIMITS = {"name": 250, "cache_key": 128, "code_hash": 64, "binary": 16, "backend": 32, "arch": 32, "compiler_version": 64}
+_LIMITS = {"name": 250, "cache_key": 128, "code_hash": 64, "binary": 16, "backend": 32, "arch": 32,
+           "compiler_version": 64}
 
 
 def _clip(value: Any, key: str) -> Any:
