@@ -452,7 +452,16 @@ class _Runner:
             pairs += 1
         outcome = decided if decided is not None else Outcome.UNCLEAR
         note = "" if decided is not None else f"the CI still straddles the line after {pairs} pairs"
+        note = "; ".join(n for n in (self._same_kernels(base, head, targets), note) if n)
         return StepRecord(kind, head_sha, base_sha, pos, outcome, pairs, seconds, builds, tuple(evidence), note)
+
+    def _same_kernels(self, base: tuple[int, str], head: tuple[int, str], targets: Sequence[Target]) -> str:
+        """``same kernels as good`` (or ``as its parent``) when the measurer's kernel inventories
+        (zlops.kernels) say the two commits compiled the same kernels for the targets' ops; else ''."""
+        same = getattr(self.m, "same_kernels", None)
+        if same is None or not same(base[1], head[1], targets):
+            return ""
+        return "same kernels as good" if base[0] == 0 else "same kernels as its parent"
 
     def _judge(self, targets: Sequence[Target], runs: Mapping[Key, tuple[list[float], list[float]]],
                lines: Mapping[Key, float], labels: tuple[str, str]) -> tuple[tuple[CaseEvidence, ...], bool]:

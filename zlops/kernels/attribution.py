@@ -168,3 +168,21 @@ def identity_changes(base: Mapping[str, Any] | None, head: Mapping[str, Any] | N
     if isinstance(ca, (int, float)) and isinstance(cb, (int, float)) and ca > 0 and abs(cb - ca) / ca > CLOCK_SHARE:
         out.append(f"SM clock median {ca:.0f} -> {cb:.0f} MHz")
     return out
+
+
+def same_op_kernels(a: Inventory | None, b: Inventory | None, ops: Sequence[str], *,
+                    mapping: Mapping[str, str] | None = None) -> bool | None:
+    """Whether two commits compiled the same kernels for ``ops`` (same names, compiled code and launch
+    choices); None when either has no usable inventory or no kernel of either belongs to the ops."""
+    if a is None or b is None or not a.usable or not b.usable:
+        return None
+    matchers = [kernel_matcher(op, mapping) for op in ops]
+
+    def of(inv: Inventory) -> set[tuple[str, str | None, str]]:
+        return {(k.name, k.code_hash, str(sorted(k.launch.items()))) for k in inv.kernels
+                if any(m(k.name) for m in matchers)}
+
+    sa, sb = of(a), of(b)
+    if not sa and not sb:
+        return None
+    return sa == sb
