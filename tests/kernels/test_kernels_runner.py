@@ -82,3 +82,16 @@ def test_config_refuses_unknown_provider_and_bad_regex(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="is not a regular expression"):
         _spec(tmp_path, {"map": {"mean(": "x"}})
     assert _spec(tmp_path, "triton").suite.kernels.provider == "triton"  # type: ignore[union-attr]
+
+
+def test_bundle_verify_reads_the_inventory(tmp_path: Path) -> None:
+    from zlops.bundle import verify_bundle
+
+    spec = _spec(tmp_path, "triton")
+    run_shard(spec, locks_dir=tmp_path / "locks", device_wait_s=0, telemetry_interval_s=0.05)
+    assert verify_bundle(spec.artifact_dir).ok
+    (spec.artifact_dir / "kernels.json").write_text('{"schema_version": 2}')
+    report = verify_bundle(spec.artifact_dir)
+    assert not report.ok and any("schema_version 2" in p for p in report.problems)
+    (spec.artifact_dir / "kernels.json").unlink()
+    assert any("kernels.json is missing" in p for p in verify_bundle(spec.artifact_dir).problems)
