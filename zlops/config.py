@@ -320,9 +320,6 @@ class KernelsConfig(_Strict):
                     "gives the kernel regex searched in kernel names; default: the name contains the op")
     max_per_shard: int = Field(default=2000, ge=1, le=100000, description="kernels kept per shard (sorted by "
                                "name); the rest are counted as dropped")
-    skip_same_in_bisect: bool = Field(default=False, description="reserved: a bisection would skip measuring a "
-                                      "commit whose kernels equal the good end's (not implemented; steps are "
-                                      "only marked)")
 
     @field_validator("provider")
     @classmethod
