@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from triton_cache_factory import flaggems_like  # noqa: E402
+from triton_cache_factory import flaggems_like
 
-from zlops.config import SuiteConfig  # noqa: E402
-from zlops.kernels.triton import parse_cache  # noqa: E402
-from zlops.runner import ShardSpec, run_shard  # noqa: E402
+from zlops.config import SuiteConfig
+from zlops.kernels.triton import parse_cache
+from zlops.runner import ShardSpec, run_shard
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 BENCH = '''
@@ -81,7 +81,8 @@ def main() -> None:
     w, wo = statistics.median(walls["with"]), statistics.median(walls["without"])
     print(f"synthetic cache: {a.kernels} kernels, {files} files, {total / 1e6:.1f} MB; repeat {a.repeat}\n")
     print("| measure | median | min |\n|---|---:|---:|")
-    print(f"| parse_cache ({a.kernels} kernels) | {statistics.median(parse) * 1e3:.1f} ms | {min(parse) * 1e3:.1f} ms |")
+    med, low = statistics.median(parse) * 1e3, min(parse) * 1e3
+    print(f"| parse_cache ({a.kernels} kernels) | {med:.1f} ms | {low:.1f} ms |")
     print(f"| shard wall, kernels: triton | {w:.3f} s | {min(walls['with']):.3f} s |")
     print(f"| shard wall, no kernels | {wo:.3f} s | {min(walls['without']):.3f} s |")
     print(f"| difference | {w - wo:+.3f} s ({(w - wo) / wo * 100:+.1f}%) | |")

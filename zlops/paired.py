@@ -308,7 +308,7 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
         out = shard_dir / "paired" / f"{index:03d}{side}"
         spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha, pool=pool,
                          backend=pool_cfg.backend, device=device, worktree=prep.worktree, venv=prep.venv,
-                         artifact_dir=out)
+                         artifact_dir=out, kernel_cache=shard_dir / "paired" / f"kernel_cache-{side_ctx.sha[:12]}")
         t0 = time.monotonic()
         outcome = run_shard(spec, locks_dir=config.locks_dir, device_wait_s=config.device_wait_s,
                             require_idle=pool_cfg.idle_required)

@@ -28,7 +28,7 @@ from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
 from zlops.kernels.inventory import INVENTORY_FILE, Inventory, write_inventory
-from zlops.kernels.providers import Prepared, Provider, get_provider
+from zlops.kernels.providers import TRITON_CACHE_NAME, Prepared, Provider, get_provider
 from zlops.locks import GangLease, device_lease, gang_lease
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.selection import selection_argv
@@ -68,6 +68,10 @@ class ShardSpec:
     gang: tuple[int, ...] = ()
     #: more placeholder values ({p}, {stack}, {case}, {size}, {variant} of a campaign shard)
     placeholders: tuple[tuple[str, str], ...] = ()
+    #: the folder of the shard's kernel cache (``kernels: triton``: its TRITON_CACHE_DIR); None: its own, in
+    #: ``artifact_dir``. Repeated runs of one commit on one device (A/B pairs, bisection) share one, so
+    #: only the first of them compiles
+    kernel_cache: Path | None = None
 
     @property
     def devices(self) -> tuple[int, ...]:
@@ -257,7 +261,7 @@ def _kernel_provider(spec: ShardSpec) -> tuple[Provider, Prepared] | None:
     if setting is None:
         return None
     provider = get_provider(setting.provider)
-    return provider, provider.prepare(spec.artifact_dir)
+    return provider, provider.prepare(spec.kernel_cache or spec.artifact_dir / TRITON_CACHE_NAME)
 
 
 def _record_kernels(spec: ShardSpec, provider: Provider, prepared: Prepared) -> str:

@@ -95,3 +95,18 @@ def test_bundle_verify_reads_the_inventory(tmp_path: Path) -> None:
     assert not report.ok and any("schema_version 2" in p for p in report.problems)
     (spec.artifact_dir / "kernels.json").unlink()
     assert any("kernels.json is missing" in p for p in verify_bundle(spec.artifact_dir).problems)
+
+
+def test_repeated_runs_of_a_commit_share_one_cache(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    shared = tmp_path / "run" / "kernel_cache" / "0123456789ab-p-0"
+    first = replace(_spec(tmp_path, "triton"), kernel_cache=shared, artifact_dir=tmp_path / "ab" / "00A")
+    second = replace(first, artifact_dir=tmp_path / "ab" / "01A")
+    for spec in (first, second):
+        assert run_shard(spec, locks_dir=tmp_path / "locks", device_wait_s=0).status is ShardStatus.OK
+    a, b = read_inventory(first.artifact_dir), read_inventory(second.artifact_dir)
+    assert a is not None and b is not None
+    assert {k.compiled for k in a.kernels} == {True} and {k.compiled for k in b.kernels} == {False}
+    assert [k.code_hash for k in a.kernels] == [k.code_hash for k in b.kernels]
+    assert not (first.artifact_dir / "triton_cache").exists()

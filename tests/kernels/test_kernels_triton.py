@@ -125,8 +125,8 @@ def test_providers_without_a_reader_say_no_inventory(tmp_path: Path) -> None:
 
 def test_triton_provider_points_the_process_at_its_own_cache(tmp_path: Path) -> None:
     p = TritonProvider()
-    prepared = p.prepare(tmp_path / "shard")
     cache = tmp_path / "shard" / "triton_cache"
+    prepared = p.prepare(cache)
     assert prepared.env == {"TRITON_CACHE_DIR": str(cache)} and cache.is_dir()
     write_kernel(cache, "amax_kernel")
     inv = p.collect(prepared, max_kernels=10)

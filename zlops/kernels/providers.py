@@ -42,7 +42,9 @@ class Provider:
     name = "none"
     reason = "the suite declares no kernel toolchain (kernels: is not set)"
 
-    def prepare(self, artifact_dir: Path) -> Prepared:
+    def prepare(self, cache_dir: Path) -> Prepared:
+        """Before the benchmark: ``cache_dir`` is the shard's own kernel cache folder (when the toolchain
+        has one)."""
         return Prepared(provider=self.name, started_at=time.time())
 
     def collect(self, prepared: Prepared, *, max_kernels: int) -> Inventory:
@@ -50,13 +52,14 @@ class Provider:
 
 
 class TritonProvider(Provider):
-    """A cache folder of the shard's own (``<artifact_dir>/triton_cache``): every kernel the benchmark
-    compiles or loads lands there, and nothing another process compiles does."""
+    """A cache folder of the shard's own (``<artifact_dir>/triton_cache``, or one shared by the repeated
+    runs of one commit on one device): every kernel the benchmark compiles or loads lands there, and
+    nothing another commit's process compiles does."""
 
     name = "triton"
 
-    def prepare(self, artifact_dir: Path) -> Prepared:
-        cache = artifact_dir / TRITON_CACHE_NAME
+    def prepare(self, cache_dir: Path) -> Prepared:
+        cache = cache_dir
         cache.mkdir(parents=True, exist_ok=True)
         return Prepared(provider=self.name, env={"TRITON_CACHE_DIR": str(cache)}, cache_dir=cache,
                         before=triton.folder_names(cache), started_at=time.time())
