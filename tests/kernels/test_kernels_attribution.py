@@ -90,3 +90,17 @@ def test_identity_differences_are_appended(tmp_path: Path) -> None:
     a = attribute(inv, inv, "amax", identity=ident)
     assert a.text.endswith("; run identity differs: driver 550.54 -> 560.28, SM clock median 1980 -> 1755 MHz")
     assert identity_changes({"driver": "x"}, {}) == []  # only what both sides recorded
+
+
+def test_framework_versions_and_the_kernels_triton_version(tmp_path: Path) -> None:
+    from triton_cache_factory import write_kernel
+
+    write_kernel(tmp_path / "a", "amax_kernel", triton_version="3.5.0")
+    write_kernel(tmp_path / "b", "amax_kernel", triton_version="3.6.0")
+    a, b = parse_cache(tmp_path / "a"), parse_cache(tmp_path / "b")
+    assert identity_changes({"framework": {"torch": "2.10.0", "triton": "3.5.0"}},
+                            {"framework": {"torch": "2.11.0", "triton": "3.6.0"}}, base_inv=a, head_inv=b) == \
+        ["torch 2.10.0 -> 2.11.0", "triton 3.5.0 -> 3.6.0"]
+    assert identity_changes({}, {}, base_inv=a, head_inv=b) == ["triton 3.5.0 -> 3.6.0"]
+    assert identity_changes({"pins": {"pto_isa.pin": "abc"}}, {"pins": {"pto_isa.pin": "def"}}) == \
+        ["pin pto_isa.pin abc -> def"]

@@ -157,11 +157,17 @@ def identity_changes(base: Mapping[str, Any] | None, head: Mapping[str, Any] | N
     base, head = base or {}, head or {}
     for axis in IDENTITY_AXES:
         a, b = base.get(axis), head.get(axis)
-        if a is not None and b is not None and a != b:
+        if a is None or b is None or a == b:
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):  # framework {torch, triton}, pins {file: rev}
+            prefix = "pin " if axis == "pins" else ""
+            out += [f"{prefix}{k} {a[k]} -> {b[k]}" for k in sorted(a.keys() & b.keys()) if a[k] != b[k]]
+        else:
             out.append(f"{axis} {a} -> {b}")
     versions = [sorted({k.compiler_version for k in inv.kernels if k.compiler_version}) if inv is not None else []
                 for inv in (base_inv, head_inv)]
-    if all(versions) and versions[0] != versions[1] and "triton" not in base:
+    said = any(line.startswith("triton ") for line in out)
+    if all(versions) and versions[0] != versions[1] and not said:
         out.append(f"triton {','.join(versions[0])} -> {','.join(versions[1])}")
     ca = (base_telemetry or {}).get("sm_clock_median_mhz")
     cb = (head_telemetry or {}).get("sm_clock_median_mhz")
