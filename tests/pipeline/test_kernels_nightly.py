@@ -52,8 +52,10 @@ def _commit(upstream: Upstream, timings: dict[str, float], sources: dict[str, st
     return upstream.commit(timings, message)
 
 
+@pytest.mark.parametrize("measure", ["nightly", "paired"])
 def test_alerts_are_attributed_to_the_kernel_or_to_nothing(upstream: Upstream, make_config: Callable[..., Config],
-                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            measure: str) -> None:
     bench = upstream.path / "bench.py"
     bench.write_text(bench.read_text().replace("import fakeops", KERNEL_WRITER + "\nimport fakeops", 1))
     shas = [_commit(upstream, {"alpha": 1.0, "beta": 2.0}, {"alpha": "BLOCK=1024", "beta": "BLOCK=512"}, "n1"),
@@ -61,12 +63,14 @@ def test_alerts_are_attributed_to_the_kernel_or_to_nothing(upstream: Upstream, m
                     "alpha: bigger block; beta: an extra host-side step")]
     data = make_config().model_dump(mode="json", exclude_none=True)
     data["suites"]["fake"]["kernels"] = "triton"
+    data["pools"]["local"]["measure"] = measure  # paired: tonight's kernels are the first head run's
     cfg_path = tmp_path / "zlops.yaml"
     cfg_path.write_text(yaml.safe_dump(data), encoding="utf-8")
     for n, sha in enumerate(shas, 1):
         assert main(["--plain", "nightly", "--config", str(cfg_path), "--suite", "fake", "--sha", sha,
                      "--run-id", f"n{n}"]) == 0
     store = open_store(make_config())
+    assert store.get_run("nightly:fake:n2").meta.get("paired/local/0") is not None or measure == "nightly"
     inv = store.pool_inventory("nightly:fake:n2", "local")
     assert inv is not None and [sorted(k.name for k in i.kernels) for i in inv.inventories] == [
         ["alpha_kernel", "beta_kernel"]]
