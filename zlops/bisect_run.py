@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -209,8 +209,33 @@ class DeviceMeasurer:
         setting = self.config.suite(self.suite_name).kernels
         if setting is None:
             return None
+        self._load_kernels(base_sha)
+        self._load_kernels(head_sha)
         return same_op_kernels(self.kernels.get(base_sha), self.kernels.get(head_sha),
                                sorted({op_family(t.case) for t in targets}), mapping=setting.map)
+
+    def kernel_side(self, good_sha: str, bad_sha: str, sha: str, targets: Sequence[Target]) -> str | None:
+        """``good`` / ``bad`` when ``sha``'s kernels for the targets' ops equal that end's and the two
+        ends' differ (zlops.bisect's skip_same_kernels); None otherwise (measure it)."""
+        from zlops.alerts import op_family
+        from zlops.kernels import attribution
+
+        setting = self.config.suite(self.suite_name).kernels
+        if setting is None:
+            return None
+        for one in (good_sha, bad_sha, sha):
+            self._load_kernels(one)
+        return attribution.kernel_side(self.kernels.get(good_sha), self.kernels.get(bad_sha), self.kernels.get(sha),
+                                       sorted({op_family(t.case) for t in targets}), mapping=setting.map)
+
+    def _load_kernels(self, sha: str) -> None:
+        """A commit's inventory from its earlier runs' folders (a resumed bisection measured it before)."""
+        if sha in self.kernels:
+            return
+        for out in sorted((self._ctx(sha).run_dir / "runs").glob("*")):
+            self._keep_kernels(sha, out)
+            if sha in self.kernels:
+                return
 
     def cleanup(self) -> None:
         for ctx in self.contexts.values():
@@ -281,7 +306,9 @@ def bisect_alert(config: Config, alert_id: object, *,
                           yield_check=lambda: nightly_in_the_way(config, store, b.pool))
     measurer = measurer_factory(b) if measurer_factory else DeviceMeasurer(config, b.suite, b.pool, b.device, b.id)
     store.set_bisection_state(b.id, State.RUNNING, reason="")
-    result = bisect_range(commits, b.targets, measurer, policy=policy_of(config), allowance=allowance,
+    kernels = config.suite(b.suite).kernels
+    policy = replace(policy_of(config), skip_same_kernels=bool(kernels is not None and kernels.skip_same_in_bisect))
+    result = bisect_range(commits, b.targets, measurer, policy=policy, allowance=allowance,
                           steps=store.bisection_steps(b.id), save=lambda st: store.save_bisection_step(b.id, st),
                           hints=hints)
     culprit = None

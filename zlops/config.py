@@ -320,6 +320,9 @@ class KernelsConfig(_Strict):
                     "gives the kernel regex searched in kernel names; default: the name contains the op")
     max_per_shard: int = Field(default=2000, ge=1, le=100000, description="kernels kept per shard (sorted by "
                                "name); the rest are counted as dropped")
+    skip_same_in_bisect: bool = Field(default=False, description="a bisection step whose commit (one run) "
+                                      "compiled the regressed ops' kernels as one end of the range did, while the "
+                                      "ends' kernels differ, takes that end's outcome without an A/B")
 
     @field_validator("provider")
     @classmethod

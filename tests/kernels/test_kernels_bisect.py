@@ -7,8 +7,8 @@ from pathlib import Path
 
 from triton_cache_factory import flaggems_like
 
-from zlops.bisect import Allowance, BisectPolicy, Key, State, StepKind, StepRecord, Target, bisect_range
-from zlops.kernels.attribution import same_op_kernels
+from zlops.bisect import Allowance, BisectPolicy, Key, Outcome, State, StepKind, StepRecord, Target, bisect_range
+from zlops.kernels.attribution import kernel_side, same_op_kernels
 from zlops.kernels.triton import parse_cache
 
 T = (Target("amax/float16/(64x64)", "time", "ms", True),)
@@ -39,12 +39,19 @@ class KernelMeasurer:
     def same_kernels(self, base_sha: str, head_sha: str, targets: Sequence[Target]) -> bool | None:
         return same_op_kernels(self.inv[base_sha], self.inv[head_sha], ["amax"])
 
+    def kernel_side(self, good_sha: str, bad_sha: str, sha: str, targets: Sequence[Target]) -> str | None:
+        return kernel_side(self.inv[good_sha], self.inv[bad_sha], self.inv[sha], ["amax"])
 
-def _bisect(tmp: Path, culprit: int, kernel_change: int) -> tuple[object, list[StepRecord], list[str]]:
+
+def _bisect(tmp: Path, culprit: int, kernel_change: int, *, skip: bool = False,
+            counter: list[int] | None = None) -> tuple[object, list[StepRecord], list[str]]:
     cs = [f"{i:02d}" + "b" * 38 for i in range(9)]
     saved: list[StepRecord] = []
-    res = bisect_range(cs, T, KernelMeasurer(cs, culprit, kernel_change, tmp), policy=BisectPolicy(),
+    m = KernelMeasurer(cs, culprit, kernel_change, tmp)
+    res = bisect_range(cs, T, m, policy=BisectPolicy(skip_same_kernels=skip),
                        allowance=Allowance(100, 1e9), steps=(), save=saved.append)
+    if counter is not None:
+        counter.append(m.n)
     return res, saved, cs
 
 
@@ -76,3 +83,26 @@ def test_same_op_kernels_cannot_tell_without_inventories(tmp_path: Path) -> None
     assert same_op_kernels(inv, inv, ["amax"]) is True
     assert same_op_kernels(None, inv, ["amax"]) is None
     assert same_op_kernels(inv, inv, ["softmax"]) is None
+
+
+def test_skip_same_kernels_decides_steps_from_one_run_and_says_what_it_saved(tmp_path: Path) -> None:
+    runs: list[int] = []
+    plain, _, _ = _bisect(tmp_path / "plain", culprit=5, kernel_change=5, counter=runs)
+    res, saved, _ = _bisect(tmp_path / "skip", culprit=5, kernel_change=5, skip=True, counter=runs)
+    assert plain.culprit == res.culprit == 5 and res.state is State.FOUND  # type: ignore[attr-defined]
+    steps = [s for s in saved if s.kind is StepKind.STEP]
+    assert steps and all(s.pairs == 0 and "not measured further" in s.note and "device s saved" in s.note
+                         for s in steps)
+    assert {s.outcome for s in steps} == {Outcome.GOOD, Outcome.BAD}
+    assert saved[-1].kind is StepKind.VERIFY and saved[-1].pairs >= 4  # the culprit is still measured
+    assert runs[1] < runs[0] / 2, runs
+
+
+def test_skip_same_kernels_never_claims_a_python_culprit_it_did_not_measure(tmp_path: Path) -> None:
+    # the kernel changed at 3, the slowdown came at 6 (Python): the shortcut points at 3, verify refutes it
+    res, saved, _ = _bisect(tmp_path, culprit=6, kernel_change=3, skip=True)
+    assert res.state is State.UNVERIFIED and res.culprit == 3  # type: ignore[attr-defined]
+    assert saved[-1].kind is StepKind.VERIFY and saved[-1].outcome is Outcome.GOOD
+    # the kernels never changed: no shortcut at all, the search measures every step
+    res2, saved2, _ = _bisect(tmp_path / "b", culprit=6, kernel_change=99, skip=True)
+    assert res2.culprit == 6 and all("not measured further" not in s.note for s in saved2)  # type: ignore[attr-defined]

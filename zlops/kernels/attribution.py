@@ -192,3 +192,16 @@ def same_op_kernels(a: Inventory | None, b: Inventory | None, ops: Sequence[str]
     if not sa and not sb:
         return None
     return sa == sb
+
+
+def kernel_side(good: Inventory | None, bad: Inventory | None, inv: Inventory | None, ops: Sequence[str], *,
+                mapping: Mapping[str, str] | None = None) -> str | None:
+    """``good`` / ``bad`` when ``inv``'s kernels for ``ops`` are exactly one end's of a range whose two
+    ends' kernels differ (the regression came with a kernel change); None: cannot tell, measure it."""
+    if same_op_kernels(good, bad, ops, mapping=mapping) is not False:
+        return None
+    if same_op_kernels(good, inv, ops, mapping=mapping):
+        return "good"
+    if same_op_kernels(bad, inv, ops, mapping=mapping):
+        return "bad"
+    return None
