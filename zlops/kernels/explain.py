@@ -26,17 +26,26 @@ def kernels_setting(config: Config | None, suite: str) -> Any:
     return config.suites[suite].kernels
 
 
-def alert_attribution(session: Session, alert: Alert, config: Config | None) -> Attribution:
-    """What changed for ``alert``'s op between its baseline night and the night that opened it."""
+def alert_attribution(session: Session, alert: Alert, config: Config | None, *,
+                      memo: dict[tuple[str, str], Any] | None = None) -> Attribution:
+    """What changed for ``alert``'s op between its baseline night and the night that opened it.
+    ``memo``: (run_key, pool) -> inventories already read (a page of alerts reads each night once)."""
     from zlops.store.kernels import pool_inventory, run_at
 
     setting = kernels_setting(config, alert.suite)
     if config is not None and alert.suite in config.suites and setting is None:
         return Attribution(NO_INVENTORY, f"no inventory: suite {alert.suite} declares no kernel toolchain "
                                          "(kernels: triton records one)")
-    head = pool_inventory(session, alert.opened_run, alert.pool)
+    memo = {} if memo is None else memo
+
+    def read(run_key: str) -> Any:
+        if (run_key, alert.pool) not in memo:
+            memo[(run_key, alert.pool)] = pool_inventory(session, run_key, alert.pool)
+        return memo[(run_key, alert.pool)]
+
+    head = read(alert.opened_run)
     base_key = run_at(session, alert.suite, alert.first_base_sha, before_run=alert.opened_run)
-    base = pool_inventory(session, base_key, alert.pool) if base_key else None
+    base = read(base_key) if base_key else None
     base_inv = merge(base.inventories) if base else None
     head_inv = merge(head.inventories) if head else None
     ident = identity_changes(base.identity if base else None, head.identity if head else None,
@@ -49,4 +58,5 @@ def alert_attribution(session: Session, alert: Alert, config: Config | None) -> 
 
 def attribution_texts(session: Session, alerts: list[Alert], config: Config | None) -> dict[int, str]:
     """alert id -> its attribution line, for a page of alerts."""
-    return {a.id: alert_attribution(session, a, config).text for a in alerts}
+    memo: dict[tuple[str, str], Any] = {}
+    return {a.id: alert_attribution(session, a, config, memo=memo).text for a in alerts}
