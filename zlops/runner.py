@@ -2,8 +2,9 @@
 
 A shard's artifact folder holds ``run.log`` (stdout+stderr), ``manifest.json`` (argv, commit, the
 environment zlops added, start/end, exit status), the results file, ``telemetry.csv`` (or
-``telemetry.err``). A crash or timeout marks only that shard failed; it never raises, so the
-other devices' shards still count.
+``telemetry.err``), and for a suite with ``kernels:`` the kernel inventory ``kernels.json``
+(zlops.kernels; the process gets a Triton cache of its own). A crash or timeout marks only that shard
+failed; it never raises, so the other devices' shards still count.
 """
 
 from __future__ import annotations
