@@ -387,3 +387,18 @@ def test_the_level_shift_escape_still_confirms_a_shift_far_beyond_the_severe_lin
     c = confirm_ab(base, head)
     assert c.state is State.SEVERE and c.p_mwu is not None and c.p_mwu > 0.002
     assert "levels shifted together" in c.reason
+
+
+def test_a_narrow_shift_of_every_run_is_confirmed_with_the_fewest_runs() -> None:
+    """The live H200 hold-out night S (issue 22): mean (1024x1024x1024, 1) +2.87%, 5+5 runs each on one
+    level, CI [+2.73%, +2.92%]; MWU's smallest p at 5+5 is 0.0079, above alpha, and the A/B budget (300 s
+    of 26 s whole-suite runs) buys 5 pairs. Every run of each side on one level, apart: confirmed."""
+    base = [0.8401, 0.8399, 0.8405, 0.8398, 0.8402]
+    head = [0.8643, 0.8640, 0.8647, 0.8641, 0.8645]
+    c = confirm_ab(base, head)
+    assert c.state is State.REGRESSION and c.p_mwu is not None and c.p_mwu > 0.002, c.reason
+    assert "levels shifted together" in c.reason
+    # the same +2.9% with the runs spread over +-1%: the CI is wide, and 5+5 stays inconclusive
+    wide = confirm_ab([0.84 * f for f in (1.0, 1.01, 0.99, 1.005, 0.995)],
+                      [0.8644 * f for f in (1.0, 1.01, 0.99, 1.005, 0.995)])
+    assert wide.outcome == "inconclusive", wide.reason
