@@ -367,6 +367,9 @@ class SuiteConfig(_Strict):
     python: str | None = Field(default=None, description="interpreter the suite's venv is made from "
                                "(default: the one running zlops)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for install and run")
+    env_public: list[str] = Field(default_factory=list, json_schema_extra={"accepts": "a list of names of env"},
+                                  description="names of env whose values are recorded in shard manifests; the "
+                                              "others are recorded by name with the value *** (secrets by default)")
     dependency_files: list[str] = Field(
         default_factory=lambda: ["pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt"],
         description="globs (relative to the repo root) whose content keys the environment cache",
@@ -425,6 +428,14 @@ class SuiteConfig(_Strict):
         if len(set(v)) != len(v):
             raise ValueError(f"variants must be unique, got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _public_env_names(self) -> SuiteConfig:
+        unknown = sorted(set(self.env_public) - set(self.env))
+        if unknown:
+            raise ValueError(f"env_public names {', '.join(unknown)}, which env does not set; env sets: "
+                             f"{', '.join(sorted(self.env)) or 'nothing'}")
+        return self
 
     @field_validator("install")
     @classmethod
@@ -695,6 +706,10 @@ class Config(_Strict):
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
     device_wait_s: float = Field(default=600, ge=0,
                                  description="how long a shard waits for a device another benchmark holds")
+    promote_min_ok_share: float = Field(
+        default=1.0, gt=0, le=1, description="share of each pool's planned shards that must end OK for a night to "
+        "become a baseline (default 1.0: every shard; a night with a failed device is measured and reported, "
+        "never promoted)")
     baseline_depth: int = Field(default=2000, ge=1,
                                 description="how many ancestor commits are searched for a baseline")
     locks_dir_setting: Path | None = Field(

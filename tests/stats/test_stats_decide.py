@@ -402,3 +402,19 @@ def test_a_narrow_shift_of_every_run_is_confirmed_with_the_fewest_runs() -> None
     wide = confirm_ab([0.84 * f for f in (1.0, 1.01, 0.99, 1.005, 0.995)],
                       [0.8644 * f for f in (1.0, 1.01, 0.99, 1.005, 0.995)])
     assert wide.outcome == "inconclusive", wide.reason
+
+
+# the live H200 hold-out, night S (docs/evidence/h200_holdout/live2.md): mean (1024x1024x1024, 1) latency of
+# 5+5 interleaved whole-suite processes (ms); the timer repeats values, so both sides hold ties
+LIVE_S_BASE = [0.4901120066642761, 0.49004799127578735, 0.4901120066642761, 0.49081599712371826, 0.49057599902153015]
+LIVE_S_HEAD = [0.5041279792785645, 0.504399985074997, 0.504256010055542, 0.5041279792785645, 0.5041919946670532]
+
+
+def test_tied_runs_get_the_exact_rank_test_p_and_the_live_change_is_confirmed() -> None:
+    from zlops.stats.twosample import mann_whitney
+
+    # wholly separated 5+5: exact p = 2/252; scipy's normal approximation (used with ties) said 0.0117
+    assert mann_whitney(LIVE_S_BASE, LIVE_S_HEAD) == pytest.approx(2 / 252)
+    c = confirm_ab(LIVE_S_BASE, LIVE_S_HEAD)
+    assert c.state is State.REGRESSION, c.reason
+    assert c.ci_pct is not None and 2.7 < c.ci_pct[0] < c.ci_pct[1] < 2.95

@@ -184,7 +184,7 @@ def run_ancestors(ctx: RunContext) -> tuple[frozenset[str] | None, str]:
     from zlops.errors import GitError
 
     try:
-        mirror = gitops.Mirror(ctx.mirror_path, ctx.suite.repo)
+        mirror = gitops.mirror_of(ctx.suite.repo, ctx.mirror_path)
         return frozenset(gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)), \
             f" on the ancestor line of {ctx.sha[:12]}"
     except GitError as exc:
