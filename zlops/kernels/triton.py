@@ -10,7 +10,9 @@ written last, once the folder is complete. The autotuner, when it caches its res
 :func:`parse_cache` reads a cache folder after a shard: per kernel its name, the sha256 of its compiled
 code (the binary, else the most lowered text stage), its launch metadata and whether this shard
 compiled it (its folder was not there before the shard and was written after the shard started) or
-reused it. It only reads files (pure with respect to the rest of zlops) and never follows a symlink.
+reused it. The code hash leaves out the source paths and line numbers Triton's line info embeds
+(:mod:`zlops.kernels.codehash`), so an unchanged kernel built in another worktree hashes the same. It
+only reads files (pure with respect to the rest of zlops) and never follows a symlink.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from zlops.kernels.codehash import code_digest
 from zlops.kernels.inventory import AutotunePick, Inventory, KernelRecord
 
 PROVIDER = "triton"
@@ -31,6 +34,8 @@ GROUP_PREFIX = "__grp__"
 AUTOTUNE_SUFFIX = ".autotune.json"
 #: a metadata or autotune file larger than this is not read (a kernel's metadata is ~2 KB)
 MAX_JSON_BYTES = 1 << 20
+#: a compiled file larger than this is hashed whole, not parsed (a cubin is ~10-100 KB)
+MAX_BINARY_BYTES = 64 << 20
 #: a cache with more folders than this is not walked further (they are counted as dropped)
 MAX_FOLDERS = 100_000
 _SCALARS = (str, int, float, bool, type(None))
@@ -45,12 +50,15 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _code_hash(path: Path, suffix: str) -> str:
+    """The digest of the compiled code without its source locations (zlops.kernels.codehash)."""
+    if path.stat().st_size > MAX_BINARY_BYTES:  # not a kernel a benchmark launches; hash it plainly
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    return code_digest(path.read_bytes(), suffix.lstrip("."))
 
 
 def _int(v: Any) -> int | None:
@@ -136,7 +144,7 @@ def parse_cache(cache_dir: Path, *, started_at: float | None = None,
         if not isinstance(meta, Mapping):
             continue
         binary = next((s for s in BINARY_SUFFIXES if f"{name}{s}" in files), None)
-        code_hash = _sha256(folder / f"{name}{binary}") if binary else None
+        code_hash = _code_hash(folder / f"{name}{binary}", binary) if binary else None
         target = meta.get("target") if isinstance(meta.get("target"), Mapping) else {}
         if before_set is not None and folder.name in before_set:
             compiled: bool | None = False
