@@ -2,8 +2,9 @@
 
 A shard's artifact folder holds ``run.log`` (stdout+stderr), ``manifest.json`` (argv, commit, the
 environment zlops added, start/end, exit status), the results file, ``telemetry.csv`` (or
-``telemetry.err``). A crash or timeout marks only that shard failed; it never raises, so the
-other devices' shards still count.
+``telemetry.err``), and for a suite with ``kernels:`` the kernel inventory ``kernels.json``
+(zlops.kernels; the process gets a Triton cache of its own). A crash or timeout marks only that shard
+failed; it never raises, so the other devices' shards still count.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from zlops.backends.base import DeviceBackend
 from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
+from zlops.kernels.inventory import INVENTORY_FILE, Inventory, write_inventory
+from zlops.kernels.providers import TRITON_CACHE_NAME, Prepared, Provider, get_provider
 from zlops.locks import GangLease, device_lease, gang_lease
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.redact import env_for_record
@@ -67,6 +70,10 @@ class ShardSpec:
     gang: tuple[int, ...] = ()
     #: more placeholder values ({p}, {stack}, {case}, {size}, {variant} of a campaign shard)
     placeholders: tuple[tuple[str, str], ...] = ()
+    #: the folder of the shard's kernel cache (``kernels: triton``: its TRITON_CACHE_DIR); None: its own, in
+    #: ``artifact_dir``. Repeated runs of one commit on one device (A/B pairs, bisection) share one, so
+    #: only the first of them compiles
+    kernel_cache: Path | None = None
 
     @property
     def devices(self) -> tuple[int, ...]:
@@ -106,6 +113,7 @@ def render_command(spec: ShardSpec) -> list[str]:
 
 #: files of the shard's own that a results_glob never takes
 _OWN_FILES = frozenset({RUN_LOG, MANIFEST, CASES_FILE, TIMING_FILE, IDENTITY_FILE, "telemetry.csv", "telemetry.err",
+                        INVENTORY_FILE, INVENTORY_FILE + ".tmp",
                         MANIFEST + ".tmp", TIMING_FILE + ".tmp", IDENTITY_FILE + ".tmp"})
 
 
@@ -249,6 +257,30 @@ def write_error(exc: OSError, where: Path) -> str:
     return f"cannot write under {where}: {exc}"
 
 
+def _kernel_provider(spec: ShardSpec) -> tuple[Provider, Prepared] | None:
+    """The suite's kernel provider, prepared for this shard (None: the suite records no kernels)."""
+    setting = spec.suite.kernels
+    if setting is None:
+        return None
+    provider = get_provider(setting.provider)
+    return provider, provider.prepare(spec.kernel_cache or spec.artifact_dir / TRITON_CACHE_NAME)
+
+
+def _record_kernels(spec: ShardSpec, provider: Provider, prepared: Prepared) -> str:
+    """Collect the shard's kernel inventory into ``kernels.json``; its one-line summary for the manifest.
+    Never fails the shard: a provider that cannot read its cache records an ``error`` inventory."""
+    assert spec.suite.kernels is not None
+    try:
+        inv = provider.collect(prepared, max_kernels=spec.suite.kernels.max_per_shard)
+    except (OSError, ZlopsError, ValueError) as exc:
+        inv = Inventory(provider=provider.name, state="error", reason=f"reading the kernels failed: {exc}")
+    write_inventory(spec.artifact_dir, inv)
+    if inv.dropped:
+        log.warning("shard %s/%s: %d kernels over kernels.max_per_shard (%d) dropped from the inventory",
+                    spec.pool, spec.device, inv.dropped, spec.suite.kernels.max_per_shard)
+    return inv.summary()
+
+
 #: below this much free space (or 0.1% of a smaller file system) a disk counts as full (:func:`disk_full`)
 FULL_DISK_BYTES = 1 << 20
 
@@ -307,6 +339,10 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
     argv = render_command(spec)
     # ZL_BACKEND tells a harness (and the zlops pytest plugin) which device runtime it is on
     own_env = {"ZL_BACKEND": backend.name, **backend.pin_env(list(spec.devices))}
+    (spec.artifact_dir / INVENTORY_FILE).unlink(missing_ok=True)
+    kernels = _kernel_provider(spec)
+    if kernels is not None:  # the shard's own kernel cache (TRITON_CACHE_DIR), zlops.kernels
+        own_env.update(kernels[1].env)
     added_env = {**spec.suite.env, **own_env}
     env = proc.build_env(added_env, venv=spec.venv)
     # a re-run of the same shard must not read last attempt's results, log or identity
@@ -395,6 +431,8 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
             status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK
+    if kernels is not None and started is not None:
+        manifest["kernels"] = _record_kernels(spec, *kernels)
     detached = [d for one in (held.leases if held is not None else ()) for d in one.detached]
     if detached:  # the device stays leased until they end (zlops.locks); say who keeps it
         manifest["detached"] = detached

@@ -110,7 +110,7 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         if nightly:
             if not rerender:
                 update_alerts(store, run=run, summary=summary, channel=channel, band_pct=band,
-                              trends=figures.trends, previous_sha=previous_sha)
+                              trends=figures.trends, previous_sha=previous_sha, config=ctx.config)
             digest, alert_lines = alert_digest(store, run_key=ctx.run_key, suite=ctx.suite_name)
         backends = {(s.pool, s.device): s.backend for s in shards}  # names the clock (CPU, SM, AI Core)
         telemetry = {k: {"backend": backends.get(k), **v["telemetry"]}

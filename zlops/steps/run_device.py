@@ -61,7 +61,23 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
     # an invalid shard's results are kept as evidence; compare never judges them
     ctx.store.record_shard(ctx.run_key, read.outcome, read.results, telemetry=summary,
                                         identity=manifest.get("identity"))
+    _ingest_kernels(ctx, read.outcome)
     return read.outcome
+
+
+def _ingest_kernels(ctx: RunContext, outcome: ShardOutcome) -> None:
+    """The shard's ``kernels.json`` (zlops.kernels) into the store; a malformed one is stored as an
+    ``error`` inventory saying so, never a failed shard."""
+    from zlops.kernels.inventory import Inventory, InventoryError, read_inventory
+
+    try:
+        inv = read_inventory(outcome.artifact_dir)
+    except InventoryError as exc:
+        log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
+        inv = Inventory(provider=ctx.suite.kernels.provider if ctx.suite.kernels else "none", state="error",
+                        reason=str(exc))
+    if inv is not None:
+        ctx.store.record_kernels(ctx.run_key, outcome.pool, outcome.device, inv)
 
 
 def measured_shard(ctx: RunContext, pool: str, device: int) -> ShardOutcome | None:

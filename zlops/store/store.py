@@ -253,6 +253,19 @@ class Store:
         self._write(runs.record_shard, run_key, outcome, results, telemetry=telemetry,
                     identity=identity)
 
+    def record_kernels(self, run_key: str, pool: str, device: int, inventory: Any) -> None:
+        """Store a shard's kernel inventory (zlops.kernels), replacing the one it had; the shard is
+        recorded first (:meth:`record_shard`)."""
+        from zlops.store.kernels import save_inventory
+
+        self._write(save_inventory, run_key, pool, device, inventory)
+
+    def pool_inventory(self, run_key: str, pool: str) -> Any:
+        """A run's kernel inventories on one pool (zlops.store.kernels.PoolInventory), None for an unknown run."""
+        from zlops.store.kernels import pool_inventory
+
+        return self._query(pool_inventory, run_key, pool)
+
     def shards(self, run_key: str) -> list[ShardOutcome]:
         return self._query(runs.shards, run_key)
 
