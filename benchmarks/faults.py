@@ -59,19 +59,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(rows: list[tuple[object, Outcome, float]]) -> str:
-    head = "| group | fault | survived | measurements lost | duplicate rows | double-booked | s | what happened |"
-    lines = [head, "|---|---|---|---:|---:|---:|---:|---|"]
+    head = ("| group | fault | survived | measurements lost | duplicate rows | double-booked | secrets shown | s "
+            "| what happened |")
+    lines = [head, "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for s, o, secs in rows:
         survived = "skipped" if o.skipped else ("yes" if o.survived else "**no**")
         detail = o.skipped or o.detail
-        lines.append(f"| {s.group} | {s.name} | {survived} | {o.lost} | {o.duplicate_rows} | {o.double_booked} "  # type: ignore[attr-defined]
+        lines.append(f"| {s.group} | {s.name} | {survived} | {o.lost} | {o.duplicate_rows} "  # type: ignore[attr-defined]
+                     f"| {o.double_booked} | {o.secrets} "
                      f"| {secs:.1f} | {detail.replace('|', '/')} |")
     tried = [o for _, o, _ in rows if not o.skipped]
     lines.append("")
     lines.append(f"faults survived: {sum(o.survived for o in tried)} / {len(tried)} tried"
                  f" ({len(rows) - len(tried)} skipped); measurements lost: {sum(o.lost for o in tried)}; "
                  f"duplicate rows: {sum(o.duplicate_rows for o in tried)}; "
-                 f"double-booked devices: {sum(o.double_booked for o in tried)}")
+                 f"double-booked devices: {sum(o.double_booked for o in tried)}; "
+                 f"secrets printed or stored: {sum(o.secrets for o in tried)}")
     return "\n".join(lines)
 
 

@@ -8,7 +8,9 @@ detector is independent of zlops' own leases, so it catches zlops' bugs. ``event
 ``$FAULT_GPU`` makes it run matmuls on its GPU for that long instead (torch);
 ``$FAULT_MODE`` (or ``$FAULT_MODE_<device>``) makes it misbehave: ``fifo`` (results and identity
 are FIFOs), ``symlink`` (results link to a file outside the shard folder), ``big`` (a results file
-of ``$FAULT_BIG_BYTES``), ``crash``.
+of ``$FAULT_BIG_BYTES``), ``crash``, ``detach`` (leaves a daemonized worker, double fork + setsid,
+holding every fd it inherited for ``$FAULT_DETACH_S``, default 60 s; its pid in ``detached.pid``),
+``fill`` (fills the disk under its working directory, the worktree, then exits 1).
 
 Used by tests/faults/ and by benchmarks/fault_scenarios/ (same helper, same detector).
 """
@@ -60,6 +62,30 @@ else:
     time.sleep(busy_s)
 if mode == "crash":
     event("end"); sys.exit(3)
+if mode == "detach":  # a daemonized worker (double fork, setsid) outlives the benchmark with its fds
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for n in (0, 1, 2):
+                os.dup2(null, n)
+            with open(os.path.join(probe_dir, "detached.pid"), "w") as fh:
+                fh.write(str(os.getpid()))
+            time.sleep(float(os.environ.get("FAULT_DETACH_S", "60")))
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    while not os.path.exists(os.path.join(probe_dir, "detached.pid")):
+        time.sleep(0.01)
+if mode == "fill":  # fill the disk under the working directory (the worktree) until it is full, then fail
+    try:
+        with open("filler.bin", "wb") as fh:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+    except OSError as exc:
+        print(f"fill: {exc}", file=sys.stderr)
+    event("end"); sys.exit(1)
 if mode == "fifo":
     os.mkfifo(a.out)
     os.mkfifo(os.path.join(os.path.dirname(a.out), "run_identity.json"))

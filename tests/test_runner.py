@@ -87,7 +87,7 @@ def test_ok_shard_writes_results_and_a_complete_manifest(tmp_path: Path) -> None
     assert m["argv"] == ["python", "bench.py", "--out", str(spec.results_file), "--device", "0", "--rounds", "3",
                          "--mode", "slow"]
     assert m["commit"] == SHA and m["suite"] == "demo-ops" and m["run_key"] == "run-1"
-    assert m["env_added"] == {"SUITE_VAR": "from-suite", "ZL_BACKEND": "cpu"}
+    assert m["env_added"] == {"SUITE_VAR": "***", "ZL_BACKEND": "cpu"}  # by name: not in env_public
     assert m["cwd"] == str(spec.worktree) and m["venv"] == sys.prefix and m["manifest_version"] == 1
     assert m["started_at"] and m["ended_at"] and m["started_at"] <= m["ended_at"]
     assert m["identity"]["backend"] == "cpu"
@@ -155,7 +155,7 @@ def test_cuda_pins_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["SLACK_BOT_TOKEN"] is None
     assert env["VIRTUAL_ENV"] == sys.prefix
     m = _manifest(spec)
-    assert m["env_added"] == {"SUITE_VAR": "from-suite", "ZL_BACKEND": "cuda", "CUDA_VISIBLE_DEVICES": "2"}
+    assert m["env_added"] == {"SUITE_VAR": "***", "ZL_BACKEND": "cuda", "CUDA_VISIBLE_DEVICES": "2"}
     assert "nvidia-smi not found on PATH" in (spec.artifact_dir / "telemetry.err").read_text()
 
 

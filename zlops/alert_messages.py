@@ -118,6 +118,14 @@ def thread_update(entries: Sequence[tuple[Alert, Step]], *, channel: str, head_s
     return {"channel": channel, "text": f"{len(entries)} alert update(s): {', '.join(states)}", "blocks": blocks}
 
 
+def kernels_reply(entries: Sequence[tuple[Alert, str]], *, channel: str) -> dict[str, Any]:
+    """The thread reply that says, per alert of a new regression, whether its op's compiled kernels
+    changed (the line :func:`zlops.kernels.attribution.Attribution.text` builds, printed as is)."""
+    lines = [f":mag: #{a.id} `{_esc(a.case)}`: {_esc(text)}" for a, text in entries]
+    blocks = [_section("\n".join(lines[i:i + 10])) for i in range(0, len(lines), 10)][:49]
+    return {"channel": channel, "text": f"compiled kernels of {len(entries)} alert(s)", "blocks": blocks}
+
+
 def human_update(before: Alert, after: Alert, *, note: str, actor: str, channel: str) -> dict[str, Any]:
     """The reply for a person's change (``zlops alert ack ...``)."""
     line = event_line(after, EventKind.STATE.value, after.state.value, change_pct=after.last_change_pct,

@@ -52,10 +52,14 @@ def cmd_alert_list(args: argparse.Namespace) -> int:
 
 def cmd_alert_show(args: argparse.Namespace) -> int:
     from zlops.cli import EXIT_OK, _config
+    from zlops.kernels.explain import alert_attribution
     from zlops.steps.context import open_store
 
-    store = open_store(_config(args), read_only=True)
-    print(_line(store.alert(args.id)))
+    config = _config(args)
+    store = open_store(config, read_only=True)
+    alert = store.alert(args.id)
+    print(_line(alert))
+    print(f"  kernels: {store.read(alert_attribution, alert, config).text}")
     for e in store.alert_events(args.id):
         what = e["kind"] if e["kind"] != "state" else f"{e['from_state']} -> {e['to_state']}"
         by = e["run_key"] or e["actor"]

@@ -20,6 +20,8 @@ from typing import Any
 
 from zlops import alert_messages
 from zlops.alerts import OPEN_STATES, Alert, AlertState, EventKind, SeriesKey, Step, clusters, plan_night
+from zlops.config import Config
+from zlops.kernels.explain import alert_attribution, kernels_setting
 from zlops.model import CompareSummary, RunRecord, ShardOutcome
 from zlops.nightly_figures import RunFigures
 from zlops.notify import NotifyResult, write_payload
@@ -44,11 +46,14 @@ class AnnounceResult:
 
 
 def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, channel: str, band_pct: float,
-                  trends: Mapping[SeriesKey, Path], previous_sha: str | None = None) -> list[store_alerts.Applied]:
+                  trends: Mapping[SeriesKey, Path], previous_sha: str | None = None,
+                  config: Config | None = None) -> list[store_alerts.Applied]:
     """Tonight's lifecycle steps, written with the thread messages they call for (one transaction).
 
     ``previous_sha``: the newest accepted commit before tonight's (:func:`zlops.alerts.previous_commit`),
-    where a new alert's range starts when its baseline is tonight's own commit."""
+    where a new alert's range starts when its baseline is tonight's own commit. With ``config``, a new
+    regression of a suite that records kernels (``kernels:``) gets a reply in its thread saying, per
+    alert, whether its op's compiled kernels changed (zlops.kernels.explain)."""
     def apply(s: Any) -> list[store_alerts.Applied]:
         open_alerts, done = store_alerts.night_state(s, summary.suite, run.run_key)
         steps = plan_night(summary.comparisons, open_alerts, done=done, band_pct=band_pct)
@@ -64,6 +69,10 @@ def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, chan
             root = outbox.queue_notification(s, run.run_key, f"alert-{ids[0]}", channel, payload)
             store_alerts.set_thread(s, ids, root)
             _queue_figures(s, run.run_key, f"alert-{ids[0]}-figures", channel, root, members, trends)
+            if config is not None and kernels_setting(config, summary.suite) is not None:
+                entries = [(a, alert_attribution(s, a, config).text) for a, _ in sorted(members, key=lambda m: m[0].id)]
+                outbox.queue_notification(s, run.run_key, f"alert-{ids[0]}-kernels", channel,
+                                          alert_messages.kernels_reply(entries, channel=channel), parent_id=root)
         threads: dict[int, list[tuple[Alert, Step]]] = {}
         fresh_ids = {alert.id for alert, _ in fresh}
         for a in applied:

@@ -109,6 +109,10 @@ class BisectPolicy:
     confidence: float = 0.95
     statistic: str = "shift"      # "shift": Hodges-Lehmann with its rank CI; "median": bootstrap of the median ratio
     retest: bool = True           # an unclear commit is measured once more before the search ends ambiguous
+    #: a step whose commit (one run) compiled the regressed ops' kernels exactly as one end of the range
+    #: did, while the two ends' kernels differ, takes that end's outcome without an A/B (the suite's
+    #: ``kernels.skip_same_in_bisect``; the culprit is still verified against its parent)
+    skip_same_kernels: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.floor_pct:
@@ -394,6 +398,7 @@ class _Runner:
     def __init__(self, measurer: Measurer, targets: Sequence[Target], policy: BisectPolicy, allowance: Allowance,
                  built: set[str]) -> None:
         self.m, self.targets, self.policy, self.allowance, self.built = measurer, tuple(targets), policy, allowance, built
+        self.bad_sha: str | None = None   # the range's bad end (for skip_same_kernels)
 
     def ab(self, kind: StepKind, base: tuple[int, str], head: tuple[int, str], lines: Mapping[Key, float],
            labels: tuple[str, str]) -> StepRecord:
@@ -412,6 +417,10 @@ class _Runner:
             return StepRecord(kind, head_sha, base_sha, pos, Outcome.SKIPPED, builds=builds,
                               note=f"did not build: {str(exc)[:400]}")
         targets = [t for t in self.targets if t.key in lines]
+        if self.policy.skip_same_kernels and kind in (StepKind.STEP, StepKind.RETEST) and base[0] == 0:
+            shortcut = self._kernel_shortcut(kind, base_sha, (pos, head_sha), builds, targets)
+            if shortcut is not None:
+                return shortcut
         from zlops.stats import interleaved_order
 
         salt = f"/{kind.value}" if kind is StepKind.RETEST else ""
@@ -452,7 +461,44 @@ class _Runner:
             pairs += 1
         outcome = decided if decided is not None else Outcome.UNCLEAR
         note = "" if decided is not None else f"the CI still straddles the line after {pairs} pairs"
+        note = "; ".join(n for n in (self._same_kernels(base, head, targets), note) if n)
         return StepRecord(kind, head_sha, base_sha, pos, outcome, pairs, seconds, builds, tuple(evidence), note)
+
+    def _kernel_shortcut(self, kind: StepKind, good_sha: str, head: tuple[int, str], builds: int,
+                         targets: Sequence[Target]) -> StepRecord | None:
+        """One run of the commit; when its kernels for the targets' ops equal one end's (and the ends'
+        differ: the regression came with a kernel change), the step takes that end's outcome unmeasured.
+        None: measure it as usual (the one run is counted in the device time, not in the A/B)."""
+        side_of = getattr(self.m, "kernel_side", None)
+        pos, sha = head
+        if side_of is None or self.bad_sha is None:
+            return None
+        why = self.allowance.yield_check()
+        if why:
+            raise Paused(why)
+        if self.allowance.seconds <= 0:
+            raise Paused("tonight's device-time budget of this pool is spent")
+        try:
+            _, took = self.m.run(sha, targets)
+        except BuildFailed as exc:
+            return StepRecord(kind, sha, good_sha, pos, Outcome.SKIPPED, 0, 0.0, builds,
+                              note=f"benchmark of {sha[:12]} failed: {str(exc)[:400]}")
+        self.allowance.seconds -= took
+        side = side_of(good_sha, self.bad_sha, sha, targets)
+        if side not in ("good", "bad"):
+            return None
+        saved = (2 * self.policy.min_pairs - 1) * took
+        return StepRecord(kind, sha, good_sha, pos, Outcome.GOOD if side == "good" else Outcome.BAD, 0, took, builds,
+                          note=f"same kernels as {side}: not measured further (kernels.skip_same_in_bisect; "
+                               f"~{saved:.0f} device s saved: {2 * self.policy.min_pairs - 1} runs of {took:.1f} s)")
+
+    def _same_kernels(self, base: tuple[int, str], head: tuple[int, str], targets: Sequence[Target]) -> str:
+        """``same kernels as good`` (or ``as its parent``) when the measurer's kernel inventories
+        (zlops.kernels) say the two commits compiled the same kernels for the targets' ops; else ''."""
+        same = getattr(self.m, "same_kernels", None)
+        if same is None or not same(base[1], head[1], targets):
+            return ""
+        return "same kernels as good" if base[0] == 0 else "same kernels as its parent"
 
     def _judge(self, targets: Sequence[Target], runs: Mapping[Key, tuple[list[float], list[float]]],
                lines: Mapping[Key, float], labels: tuple[str, str]) -> tuple[tuple[CaseEvidence, ...], bool]:
@@ -493,6 +539,7 @@ def bisect_range(commits: Sequence[str], targets: Sequence[Target], measurer: Me
     done = list(steps)
     built = {s.sha for s in done} | {s.base_sha for s in done}
     runner = _Runner(measurer, targets, policy, allowance, built)
+    runner.bad_sha = commits[n]
     floor = {t.key: policy.floor_pct for t in targets}
 
     def record(step: StepRecord) -> None:

@@ -24,8 +24,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from zlops import bisect_messages, gitops
@@ -45,6 +46,7 @@ from zlops.bisect import (
 )
 from zlops.config import Config
 from zlops.errors import DatabaseUnavailable, DeviceBusy, HostBusy, ZlopsError
+from zlops.kernels.inventory import Inventory, InventoryError, read_inventory
 from zlops.model import RunStatus
 from zlops.steps.cleanup import cleanup as cleanup_step
 from zlops.steps.context import Prepared, RunContext, make_run_key, open_store
@@ -138,6 +140,7 @@ class DeviceMeasurer:
         self.config, self.suite_name, self.pool, self.device, self.bid = config, suite_name, pool, device, bisection_id
         self.prepared: dict[str, Prepared] = {}
         self.contexts: dict[str, RunContext] = {}
+        self.kernels: dict[str, Inventory] = {}   # per commit, the first usable kernel inventory of its runs
 
     def _ctx(self, sha: str) -> RunContext:
         if sha not in self.contexts:
@@ -168,6 +171,7 @@ class DeviceMeasurer:
             out = ctx.run_dir / "runs" / f"{time.time_ns()}"
             try:
                 medians = run_side(ctx, ctx, self.prepared[sha], self.pool, self.device, out, cases)
+                self._keep_kernels(sha, out)
                 break
             except HostBusy as exc:
                 busy.append(str(exc))
@@ -185,6 +189,53 @@ class DeviceMeasurer:
             except ZlopsError as exc:
                 raise BuildFailed(str(exc)) from exc
         return medians, time.monotonic() - t0
+
+    def _keep_kernels(self, sha: str, out: Path) -> None:
+        if sha in self.kernels or self.config.suite(self.suite_name).kernels is None:
+            return
+        try:
+            inv = read_inventory(out)
+        except InventoryError as exc:
+            log.warning("bisection run of %s: %s", sha[:12], exc)
+            return
+        if inv is not None and inv.usable:
+            self.kernels[sha] = inv
+
+    def same_kernels(self, base_sha: str, head_sha: str, targets: Sequence[Target]) -> bool | None:
+        """Whether the two commits' runs compiled the same kernels for the targets' ops (None: cannot tell)."""
+        from zlops.alerts import op_family
+        from zlops.kernels.attribution import same_op_kernels
+
+        setting = self.config.suite(self.suite_name).kernels
+        if setting is None:
+            return None
+        self._load_kernels(base_sha)
+        self._load_kernels(head_sha)
+        return same_op_kernels(self.kernels.get(base_sha), self.kernels.get(head_sha),
+                               sorted({op_family(t.case) for t in targets}), mapping=setting.map)
+
+    def kernel_side(self, good_sha: str, bad_sha: str, sha: str, targets: Sequence[Target]) -> str | None:
+        """``good`` / ``bad`` when ``sha``'s kernels for the targets' ops equal that end's and the two
+        ends' differ (zlops.bisect's skip_same_kernels); None otherwise (measure it)."""
+        from zlops.alerts import op_family
+        from zlops.kernels import attribution
+
+        setting = self.config.suite(self.suite_name).kernels
+        if setting is None:
+            return None
+        for one in (good_sha, bad_sha, sha):
+            self._load_kernels(one)
+        return attribution.kernel_side(self.kernels.get(good_sha), self.kernels.get(bad_sha), self.kernels.get(sha),
+                                       sorted({op_family(t.case) for t in targets}), mapping=setting.map)
+
+    def _load_kernels(self, sha: str) -> None:
+        """A commit's inventory from its earlier runs' folders (a resumed bisection measured it before)."""
+        if sha in self.kernels:
+            return
+        for out in sorted((self._ctx(sha).run_dir / "runs").glob("*")):
+            self._keep_kernels(sha, out)
+            if sha in self.kernels:
+                return
 
     def cleanup(self) -> None:
         for ctx in self.contexts.values():
@@ -255,7 +306,9 @@ def bisect_alert(config: Config, alert_id: object, *,
                           yield_check=lambda: nightly_in_the_way(config, store, b.pool))
     measurer = measurer_factory(b) if measurer_factory else DeviceMeasurer(config, b.suite, b.pool, b.device, b.id)
     store.set_bisection_state(b.id, State.RUNNING, reason="")
-    result = bisect_range(commits, b.targets, measurer, policy=policy_of(config), allowance=allowance,
+    kernels = config.suite(b.suite).kernels
+    policy = replace(policy_of(config), skip_same_kernels=bool(kernels is not None and kernels.skip_same_in_bisect))
+    result = bisect_range(commits, b.targets, measurer, policy=policy, allowance=allowance,
                           steps=store.bisection_steps(b.id), save=lambda st: store.save_bisection_step(b.id, st),
                           hints=hints)
     culprit = None

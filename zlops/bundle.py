@@ -8,7 +8,8 @@ A bundle is one shard's artifact folder as :func:`zlops.runner.run_shard` leaves
 - the results file (``manifest["results_file"]``, parsed with ``manifest["format"]``) when ``status`` is ok;
 - ``run_identity.json``: the caliber (:mod:`zlops.identity`), every caliber axis present;
 - ``telemetry.csv``, or ``telemetry.err`` saying why there is none (absent only when skipped);
-- ``timing.json``: status, start/end, duration, exit code, agreeing with the manifest.
+- ``timing.json``: status, start/end, duration, exit code, agreeing with the manifest;
+- ``kernels.json`` (only a suite with ``kernels:``): the shard's kernel inventory (zlops.kernels), readable.
 
 A run folder holds one bundle per shard at ``<pool>/<device>/``; :func:`find_bundles` accepts either.
 :func:`verify_bundle` never raises for a bad bundle: every defect is a ``problem`` (the bundle cannot
@@ -161,8 +162,28 @@ def verify_bundle(bundle: Path) -> BundleReport:
         cases, dropped = _check_results(bundle, manifest, problems, warnings)
     _check_identity(bundle, manifest, problems)
     _check_timing(bundle, manifest, problems)
+    _check_kernels(bundle, manifest, problems, warnings)
     return BundleReport(bundle, tuple(problems), tuple(warnings), status if isinstance(status, str) else None,
                         cases, dropped)
+
+
+def _check_kernels(bundle: Path, manifest: dict[str, Any], problems: list[str], warnings: list[str]) -> None:
+    """``kernels.json`` (zlops.kernels), when the shard recorded one: readable, and said in the manifest."""
+    from zlops.kernels.inventory import INVENTORY_FILE, InventoryError, read_inventory
+
+    try:
+        inv = read_inventory(bundle)
+    except InventoryError as exc:
+        problems.append(str(exc).replace(str(bundle) + "/", ""))
+        return
+    if inv is None:
+        if manifest.get("kernels"):
+            problems.append(f"{MANIFEST} records kernels ({manifest['kernels']}) but {INVENTORY_FILE} is missing")
+        return
+    if not inv.usable:
+        warnings.append(f"{INVENTORY_FILE}: {inv.summary()}")
+    elif inv.dropped:
+        warnings.append(f"{INVENTORY_FILE}: {inv.dropped} kernel(s) over the cap were dropped")
 
 
 def _check_results(bundle: Path, manifest: dict[str, Any], problems: list[str],

@@ -26,8 +26,11 @@ from zlops.errors import (
     ConfigError,
     Interrupted,
     RunAlreadyAccepted,
+    RunOwned,
     ZlopsError,
+    os_error_line,
 )
+from zlops.redact import RedactingFilter, redact_text, redact_url
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
@@ -39,7 +42,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED, EXIT_CALIBER, EXIT_SHARDS = 0, 1,
 #: when several apply, the first of these wins
 NIGHTLY_EXIT_PRIORITY = (EXIT_ERROR, EXIT_CALIBER, EXIT_FLAGGED, EXIT_SHARDS, EXIT_OK)
 NIGHTLY_EXIT_HELP = ("exit codes: 0 every shard measured and nothing matched --fail-on; 1 a suite produced no "
-                     "results at all (or a step failed); 2 bad usage or config; 3 --fail-on matched; 4 a series "
+                     "results at all (or a step failed); 2 bad usage or config, or refused (a run id another live "
+                     "process runs, an accepted run without --replace); 3 --fail-on matched; 4 a series "
                      "was refused for a caliber break; 5 a shard failed, timed out or was skipped, or a series "
                      "was invalid or failed; 128+N stopped by signal N (130 Ctrl-C, 129 SIGHUP, 143 SIGTERM), "
                      "its benchmarks ended and the run marked interrupted. When several apply: 1, 4, 3, 5.")
@@ -48,6 +52,9 @@ NIGHTLY_EXIT_HELP = ("exit codes: 0 every shard measured and nothing matched --f
 def _setup_logging(verbose: int, interactive: bool) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 or not interactive else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # no log line carries a secret (zlops.redact)
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     if verbose < 2:  # schema migrations narrate every plugin at INFO; only their warnings matter here
         logging.getLogger("alembic").setLevel(logging.WARNING)
 
@@ -170,10 +177,10 @@ def _nightly(args: argparse.Namespace) -> int:
 def cmd_config_check(args: argparse.Namespace) -> int:
     config = _config(args)
     print(f"ok: {len(config.pools)} pools, {len(config.suites)} suites; home {config.home}; "
-          f"database {config.database_url.split('@')[-1]}")
+          f"database {redact_url(config.database_url)}")
     for name, suite in sorted(config.suites.items()):
-        print(f"  suite {name}: {suite.repo} @ {suite.branch}, format {suite.format}, pools {', '.join(suite.pools)}, "
-              f"schedule {suite.schedule}")
+        print(f"  suite {name}: {redact_url(suite.repo)} @ {suite.branch}, format {suite.format}, "
+              f"pools {', '.join(suite.pools)}, schedule {suite.schedule}")
     return EXIT_OK
 
 
@@ -182,6 +189,24 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
     store = open_store(_config(args))
     print(f"schema at revision {store.current_revision()}")
+    return EXIT_OK
+
+
+def cmd_store_check(args: argparse.Namespace) -> int:
+    """``zlops store check``: the thorough health check of the config's store (docs/store.md)."""
+    from zlops.store import Store
+    from zlops.store.health import check_store
+    from zlops.store.retry import RetryPolicy
+
+    config = _config(args)
+    store = Store.open(config.database_url, migrate=False, check=False,
+                       retry=RetryPolicy(total_s=min(5.0, config.database_retry_s)), connect_timeout_s=5)
+    try:
+        health = check_store(store, thorough=True)
+        revision = store.current_revision()
+    finally:
+        store.dispose()
+    print(f"ok: {health.url}: {health.checked}; schema at revision {revision or 'none (never migrated)'}")
     return EXIT_OK
 
 
@@ -205,7 +230,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if not runs:
         where = f" of suite {args.suite}" if args.suite else ""
-        print(f"zlops: no runs stored{where} yet in {config.database_url.split('@')[-1]}", file=sys.stderr)
+        print(f"zlops: no runs stored{where} yet in {redact_url(config.database_url)}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -672,6 +697,12 @@ def build_parser() -> argparse.ArgumentParser:
     from zlops.bisect_cli import add_bisect_parser  # zlops bisect ALERT_ID
 
     add_bisect_parser(sub)
+    st = sub.add_parser("store", help="the result store's health")
+    stsub = st.add_subparsers(dest="store_command", required=True)
+    stc = stsub.add_parser("check", help="check the store: SQLite PRAGMA integrity_check (read-only), PostgreSQL "
+                                         "a connection; exit 1 with what to do when it is damaged")
+    stc.add_argument("--config", help=CONFIG_HELP)
+    stc.set_defaults(func=cmd_store_check)
     from zlops.digest_cli import add_digest_parser  # zlops digest: the weekly trust ledger
 
     add_digest_parser(sub)
@@ -687,29 +718,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except CaliberMismatch as exc:
-        print(f"{exc}\nzlops: refused: the runs were measured on different calibers", file=sys.stderr)
+        _say(f"{exc}\nzlops: refused: the runs were measured on different calibers")
         return EXIT_CALIBER
-    except RunAlreadyAccepted as exc:
-        print(f"zlops: refused: {exc}", file=sys.stderr)
+    except (RunAlreadyAccepted, RunOwned) as exc:
+        _say(f"zlops: refused: {exc}")
         return EXIT_USAGE
     except ConfigError as exc:
-        print(f"zlops: config error:\n{exc}", file=sys.stderr)
+        _say(f"zlops: config error:\n{exc}")
         return EXIT_USAGE
     except ZlopsError as exc:
-        print(f"zlops: {exc}", file=sys.stderr)
+        _say(f"zlops: {exc}")
         if args.verbose:  # -v: the chain behind the one line (the driver's own error for a database fault)
-            traceback.print_exc(file=sys.stderr)
+            _say(traceback.format_exc())
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("zlops: interrupted", file=sys.stderr)
+        _say("zlops: interrupted")
         return 130
     except Interrupted as exc:
-        print(f"zlops: {exc}", file=sys.stderr)
+        _say(f"zlops: {exc}")
         return 128 + exc.signum
-    except OSError as exc:  # a full disk, a folder zlops may not write: say which, no traceback
-        print(f"zlops: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+    except OSError as exc:  # a full disk, a folder zlops may not write: say which and where, no traceback
+        _say(f"zlops: {os_error_line(exc)}" + ("" if args.verbose else "; -vv shows the traceback"))
+        if args.verbose:
+            _say(traceback.format_exc())
         return EXIT_ERROR
 
+
+def _say(text: str) -> None:
+    """One message on stderr, through zlops' one redaction rule (no URL credential, no token)."""
+    print(redact_text(text).rstrip("\n"), file=sys.stderr)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -80,6 +80,9 @@ class JudgeInputs:
     processes: Mapping[SeriesKey, Sequence[float]] = field(default_factory=dict)
     #: series whose newest history night is, by its stored verdict, no unresolved suspect (issue 22)
     settled: Collection[SeriesKey] = field(default_factory=frozenset)
+    #: series whose newest nights are unresolved suspects -> the newest night before them: a suspect's
+    #: A/B base (zlops.evidence.series_histories)
+    before_pending: Mapping[SeriesKey, BaselinePoint] = field(default_factory=dict)
 
 
 def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[Judgement | None, str]:
@@ -161,7 +164,14 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         judgement = judged.get(key) or Judgement(Verdict.NEW, None, None, None,
                                                  "no accepted baseline on an ancestor commit")
         side = (head_summaries or {}).get(key) or Summary.of(res.samples)
-        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, bases[key], side, judgement))
+        base = bases[key]
+        ref = extra.before_pending.get(key)
+        if (judgement.verdict.awaiting_confirmation and ref is not None and base is not None
+                and ref.unit == res.unit):
+            # a suspect after unresolved suspect nights: its baseline (and its A/B's base) is the night before
+            # them, what it was judged against, not last night's commit (which may hold the change itself)
+            base = ref
+        rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, base, side, judgement))
     for key in sorted(baselines):
         pool, case, metric = key
         base = baselines[key]

@@ -307,6 +307,44 @@ class ForgeConfig(_Strict):
         return (self.api_url or default).rstrip("/")
 
 
+class KernelsConfig(_Strict):
+    """``kernels:`` of a suite: record a kernel inventory per shard and attribute alerts to it
+    (docs/kernels.md). ``kernels: triton`` is short for ``kernels: {provider: triton}``."""
+
+    provider: str = Field(default="triton", description="the toolchain whose compiled kernels are recorded: "
+                          "triton (reads the shard's own TRITON_CACHE_DIR); cuobjdump, ascend, musa and none record "
+                          "'no inventory' with the reason")
+    map: dict[str, str] = Field(default_factory=dict, json_schema_extra={
+        "accepts": "op regex -> kernel regex, like {'mean': '^mean_dim_kernel', 'copy': '_copy_kernel'}"},
+        description="which kernels belong to an op family: the first op regex that matches the family whole "
+                    "gives the kernel regex searched in kernel names; default: the name contains the op")
+    max_per_shard: int = Field(default=2000, ge=1, le=100000, description="kernels kept per shard (sorted by "
+                               "name); the rest are counted as dropped")
+    skip_same_in_bisect: bool = Field(default=False, description="a bisection step whose commit (one run) "
+                                      "compiled the regressed ops' kernels as one end of the range did, while the "
+                                      "ends' kernels differ, takes that end's outcome without an A/B")
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, v: str) -> str:
+        from zlops.kernels.providers import PROVIDER_NAMES
+
+        if v not in PROVIDER_NAMES:
+            raise ValueError(f"unknown kernel provider {v!r}; known: {', '.join(PROVIDER_NAMES)}")
+        return v
+
+    @field_validator("map")
+    @classmethod
+    def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
+        for op_re, kernel_re in v.items():
+            for what, pattern in (("op regex", op_re), ("kernel regex", kernel_re)):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"{what} {pattern!r} is not a regular expression: {exc}") from None
+        return v
+
+
 class SuiteConfig(_Strict):
     """One benchmark suite: where its code lives, how to install and run it, where it runs."""
 
@@ -329,6 +367,9 @@ class SuiteConfig(_Strict):
     python: str | None = Field(default=None, description="interpreter the suite's venv is made from "
                                "(default: the one running zlops)")
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for install and run")
+    env_public: list[str] = Field(default_factory=list, json_schema_extra={"accepts": "a list of names of env"},
+                                  description="names of env whose values are recorded in shard manifests; the "
+                                              "others are recorded by name with the value *** (secrets by default)")
     dependency_files: list[str] = Field(
         default_factory=lambda: ["pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt"],
         description="globs (relative to the repo root) whose content keys the environment cache",
@@ -362,6 +403,15 @@ class SuiteConfig(_Strict):
     forge: ForgeConfig | None = Field(
         default=None, description="post the PR compare's outcome as a check on the pull request and "
                                   "accept /zlops compare from it, see docs/forge.md")
+    kernels: KernelsConfig | None = Field(
+        default=None, json_schema_extra={"accepts": "triton, or a mapping like {provider: triton, map: {...}}"},
+        description="record the compiled kernels of every shard and attribute alerts to them (docs/kernels.md); "
+                    "default: off")
+
+    @field_validator("kernels", mode="before")
+    @classmethod
+    def _kernels_short(cls, v: Any) -> Any:
+        return {"provider": v} if isinstance(v, str) else v
 
     @property
     def stored_format(self) -> str:
@@ -378,6 +428,14 @@ class SuiteConfig(_Strict):
         if len(set(v)) != len(v):
             raise ValueError(f"variants must be unique, got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _public_env_names(self) -> SuiteConfig:
+        unknown = sorted(set(self.env_public) - set(self.env))
+        if unknown:
+            raise ValueError(f"env_public names {', '.join(unknown)}, which env does not set; env sets: "
+                             f"{', '.join(sorted(self.env)) or 'nothing'}")
+        return self
 
     @field_validator("install")
     @classmethod
@@ -648,6 +706,10 @@ class Config(_Strict):
     env_cache_size: int = Field(default=8, ge=1, description="environment templates kept under home/envs")
     device_wait_s: float = Field(default=600, ge=0,
                                  description="how long a shard waits for a device another benchmark holds")
+    promote_min_ok_share: float = Field(
+        default=1.0, gt=0, le=1, description="share of each pool's planned shards that must end OK for a night to "
+        "become a baseline (default 1.0: every shard; a night with a failed device is measured and reported, "
+        "never promoted)")
     baseline_depth: int = Field(default=2000, ge=1,
                                 description="how many ancestor commits are searched for a baseline")
     locks_dir_setting: Path | None = Field(

@@ -165,7 +165,8 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
     device stayed leased raises DeviceBusy; any other failure ZlopsError."""
     spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
                      pool=pool, backend=ctx.config.pools[pool].backend, device=device,
-                     worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out, cases=cases)
+                     worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out, cases=cases,
+                     kernel_cache=ctx.run_dir / "kernel_cache" / f"{side_ctx.sha[:12]}-{pool}-{device}")
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
     if outcome.status is ShardStatus.SKIPPED:
         raise DeviceBusy(f"A/B run in {out} skipped: {outcome.error}")

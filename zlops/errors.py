@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import traceback
 from collections.abc import Sequence
 
 
@@ -55,6 +58,15 @@ class DatabaseUnavailable(StoreError):
 
 class RunAlreadyAccepted(ZlopsError):
     """A completed run that is a baseline would be re-measured without ``--replace``."""
+
+
+class RunOwned(ZlopsError):
+    """A run id is being run by another live process (zlops.recovery.claim_run): a second one is refused."""
+
+
+class StoreCorrupt(StoreError):
+    """The store's file is damaged (not a database, or ``PRAGMA quick_check`` finds problems): nothing is
+    written to it; the message says how to restore it (docs/store.md)."""
 
 
 class CaliberMismatch(ZlopsError):
@@ -113,3 +125,43 @@ class Interrupted(BaseException):
         self.signum = signum
         self.signame = signal.Signals(signum).name
         super().__init__(f"interrupted by {self.signame}")
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError that always names what it failed on: the path(s) when the error has them,
+    else the operation (the innermost function, and the innermost zlops frame that called it), and the
+    step it failed in when a progress step recorded it (``zlops_step``). Never a bare "Invalid argument"."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    code = errno.errorcode.get(exc.errno) if isinstance(exc.errno, int) else None
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p not in (None, "")]
+    if paths:
+        line = f"{what}: " + " -> ".join(paths)
+    else:
+        line = f"{what} ({code or type(exc).__name__}) in {_operation(exc)}"
+    step = _step_of(exc)
+    if step:
+        line += f" (step {step})"
+    return line
+
+
+def _step_of(exc: BaseException | None) -> str | None:
+    seen = 0
+    while exc is not None and seen < 10:
+        step = getattr(exc, "zlops_step", None)
+        if step:
+            return str(step)
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _operation(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    if not frames:
+        return "an operating-system call"
+    inner = frames[-1]
+    here = f"{inner.name}() at {os.path.basename(inner.filename)}:{inner.lineno}"
+    ours = next((f for f in reversed(frames) if f"{os.sep}zlops{os.sep}" in f.filename), None)
+    if ours is not None and ours is not inner:
+        where = ours.filename.rsplit(os.sep + "zlops" + os.sep, 1)[-1]
+        return f"{here}, called from {ours.name}() at zlops/{where}:{ours.lineno}"
+    return here

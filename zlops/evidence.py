@@ -117,6 +117,7 @@ def pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
 
 def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapping[str, str] | None = None,
                      evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]] | None = None,
+                     before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] | None = None,
                      ) -> tuple[dict[cmp.SeriesKey, Any], dict[cmp.SeriesKey, list[float]], set[cmp.SeriesKey]]:
     """Per series of ``keys``: its accepted night medians in ``frame`` (:meth:`Store.history_frame`),
     oldest first, as the judge reads them, and the per-run values of its earlier A/Bs (``processes``).
@@ -140,6 +141,11 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     - ``settled``: the series whose newest night's stored verdict is no unresolved suspect (with
       ``evidence`` given): the judge neither holds it out nor re-judges it as last night's suspect
       (an A/B cleared it, or labelled it unmeasurable).
+    - ``before_pending`` (filled when given): per series whose newest nights are a run of unresolved
+      suspects, the newest night before that run (run, commit, median). It is what tonight is judged
+      against, so it is what an A/B of tonight must run as its base: the suspect nights' own commit would
+      measure the change against itself (issue 22, live H200: night S's suspect +2.87% stayed unresolved,
+      the second S night's A/B ran S against S and "cleared" it, +0.00%).
 
     ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
     changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
@@ -159,6 +165,8 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     pools, cases, metrics_ = (frame[c].to_numpy(dtype=object) for c in ("pool", "case", "metric"))
     run_keys = frame["run_key"].to_numpy(dtype=object)
     medians = frame["median"].to_numpy(dtype=float)
+    shas, units, counts = ((frame[c].to_numpy() for c in ("sha", "unit", "n")) if before_pending is not None
+                           else (None, None, None))
     wall_rows = np.zeros(len(frame), dtype=bool)
     for pool, wall in (walls or {}).items():
         wall_rows |= (pools == pool) & (run_keys == wall)
@@ -191,6 +199,10 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
             states = [found_of[run_keys[i]][0].value if run_keys[i] in found_of else None for i in range(lo, b)]
             pending = unresolved_suspects(states)
             drop = held_out_nights(b - lo, pending)
+            if before_pending is not None and shas is not None and pending and b - pending - 1 >= lo:
+                ref = b - pending - 1
+                before_pending[key] = cmp.BaselinePoint(str(run_keys[ref]), str(shas[ref]), str(units[ref]),
+                                                        float(medians[ref]), int(counts[ref]))
             runs: list[float] = []
             for i in range(lo, b):
                 found = found_of.get(run_keys[i])
@@ -271,8 +283,10 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     in_window = frame[frame["pool"].isin(pools)] if len(frame) and set(frame["pool"].unique()) - set(pools) else frame
     run_keys = sorted(in_window["run_key"].unique().tolist()) if len(in_window) else []
     walls = caliber_walls(store, set(run_keys), tonight)
+    before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] = {}
     history, processes, settled = series_histories(in_window, head, walls=walls,
-                                                   evidence=store.verdict_evidence(run_keys, only_evidence=True))
+                                                   evidence=store.verdict_evidence(run_keys, only_evidence=True),
+                                                   before_pending=before_pending)
     telemetry = {}
     for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
         summaries = [e.get("telemetry") or {} for e in extras]
@@ -280,4 +294,4 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
                                                         t.get("temp_max_c") or 0.0))
     return cmp.JudgeInputs(history=history, telemetry=telemetry, caliber=caliber,
                            allow_caliber_mismatch=setup.allow_caliber_mismatch, failed_pools=failed_pools,
-                           processes=processes, settled=frozenset(settled))
+                           processes=processes, settled=frozenset(settled), before_pending=before_pending)

@@ -8,14 +8,16 @@ passed after ``--end-of-options``, so a ref can never be read as an option.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zlops import proc
 from zlops.errors import ConfigError, GitError, ProcessError
+from zlops.redact import redact_text, redact_url, register_secret, split_credentials
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +34,36 @@ FETCH_TIMEOUT_S = 900.0
 GIT_TIMEOUT_S = 300.0
 
 
-def _git_env() -> dict[str, str]:
+#: the credential helper of a mirror whose URL carried credentials: it answers git's ``get`` from the two
+#: variables below, which only that git process's environment holds (never argv, never a file, never config)
+_ENV_HELPER = ('!f() { test "$1" = get || exit 0; printf "username=%s\\npassword=%s\\n" '
+               '"$ZLOPS_GIT_USERNAME" "$ZLOPS_GIT_PASSWORD"; }; f')
+
+
+def _git_env(credentials: tuple[str, str] | None = None) -> dict[str, str]:
     # never prompt for credentials in a nightly; English messages so errors read the same everywhere;
-    # build_env limits git to file/git/http/https/ssh (GIT_ALLOW_PROTOCOL: no fd::, no ext::)
-    return proc.build_env({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ASKPASS": "/bin/true"})
+    # build_env limits git to file/git/http/https/ssh (GIT_ALLOW_PROTOCOL: no fd::, no ext::). The
+    # operator's own GIT_ASKPASS (and the credential helpers of their git config) still answer git.
+    extra = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_ASKPASS": os.environ.get("GIT_ASKPASS") or "/bin/true"}
+    if credentials is not None:
+        extra.update(ZLOPS_GIT_USERNAME=credentials[0], ZLOPS_GIT_PASSWORD=credentials[1])
+    return proc.build_env(extra)
 
 
 def git(args: Sequence[str], *, cwd: Path | None = None, timeout: float = GIT_TIMEOUT_S,
-        what: str | None = None) -> str:
-    """Run one git command and return its stdout; failures raise GitError with git's own message."""
-    argv = ["git", *args]
+        what: str | None = None, credentials: tuple[str, str] | None = None) -> str:
+    """Run one git command and return its stdout; failures raise GitError with git's own message
+    (redacted: zlops.redact). ``credentials`` (user, password) answer git's credential request
+    through the environment of this one process (:data:`_ENV_HELPER`)."""
+    argv = ["git", *(("-c", "credential.helper=", "-c", f"credential.helper={_ENV_HELPER}")
+                     if credentials is not None else ()), *args]
     try:
-        done = proc.run(argv, cwd=cwd, env=_git_env(), timeout=timeout, what=what or f"git {args[0]}")
+        done = proc.run(argv, cwd=cwd, env=_git_env(credentials), timeout=timeout,
+                        what=what or f"git {args[0]}")
     except ProcessError as exc:
-        raise GitError(f"{what or 'git ' + args[0]} failed: {exc.stderr_tail.strip() or exc}") from exc
+        detail = exc.stderr_tail.strip() or (str(exc).splitlines() or [f"exit code {exc.returncode}"])[0]
+        raise GitError(redact_text(f"{what or 'git ' + args[0]} failed: {detail}",
+                                   credentials or ())) from None
     return done.stdout
 
 
@@ -63,28 +81,45 @@ def validate_branch(name: str) -> str:
 
 @dataclass(frozen=True)
 class Mirror:
-    """A bare mirror of one suite's upstream under ``home/mirrors``."""
+    """A bare mirror of one suite's upstream under ``home/mirrors``. ``url`` never carries credentials
+    (it is what the mirror's config stores and what messages show); ``credentials`` taken out of the
+    configured URL reach git only through its environment (:func:`git`)."""
 
     path: Path
     url: str
+    credentials: tuple[str, str] | None = field(default=None, repr=False, compare=False)
 
     def git(self, *args: str, timeout: float = GIT_TIMEOUT_S, what: str | None = None) -> str:
-        return git(["-C", str(self.path), *args], timeout=timeout, what=what)
+        return git(["-C", str(self.path), *args], timeout=timeout, what=what, credentials=self.credentials)
+
+
+def mirror_of(url: str, path: Path) -> Mirror:
+    """The :class:`Mirror` at ``path`` of the configured ``url`` (credentials split off, zlops.redact)."""
+    clean, user, password = split_credentials(url)
+    if password is not None:
+        register_secret(password)
+        if user == password:
+            register_secret(user)
+    return Mirror(path, clean, (user or "", password) if password is not None else None)
 
 
 def ensure_mirror(url: str, path: Path) -> Mirror:
-    """Create the bare mirror if needed (``git init --bare`` + remote) and keep its URL current."""
+    """Create the bare mirror if needed (``git init --bare`` + remote) and keep its URL current.
+
+    The URL stored in the mirror's config is the configured one without its credentials (a token in
+    ``https://user:TOKEN@host/repo.git``); they are handed to each fetch through its environment."""
     if url.startswith("-"):
-        raise GitError(f"invalid repository URL {url!r}")
+        raise GitError(f"invalid repository URL {redact_url(url)!r}")
+    mirror = mirror_of(url, path)
     if not (path / "HEAD").exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         git(["init", "--bare", "--quiet", str(tmp)], what="git init")
-        git(["-C", str(tmp), "remote", "add", "origin", "--", url], what="git remote add")
+        git(["-C", str(tmp), "remote", "add", "origin", "--", mirror.url], what="git remote add")
         tmp.rename(path)
-        log.info("created mirror %s of %s", path, url)
-    mirror = Mirror(path, url)
+        log.info("created mirror %s of %s", path, mirror.url)
+    url = mirror.url
     current = mirror.git("config", "--get", "remote.origin.url").strip()
     if current != url:
         mirror.git("remote", "set-url", "origin", "--", url)

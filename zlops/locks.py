@@ -5,7 +5,11 @@ when the CLI and a DAG (or two DAG runs, or two configs with different homes) sh
 is an ``flock`` on ``<locks_dir>/<backend>-<device>.lock``; the benchmark inherits the lock's file
 descriptor (:attr:`Lease.fd`), so the lease lives exactly as long as the benchmark does: a zlops
 killed with SIGKILL leaves its benchmark running *and* the device leased, and the next run waits.
-The kernel drops the lock when the last holder dies, so a crash never leaves a device locked.
+zlops never unlocks a lease explicitly: it only closes its own fd, and the kernel drops the lock
+when the last holder of the open file closes it. So a benchmark that left a detached worker
+behind (a daemonized child that inherited the fd) keeps the device leased until that worker ends;
+the lease's note names it (:func:`detached_holders`) and the next night waiting for the device
+says so. A crash never leaves a device locked.
 
 ``locks_dir`` is host-wide (:func:`default_locks_dir`), never under a config's home: two homes on
 one host share their devices.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import socket
@@ -23,12 +28,14 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from zlops.errors import DeviceBusy
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 #: the host-wide leases directory when it can be used; else a per-user one under the temp dir
@@ -63,6 +70,69 @@ def lock_path(locks_dir: Path, backend: str, device: int) -> Path:
     return locks_dir / f"{backend}-{int(device)}.lock"
 
 
+def detached_holders(path: Path, fd: int) -> list[dict[str, Any]]:
+    """Processes other than this one that share the lock held through ``fd`` on ``path``: their copy
+    of the fd (inherited from the benchmark) carries the ``flock`` (``lock:`` in ``/proc/<pid>/fdinfo``).
+    A process that merely has the file open (another zlops waiting for the device) holds no lock
+    through it and is not listed. Linux only; ``[]`` elsewhere. Each: ``{pid, cmd}``."""
+    target = os.fstat(fd)
+    me = os.getpid()
+    out: list[dict[str, Any]] = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+    except OSError:
+        return out
+    name = str(path)
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for n in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{n}") != name:
+                    continue
+                st = os.stat(f"{fd_dir}/{n}")
+                if (st.st_dev, st.st_ino) != (target.st_dev, target.st_ino):
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{n}", encoding="utf-8") as fh:
+                    if not any(line.startswith("lock:") for line in fh):
+                        continue
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            out.append({"pid": pid, "cmd": cmd[:300]})
+            break
+    return out
+
+
+def _holder_words(who: dict[str, Any]) -> str:
+    bench = f", benchmark pid {who['benchmark_pid']}" if who.get("benchmark_pid") else ""
+    left = who.get("detached") or []
+    detached = ("; its benchmark left detached process(es) holding the lease: " + ", ".join(
+        f"pid {d.get('pid')} ({d.get('cmd', '?')[:80]})" for d in left if isinstance(d, dict))) if left else ""
+    return (f"owner {who.get('owner', '?')}, pid {who.get('pid', '?')}{bench}, since {who.get('since', '?')}"
+            f"{detached}")
+
+
+def _release(lease: Lease) -> None:
+    """Give up this process's hold on a lease: never an explicit unlock (which would free the device
+    under a detached worker that inherited the fd), only a close; the kernel drops the lock when the
+    last holder closes. A detached holder is written into the lease's note and logged."""
+    try:
+        left = detached_holders(lease.path, lease.fd)
+    except OSError:
+        left = []
+    if left:
+        lease.update(detached=left)
+        log.warning("device lease %s is still held by process(es) the benchmark left behind: %s; the device "
+                    "stays leased until they end", lease.path,
+                    ", ".join(f"pid {d['pid']} ({d['cmd'][:120]})" for d in left))
+    lease.detached = left
+
+
 def holder(locks_dir: Path, backend: str, device: int) -> dict[str, object] | None:
     """Who holds (or last held) the device lock, from the note the holder wrote."""
     path = lock_path(locks_dir, backend, device)
@@ -82,6 +152,8 @@ class Lease:
     fd: int
     waited: float
     note: dict[str, Any]
+    #: processes the benchmark left holding the lease when this process let go of it (:func:`_release`)
+    detached: list[dict[str, Any]] = field(default_factory=list)
 
     def update(self, **fields: Any) -> None:
         """Add to the holder's note (e.g. the benchmark's pid, which an orphan check reads)."""
@@ -137,11 +209,8 @@ def device_lease(locks_dir: Path, backend: str, device: int, *, wait_s: float, o
             except BlockingIOError:
                 if time.monotonic() - start >= wait_s:
                     who = holder(locks_dir, backend, device) or {}
-                    bench = f", benchmark pid {who['benchmark_pid']}" if who.get("benchmark_pid") else ""
-                    raise DeviceBusy(
-                        f"device {backend}:{device} is held by another benchmark "
-                        f"(owner {who.get('owner', '?')}, pid {who.get('pid', '?')}{bench}, "
-                        f"since {who.get('since', '?')}); waited {wait_s:g} s") from None
+                    raise DeviceBusy(f"device {backend}:{device} is held by another benchmark "
+                                     f"({_holder_words(who)}); waited {wait_s:g} s") from None
                 time.sleep(min(POLL_S, max(0.01, wait_s / 10)))
         lease = Lease(path, fd, time.monotonic() - start, {})
         lease.update(owner=owner, pid=os.getpid(), host=socket.gethostname(),
@@ -149,7 +218,7 @@ def device_lease(locks_dir: Path, backend: str, device: int, *, wait_s: float, o
         try:
             yield lease
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            _release(lease)  # no LOCK_UN: the last holder's close frees the device
     finally:
         os.close(fd)
 
@@ -226,11 +295,9 @@ def gang_lease(locks_dir: Path, backend: str, devices: list[int] | tuple[int, ..
             held.clear()
             if time.monotonic() - start >= wait_s:
                 who = holder(locks_dir, backend, blocked) or {}
-                bench = f", benchmark pid {who['benchmark_pid']}" if who.get("benchmark_pid") else ""
                 raise DeviceBusy(
                     f"device {backend}:{blocked} of the gang {order} is held by another benchmark "
-                    f"(owner {who.get('owner', '?')}, pid {who.get('pid', '?')}{bench}, since {who.get('since', '?')}); "
-                    f"waited {wait_s:g} s, holding none of the gang meanwhile") from None
+                    f"({_holder_words(who)}); waited {wait_s:g} s, holding none of the gang meanwhile") from None
             time.sleep(min(POLL_S, max(0.01, wait_s / 10)))
         waited = time.monotonic() - start
         leases = tuple(Lease(lock_path(locks_dir, backend, d), fds[d], waited, {}) for d in order)
@@ -240,8 +307,8 @@ def gang_lease(locks_dir: Path, backend: str, devices: list[int] | tuple[int, ..
         try:
             yield gang
         finally:
-            for d in reversed(held):
-                fcntl.flock(fds[d], fcntl.LOCK_UN)
+            for lease in leases:  # no LOCK_UN: the last holder's close frees each device
+                _release(lease)
     finally:
         for fd in fds.values():
             os.close(fd)

@@ -308,7 +308,7 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
         out = shard_dir / "paired" / f"{index:03d}{side}"
         spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha, pool=pool,
                          backend=pool_cfg.backend, device=device, worktree=prep.worktree, venv=prep.venv,
-                         artifact_dir=out)
+                         artifact_dir=out, kernel_cache=shard_dir / "paired" / f"kernel_cache-{side_ctx.sha[:12]}")
         t0 = time.monotonic()
         outcome = run_shard(spec, locks_dir=config.locks_dir, device_wait_s=config.device_wait_s,
                             require_idle=pool_cfg.idle_required)
@@ -332,7 +332,7 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
             raise ZlopsError(f"paired run {out.name}: {read.outcome.error}")
         if side == "B":
             if not first_head:
-                first_head.update(summary=summary, identity=(read_manifest(out) or {}).get("identity"))
+                first_head.update(summary=summary, identity=(read_manifest(out) or {}).get("identity"), dir=out)
             first_head["evidence"] = list(read.results)   # kept as an invalid night's evidence, as ingest does
         try:
             keeper.add(index, {"A": "base", "B": "head"}[side], (list(read.results), summary), summary)
@@ -431,4 +431,14 @@ def _record(ctx: Any, pool: str, device: int, base_run: str, base_commit: str, p
     # an invalid night keeps a head run's results as evidence (never judged), as ingest keeps a busy shard's
     results = list(merged.values()) if keeper.kept else list(first_head.get("evidence") or ())
     ctx.store.record_shard(ctx.run_key, outcome, results, telemetry=summary, identity=first_head.get("identity"))
+    if first_head.get("dir") is not None:  # tonight's kernels: the first head run's (zlops.kernels)
+        from zlops.kernels.inventory import InventoryError, read_inventory
+
+        try:
+            inv = read_inventory(first_head["dir"])
+        except InventoryError as exc:
+            log.warning("paired %s/%s: %s", pool, device, exc)
+            inv = None
+        if inv is not None:
+            ctx.store.record_kernels(ctx.run_key, pool, device, inv)
     return outcome

@@ -18,6 +18,15 @@ from typing import Any
 log = logging.getLogger("zlops.progress")
 
 
+def mark_step(exc: BaseException, label: str) -> None:
+    """Record on ``exc`` the innermost step it failed in (the CLI names it: zlops.errors.os_error_line)."""
+    if getattr(exc, "zlops_step", None) is None:
+        try:
+            exc.zlops_step = label  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass
+
+
 def _label(step: str, ctx: dict[str, Any]) -> str:
     parts = [f"{k}={v}" for k, v in ctx.items() if v is not None]
     return f"{step} [{' '.join(parts)}]" if parts else step
@@ -33,7 +42,8 @@ class LogProgress:
         t0 = time.monotonic()
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
+            mark_step(exc, label)
             log.info("FAILED %s after %.1f s", label, time.monotonic() - t0)
             raise
         log.info("done %s in %.1f s", label, time.monotonic() - t0)
@@ -67,7 +77,8 @@ class RichProgress:
             task = self._progress.add_task(label, total=1)
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
+            mark_step(exc, _label(step, ctx))
             with self._lock:
                 self._progress.update(task, description=f"[red]FAILED[/red] {label}", completed=1)
                 self._progress.stop_task(task)

@@ -10,7 +10,12 @@ only a run that moves the baseline *forward along the branch* may become it:
 - the night is not a caliber break: no series of it was INCOMPARABLE with its baseline, and none was
   judged across a caliber difference by ``--allow-caliber-mismatch``; a new driver or timer must be
   accepted by a person, once, explicitly;
-- at least one shard produced valid data (not failed, timed out, skipped or invalid).
+- at least one shard produced valid data (not failed, timed out, skipped or invalid);
+- every pool's planned shards ended OK, or at least ``promote_min_ok_share`` of them (default 1.0:
+  all). A night whose devices mostly failed (8 of 9) measured a sliver of the suite, on the devices
+  that happened to survive; as a baseline it would leave most series judged against an older night
+  and the rest against a partial one. Such a night is reported, never promoted, unless the share
+  is lowered on purpose (e.g. 0.9 for a large pool where one flaky device must not block a baseline).
 
 ``promote`` (``zlops nightly --promote``, the DAG's ``promote`` trigger param), recorded in the run's
 meta at fetch, overrides the branch-line and caliber rules for backfills and deliberate caliber
@@ -64,9 +69,9 @@ def decide(ctx: RunContext) -> PromotionDecision:
     if not any(o.status is ShardStatus.OK for o in shards):
         states = ", ".join(sorted({f"{o.status.value}" for o in shards})) or "no shard recorded"
         return PromotionDecision(False, f"no shard produced valid data ({states})", forced)
-    refusals = [_caliber_refusal(store.caliber_comparisons(ctx.run_key, CALIBER_MARK))]
+    refusals = [_share_refusal(ctx, shards), _caliber_refusal(store.caliber_comparisons(ctx.run_key, CALIBER_MARK))]
     try:
-        line = gitops.first_parent_line(gitops.Mirror(ctx.mirror_path, ctx.suite.repo), ctx.suite.branch,
+        line = gitops.first_parent_line(gitops.mirror_of(ctx.suite.repo, ctx.mirror_path), ctx.suite.branch,
                                         max_count=ctx.config.baseline_depth)
     except GitError as exc:
         line = []
@@ -100,6 +105,25 @@ def current_baseline(accepted: list[RunRecord], position: dict[str, int], *, exc
     if not on_line:
         return None
     return min(on_line, key=lambda r: position[r.sha])  # min() keeps the first (newest started) of a tie
+
+
+def _share_refusal(ctx: RunContext, shards: list[Any]) -> str:
+    """Why the night's shards do not make a baseline ('' when every pool has ``promote_min_ok_share``
+    of its planned shards OK); a planned shard never recorded counts as not OK."""
+    need = ctx.config.promote_min_ok_share
+    ok = {(o.pool, o.device) for o in shards if o.status is ShardStatus.OK}
+    state = {(o.pool, o.device): o.status.value for o in shards}
+    short = []
+    for pool in ctx.suite.pools:
+        planned = [(pool, d) for d in ctx.pool_devices(pool)]
+        good = sum(1 for key in planned if key in ok)
+        if planned and good < need * len(planned) - 1e-9:
+            bad = sorted({state.get(key, "never recorded") for key in planned if key not in ok})
+            short.append(f"{good} of {len(planned)} shards of pool {pool} ended OK ({', '.join(bad)} the rest)")
+    if not short:
+        return ""
+    rule = "every shard" if need >= 1 else f"at least {need:.0%} of each pool's shards"
+    return f"{'; '.join(short)}: a baseline needs {rule} OK (promote_min_ok_share {need:g})"
 
 
 def _caliber_refusal(rows: list[Any]) -> str:

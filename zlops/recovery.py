@@ -13,12 +13,16 @@ processes; Airflow itself fails their zombie tasks) and runs owned by another ho
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import json
 import logging
 import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +30,7 @@ from typing import Any
 
 from zlops import gitops
 from zlops.config import Config
-from zlops.errors import ZlopsError
+from zlops.errors import RunOwned, ZlopsError
 from zlops.model import RunRecord, RunStatus
 from zlops.runner import process_gone, process_start, read_manifest
 
@@ -37,8 +41,74 @@ SCAN_RUNS = 200
 
 
 def owner_meta() -> dict[str, Any]:
-    """This process as a run's owner: host, pid and the pid's start time (so a reused pid is not it)."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "start": process_start(os.getpid())}
+    """This process as a run's owner: host, pid and the pid's start time (so a reused pid is not it),
+    and since when (for the message that refuses a second process)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": process_start(os.getpid()),
+            "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def _owner_words(owner: dict[str, Any]) -> str:
+    return (f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')}, since "
+            f"{owner.get('since') or 'an unknown time'}")
+
+
+def live_owner(run: RunRecord) -> dict[str, Any] | None:
+    """The owner of a ``running`` run when it is another process that may still be running it: alive on
+    this host (:func:`owner_dead` says no), or on another host (which this one cannot check). None when
+    the run is not running, has no owner (an Airflow DAG run), or its owner is this process or dead."""
+    owner = run.meta.get("owner")
+    if run.status is not RunStatus.RUNNING or not isinstance(owner, dict):
+        return None
+    if owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid():
+        return None
+    if owner.get("host") == socket.gethostname() and owner_dead(run):
+        return None
+    return owner
+
+
+def refuse_if_owned(run: RunRecord | None) -> None:
+    """RunOwned, in one line naming the owner, when another live process runs ``run`` (:func:`live_owner`)."""
+    owner = live_owner(run) if run is not None else None
+    if owner is None:
+        return
+    assert run is not None
+    elsewhere = owner.get("host") != socket.gethostname()
+    hint = (" (another host: if it died, use a new run id)" if elsewhere else
+            "; wait for it to end, or stop it: a start after its owner died takes the run over")
+    raise RunOwned(f"run {run.run_key} is being run by {_owner_words(owner)}{hint}")
+
+
+@contextlib.contextmanager
+def own_run(config: Config, run_key: str) -> Iterator[None]:
+    """Hold run ``run_key`` for this process: an ``flock`` on ``<home>/locks/run-<slug>.lock`` for the
+    whole night (released by the kernel when this process dies, whatever kills it). A second
+    ``zlops nightly`` of the same run id on this host gets RunOwned at once, naming the owner (pid,
+    host, since) from the note in the file. The fd is not inherited by any child (PEP 446), so a
+    benchmark never keeps a run owned."""
+    from zlops.steps.context import slug
+
+    path = config.run_locks_dir / f"run-{slug(run_key)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                note = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+            except (OSError, ValueError):
+                note = {}
+            raise RunOwned(f"run {run_key} is being run by {_owner_words(note)} (zlops nightly); wait for it to "
+                           "end, or stop it: a start after its owner died takes the run over") from None
+        data = json.dumps({**owner_meta(), "run_key": run_key}).encode()
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+        except OSError:  # a full disk loses the note, never the ownership
+            pass
+        yield
+    finally:
+        os.close(fd)
 
 
 def _alive(pid: int, start: int | None) -> bool:

@@ -2,8 +2,9 @@
 
 A shard's artifact folder holds ``run.log`` (stdout+stderr), ``manifest.json`` (argv, commit, the
 environment zlops added, start/end, exit status), the results file, ``telemetry.csv`` (or
-``telemetry.err``). A crash or timeout marks only that shard failed; it never raises, so the
-other devices' shards still count.
+``telemetry.err``), and for a suite with ``kernels:`` the kernel inventory ``kernels.json``
+(zlops.kernels; the process gets a Triton cache of its own). A crash or timeout marks only that shard
+failed; it never raises, so the other devices' shards still count.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from zlops.backends.base import DeviceBackend
 from zlops.config import SuiteConfig, command_placeholders
 from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
+from zlops.kernels.inventory import INVENTORY_FILE, Inventory, write_inventory
+from zlops.kernels.providers import TRITON_CACHE_NAME, Prepared, Provider, get_provider
 from zlops.locks import GangLease, device_lease, gang_lease
 from zlops.model import ShardOutcome, ShardStatus
+from zlops.redact import env_for_record
 from zlops.selection import selection_argv
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,10 @@ class ShardSpec:
     gang: tuple[int, ...] = ()
     #: more placeholder values ({p}, {stack}, {case}, {size}, {variant} of a campaign shard)
     placeholders: tuple[tuple[str, str], ...] = ()
+    #: the folder of the shard's kernel cache (``kernels: triton``: its TRITON_CACHE_DIR); None: its own, in
+    #: ``artifact_dir``. Repeated runs of one commit on one device (A/B pairs, bisection) share one, so
+    #: only the first of them compiles
+    kernel_cache: Path | None = None
 
     @property
     def devices(self) -> tuple[int, ...]:
@@ -105,6 +113,7 @@ def render_command(spec: ShardSpec) -> list[str]:
 
 #: files of the shard's own that a results_glob never takes
 _OWN_FILES = frozenset({RUN_LOG, MANIFEST, CASES_FILE, TIMING_FILE, IDENTITY_FILE, "telemetry.csv", "telemetry.err",
+                        INVENTORY_FILE, INVENTORY_FILE + ".tmp",
                         MANIFEST + ".tmp", TIMING_FILE + ".tmp", IDENTITY_FILE + ".tmp"})
 
 
@@ -248,6 +257,48 @@ def write_error(exc: OSError, where: Path) -> str:
     return f"cannot write under {where}: {exc}"
 
 
+def _kernel_provider(spec: ShardSpec) -> tuple[Provider, Prepared] | None:
+    """The suite's kernel provider, prepared for this shard (None: the suite records no kernels)."""
+    setting = spec.suite.kernels
+    if setting is None:
+        return None
+    provider = get_provider(setting.provider)
+    return provider, provider.prepare(spec.kernel_cache or spec.artifact_dir / TRITON_CACHE_NAME)
+
+
+def _record_kernels(spec: ShardSpec, provider: Provider, prepared: Prepared) -> str:
+    """Collect the shard's kernel inventory into ``kernels.json``; its one-line summary for the manifest.
+    Never fails the shard: a provider that cannot read its cache records an ``error`` inventory."""
+    assert spec.suite.kernels is not None
+    try:
+        inv = provider.collect(prepared, max_kernels=spec.suite.kernels.max_per_shard)
+    except (OSError, ZlopsError, ValueError) as exc:
+        inv = Inventory(provider=provider.name, state="error", reason=f"reading the kernels failed: {exc}")
+    write_inventory(spec.artifact_dir, inv)
+    if inv.dropped:
+        log.warning("shard %s/%s: %d kernels over kernels.max_per_shard (%d) dropped from the inventory",
+                    spec.pool, spec.device, inv.dropped, spec.suite.kernels.max_per_shard)
+    return inv.summary()
+
+
+#: below this much free space (or 0.1% of a smaller file system) a disk counts as full (:func:`disk_full`)
+FULL_DISK_BYTES = 1 << 20
+
+
+def disk_full(path: Path) -> bool:
+    """Whether the file system holding ``path`` (or its nearest existing parent) is full: less than
+    :data:`FULL_DISK_BYTES` or 0.1% of it free to this user."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return False
+    free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return free < min(FULL_DISK_BYTES, max(st.f_frsize, size // 1000))
+
+
 @contextlib.contextmanager
 def _lease(spec: ShardSpec, backend: str, locks_dir: Path, wait_s: float) -> Iterator[GangLease]:
     """The shard's device lease, or a gang shard's leases of all its devices at once (zlops.locks)."""
@@ -287,7 +338,12 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
     backend = get_backend(spec.backend)
     argv = render_command(spec)
     # ZL_BACKEND tells a harness (and the zlops pytest plugin) which device runtime it is on
-    added_env = {**spec.suite.env, "ZL_BACKEND": backend.name, **backend.pin_env(list(spec.devices))}
+    own_env = {"ZL_BACKEND": backend.name, **backend.pin_env(list(spec.devices))}
+    (spec.artifact_dir / INVENTORY_FILE).unlink(missing_ok=True)
+    kernels = _kernel_provider(spec)
+    if kernels is not None:  # the shard's own kernel cache (TRITON_CACHE_DIR), zlops.kernels
+        own_env.update(kernels[1].env)
+    added_env = {**spec.suite.env, **own_env}
     env = proc.build_env(added_env, venv=spec.venv)
     # a re-run of the same shard must not read last attempt's results, log or identity
     for stale in (spec.results_file, spec.artifact_dir / RUN_LOG, spec.artifact_dir / "telemetry.csv",
@@ -302,7 +358,9 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
         "suite": spec.suite_name, "commit": spec.sha, "pool": spec.pool, "backend": spec.backend,
         "device": spec.device, "devices": list(spec.devices), "host": socket.gethostname(), "argv": argv,
         "cwd": str(spec.cwd),
-        "venv": str(spec.venv), "env_added": added_env, "timeout_s": spec.suite.timeout_s,
+        # the suite's env by name, values *** unless listed in env_public (zlops.redact): a token never lands here
+        "venv": str(spec.venv), "env_added": env_for_record(added_env, [*spec.suite.env_public, *own_env]),
+        "timeout_s": spec.suite.timeout_s,
         "results_file": str(spec.results_file), "format": spec.suite.format,
         "cases": None if spec.cases is None else list(spec.cases),
         "identity": backend.identity(list(spec.devices)), "status": "waiting", "started_at": None,
@@ -313,8 +371,10 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
     exit_code: int | None = None
     error: str | None = None
     t_leased = time.monotonic()
+    held: GangLease | None = None
     try:
         with _lease(spec, backend.name, locks_dir, device_wait_s) as lease:
+            held = lease
             waited = lease.waited
             if require_idle:  # every device of a gang must be idle (zlops.devices' rule), each in turn
                 for device in spec.devices:
@@ -371,6 +431,14 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
             status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK
+    if kernels is not None and started is not None:
+        manifest["kernels"] = _record_kernels(spec, *kernels)
+    detached = [d for one in (held.leases if held is not None else ()) for d in one.detached]
+    if detached:  # the device stays leased until they end (zlops.locks); say who keeps it
+        manifest["detached"] = detached
+        log.warning("shard %s/%s: the benchmark left %s holding the device lease: the device stays busy until "
+                    "it ends", spec.pool, spec.device,
+                    ", ".join(f"pid {d['pid']} ({d['cmd'][:120]})" for d in detached))
     identity = _shard_identity(spec, backend, results_written=status is ShardStatus.OK)
     manifest.update(status=status.value, ended_at=(ended or _now()).isoformat(), exit_code=exit_code, error=error,
                     started_at=started.isoformat() if started else None, identity=identity)

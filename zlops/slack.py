@@ -63,15 +63,16 @@ RETRY_COUNT = 2
 MAX_RETRY_AFTER_S = 60
 #: First pause before retrying a 5xx; doubled per retry (1 s, 2 s with RETRY_COUNT 2), with jitter.
 SERVER_ERROR_BACKOFF_S = 1.0
-_TOKEN_PATTERN = re.compile(r"xox[a-z]-[A-Za-z0-9-]+")
 
 
 def redact(text: str, client: Any = None) -> str:
     """``text`` without the client's token or anything shaped like a Slack token."""
+    from zlops.redact import redact_text
+
     token = getattr(client, "token", None)
     if token:
         text = text.replace(token, "***")
-    return _TOKEN_PATTERN.sub("xox?-***", text)
+    return redact_text(text)
 
 
 def client_from_env(token_env: str = "SLACK_BOT_TOKEN", *, base_url: str | None = None,

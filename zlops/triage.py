@@ -20,11 +20,14 @@ import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zlops.alerts import ACTIONS, OPEN_STATES, Alert, AlertError, AlertState, clusters
 from zlops.model import Comparison
 from zlops.store import Store
+
+if TYPE_CHECKING:
+    from zlops.config import Config
 
 #: Longest note kept with a change (it is shown in the Slack thread).
 MAX_NOTE_CHARS = 2000
@@ -108,6 +111,7 @@ class InboxAlert:
     owner_note: str
     culprit: str | None         # the first bad commit named by the judge's change point, when known
     opening: Comparison | None  # the compare row that opened it: its verdict, note and Figures
+    kernels: str | None = None  # whether its op's compiled kernels changed (zlops.kernels.attribution)
 
     @property
     def age_text(self) -> str:
@@ -141,9 +145,11 @@ def culprit_of(opening: Comparison | None) -> str | None:
 
 
 def inbox(store: Store, *, suite: str | None = None, states: Collection[AlertState] = OPEN_STATES,
-          limit: int = 500, now: datetime | None = None) -> list[InboxGroup]:
+          limit: int = 500, now: datetime | None = None, config: Config | None = None) -> list[InboxGroup]:
     """The alerts in ``states`` (default: the open ones) grouped as the Slack summary groups series,
-    the group with the worst step first, and in a group the worst alert first. Four reads in all."""
+    the group with the worst step first, and in a group the worst alert first. Four reads in all; with
+    ``config``, one more read that attributes each alert to its op's compiled kernels (a few queries per
+    alert of a suite that records kernels, :func:`zlops.kernels.explain.attribution_texts`)."""
     from zlops.store.pages import opening_comparisons, people_changes
 
     alerts = store.alerts(suite=suite, states=states, limit=limit)
@@ -151,6 +157,11 @@ def inbox(store: Store, *, suite: str | None = None, states: Collection[AlertSta
     people = store.read(people_changes, ids)
     openings = store.read(opening_comparisons, ids)
     bisected = store.culprits_of_alerts(ids)   # a bisection's verified culprit beats a change point's guess
+    kernels: dict[int, str] = {}
+    if config is not None:
+        from zlops.kernels.explain import attribution_texts
+
+        kernels = store.read(attribution_texts, alerts, config)
     now = now or datetime.now(timezone.utc)
     by_suite: dict[str, list[Alert]] = {}
     for a in alerts:
@@ -165,7 +176,7 @@ def inbox(store: Store, *, suite: str | None = None, states: Collection[AlertSta
                     and change["to_state"] == a.state.value
                 rows.append(InboxAlert(a, now - a.opened_at, change["actor"] if owned and change else None,
                                        change["note"] if owned and change else "", bisected.get(a.id) or culprit_of(openings.get(a.id)),
-                                       openings.get(a.id)))
+                                       openings.get(a.id), kernels.get(a.id)))
             rows.sort(key=lambda r: (-(r.alert.worst_worse_pct or 0.0), r.alert.case, r.alert.metric))
             groups.append(InboxGroup(suite_name, span, family, pool, tuple(rows)))
     groups.sort(key=lambda g: (-(g.worst_pct or 0.0), g.suite, g.pool, g.family, g.commit_range))

@@ -27,6 +27,8 @@ class Outcome:
     duplicate_rows: int = 0
     #: moments a benchmark found another one on its device (the benchmark's own probe)
     double_booked: int = 0
+    #: secrets (a URL's token, an env: value) found in what zlops printed or stored
+    secrets: int = 0
     skipped: str | None = None  # why the scenario could not run here (e.g. needs root)
 
     @property

@@ -126,12 +126,19 @@ def test_dag_runs_two_nights_and_flags_the_regression(airflow_db: None,
                                                 "promote_baseline", "cleanup"))
     store = open_store(config)
     run = store.get_run(make_run_key("nightly", "fake", second.run_id))
-    assert run is not None and run.sha == c2 and run.accepted
+    # judged and reported, but half the pool failed: never a baseline (promote_min_ok_share, issue 24)
+    assert run is not None and run.sha == c2 and not run.accepted
+    assert run.meta["promotion"]["reason"].startswith("1 of 2 shards of pool local ended OK (failed the rest)")
     verdicts = {c.case: c.verdict for c in store.comparisons(run.run_key)}
     assert verdicts == {"alpha": Verdict.REGRESSION, "beta": Verdict.UNCHANGED}
     shards = {s.device: s.status for s in store.shards(run.run_key)}
     assert shards == {0: ShardStatus.OK, 1: ShardStatus.FAILED}
     assert not any((config.worktrees_dir / "fake").iterdir())
+    # the promote param accepts the half-measured c2 on purpose, saying what it overrode
+    forced = dag.test(run_conf={"sha": c2, "promote": True})
+    accepted_c2 = store.get_run(make_run_key("nightly", "fake", forced.run_id))
+    assert accepted_c2 is not None and accepted_c2.accepted
+    assert "overriding: 1 of 2 shards of pool local ended OK" in accepted_c2.meta["promotion"]["reason"]
     # a backfill of the older c1 is promoted only because the trigger's promote param says so
     third = dag.test(run_conf={"sha": c1, "promote": True})
     backfill = store.get_run(make_run_key("nightly", "fake", third.run_id))

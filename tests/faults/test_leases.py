@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -88,3 +89,34 @@ def test_default_locks_dir_is_host_wide(monkeypatch: pytest.MonkeyPatch, tmp_pat
     cfg = parse_config({**config_data(tmp_path / "home", tmp_path / "up"), "locks_dir": str(tmp_path / "l")},
                        source="t.yaml")
     assert cfg.locks_dir == tmp_path / "l"
+
+
+@pytest.mark.timeout(60)
+def test_a_detached_worker_keeps_the_device_leased_for_the_next_night(
+        tmp_path: Path, shard_spec: Callable[..., ShardSpec], probe: Path) -> None:
+    """A benchmark that daemonizes a worker (double fork + setsid: a real detached process that keeps the
+    lease's fd) ends OK, but the device stays leased while the worker lives: the next night's shard is
+    skipped naming the worker, never started beside it. On main the lease was unlocked explicitly at
+    shard end (LOCK_UN frees it for every holder of the open file) and the next shard ran beside it."""
+    locks = tmp_path / "locks"
+    first = run_shard(shard_spec("detach", mode="detach"), locks_dir=locks, device_wait_s=0,
+                      telemetry_interval_s=0.05)
+    worker = int((probe / "detached.pid").read_text())
+    try:
+        assert first.status is ShardStatus.OK, first.error
+        assert alive(worker)
+        manifest = json.loads((first.artifact_dir / "manifest.json").read_text())
+        assert [d["pid"] for d in manifest["detached"]] == [worker]  # reported: pid and command
+        assert "bench.py" in manifest["detached"][0]["cmd"]
+        assert [d["pid"] for d in holder(locks, "cpu", 0)["detached"]] == [worker]  # type: ignore[index]
+        nxt = run_shard(shard_spec("next-night"), locks_dir=locks, device_wait_s=0.5, telemetry_interval_s=0.05)
+        assert nxt.status is ShardStatus.SKIPPED
+        assert f"pid {worker}" in (nxt.error or "") and "detached" in (nxt.error or "")
+        assert overlaps(probe) == []  # the benchmark's own detector: nobody ran beside the worker
+        os.kill(worker, signal.SIGKILL)
+        assert wait_gone(worker)
+        # the last holder is gone: the kernel dropped the lock, the device is free again
+        again = run_shard(shard_spec("third-night"), locks_dir=locks, device_wait_s=2, telemetry_interval_s=0.05)
+        assert again.status is ShardStatus.OK and overlaps(probe) == []
+    finally:
+        kill_quietly(worker)

@@ -53,7 +53,9 @@ def test_a_full_disk_under_one_shard_fails_that_shard_and_the_night_goes_on(tmp_
     assert by_device[1].status is ShardStatus.FAILED
     assert by_device[1].error is not None and by_device[1].error.startswith(f"no space left under {shard1}")
     run = open_store(config).get_run(result.run_key)
-    assert run is not None and run.status is RunStatus.DONE and run.accepted
+    # done (judged with what was measured), but half the pool failed: never a baseline (zlops.promotion)
+    assert run is not None and run.status is RunStatus.DONE and not run.accepted
+    assert "1 of 2 shards of pool local ended OK" in run.meta["promotion"]["reason"]
     assert {c.case for c in result.summary.comparisons} == {"alpha", "beta"}
 
 
@@ -76,3 +78,36 @@ def test_a_step_that_raises_marks_the_run_failed_and_the_cli_prints_no_traceback
     assert run is not None and run.status is RunStatus.FAILED and run.finished_at is not None
     assert "No space left" in run.meta["failed"]["reason"]
     assert not any((tmp_path / "home" / "worktrees" / "fake").iterdir())  # cleaned up all the same
+
+
+def test_an_os_error_without_a_path_names_the_operation_and_step_and_vv_shows_the_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bare "zlops: Invalid argument" (seen with a faked clock) said nothing of where: the line names
+    the operation that raised and the step it ran in, and -vv prints the traceback."""
+    up = Upstream(tmp_path / "up")
+    up.commit({"alpha": 1.0})
+    data = config_data(tmp_path / "home", up.path)
+    cfg = tmp_path / "zlops.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+
+    def clock_call() -> None:  # what a faked clock made clock_nanosleep answer
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    def clock_gone(*args: object, **kwargs: object) -> object:
+        with kwargs["progress"].step("compare", suite="fake"):  # type: ignore[union-attr]
+            clock_call()
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(nightly, "compare", clock_gone)
+    assert cli.main(["--plain", "nightly", "--config", str(cfg), "--run-id", "r1"]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("zlops: "))
+    assert line.startswith("zlops: Invalid argument (EINVAL) in clock_call() at test_night_final_state.py:"), line
+    assert "called from _night() at zlops/nightly.py:" in line
+    assert "(step compare [suite=fake])" in line and "-vv shows the traceback" in line and "Traceback" not in err
+    run = open_store(parse_config(data, source="t.yaml")).get_run("nightly:fake:r1")
+    assert run is not None and run.status is RunStatus.FAILED and "Invalid argument" in run.meta["failed"]["reason"]
+
+    assert cli.main(["--plain", "-vv", "nightly", "--config", str(cfg), "--run-id", "r2"]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "OSError: [Errno 22] Invalid argument" in err

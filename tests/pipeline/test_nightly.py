@@ -115,7 +115,10 @@ def test_a_crashing_device_never_loses_the_other_devices_results(
     assert shards[1].status is ShardStatus.FAILED and "exited with code 3" in (shards[1].error or "")
     assert "simulated crash" in (shards[1].artifact_dir / "run.log").read_text()
     assert verdicts(n2)["alpha"] is Verdict.REGRESSION
-    assert n2.accepted  # one device produced data: the run is a usable baseline
+    # judged and reported with what was measured, but half the pool failed: never a baseline (issue 24)
+    assert not n2.accepted
+    reason = open_store(config).get_run(n2.run_key).meta["promotion"]["reason"]  # type: ignore[union-attr]
+    assert reason.startswith("1 of 2 shards of pool local ended OK (failed the rest)")
 
 
 def test_each_device_is_pinned_through_the_backend(upstream: Upstream, make_config: Callable[..., Config]) -> None:

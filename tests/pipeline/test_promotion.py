@@ -120,3 +120,25 @@ def test_the_cli_flag_needs_a_suite(make_config: Callable[..., Config], tmp_path
     path.write_text(yaml.safe_dump(make_config().model_dump(mode="json")))
     assert main(["--plain", "nightly", "--config", str(path), "--promote"]) == 2
     assert "--promote needs --suite" in capsys.readouterr().err
+
+
+def test_a_night_with_most_shards_failed_is_never_a_baseline(upstream: Upstream,
+                                                             make_config: Callable[..., Config]) -> None:
+    """8 of 9 devices crash: the night is measured and reported (done, one shard's results stored), but
+    not promoted; the next full night is the baseline. promote_min_ok_share lowers the bar on purpose."""
+    devices = tuple(range(9))
+    crash = {str(d): "crash" for d in devices[1:]}
+    c1 = upstream.commit({"alpha": 1.0}, "start", behaviour=crash)
+    config = make_config(devices=devices)
+    n1 = run_nightly(config, "fake", sha=c1, run_label="n1")
+    reason = str(_promotion(config, n1.run_key)["reason"])
+    assert not n1.accepted, reason
+    assert "1 of 9 shards of pool local ended OK (failed the rest)" in reason
+    assert "promote_min_ok_share 1" in reason
+    run = open_store(config).get_run(n1.run_key)
+    assert run is not None and run.status.value == "done" and not run.accepted
+    assert "not promoted: 1 of 9 shards" in n1.report.table
+
+    lenient = parse_config({**config.model_dump(mode="json"), "promote_min_ok_share": 0.1}, source="lenient.yaml")
+    n2 = run_nightly(lenient, "fake", sha=c1, run_label="n2")
+    assert n2.accepted, _promotion(lenient, n2.run_key)["reason"]

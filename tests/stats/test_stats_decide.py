@@ -387,3 +387,34 @@ def test_the_level_shift_escape_still_confirms_a_shift_far_beyond_the_severe_lin
     c = confirm_ab(base, head)
     assert c.state is State.SEVERE and c.p_mwu is not None and c.p_mwu > 0.002
     assert "levels shifted together" in c.reason
+
+
+def test_a_narrow_shift_of_every_run_is_confirmed_with_the_fewest_runs() -> None:
+    """The live H200 hold-out night S (issue 22): mean (1024x1024x1024, 1) +2.87%, 5+5 runs each on one
+    level, CI [+2.73%, +2.92%]; MWU's smallest p at 5+5 is 0.0079, above alpha, and the A/B budget (300 s
+    of 26 s whole-suite runs) buys 5 pairs. Every run of each side on one level, apart: confirmed."""
+    base = [0.8401, 0.8399, 0.8405, 0.8398, 0.8402]
+    head = [0.8643, 0.8640, 0.8647, 0.8641, 0.8645]
+    c = confirm_ab(base, head)
+    assert c.state is State.REGRESSION and c.p_mwu is not None and c.p_mwu > 0.002, c.reason
+    assert "levels shifted together" in c.reason
+    # the same +2.9% with the runs spread over +-1%: the CI is wide, and 5+5 stays inconclusive
+    wide = confirm_ab([0.84 * f for f in (1.0, 1.01, 0.99, 1.005, 0.995)],
+                      [0.8644 * f for f in (1.0, 1.01, 0.99, 1.005, 0.995)])
+    assert wide.outcome == "inconclusive", wide.reason
+
+
+# the live H200 hold-out, night S (docs/evidence/h200_holdout/live2.md): mean (1024x1024x1024, 1) latency of
+# 5+5 interleaved whole-suite processes (ms); the timer repeats values, so both sides hold ties
+LIVE_S_BASE = [0.4901120066642761, 0.49004799127578735, 0.4901120066642761, 0.49081599712371826, 0.49057599902153015]
+LIVE_S_HEAD = [0.5041279792785645, 0.504399985074997, 0.504256010055542, 0.5041279792785645, 0.5041919946670532]
+
+
+def test_tied_runs_get_the_exact_rank_test_p_and_the_live_change_is_confirmed() -> None:
+    from zlops.stats.twosample import mann_whitney
+
+    # wholly separated 5+5: exact p = 2/252; scipy's normal approximation (used with ties) said 0.0117
+    assert mann_whitney(LIVE_S_BASE, LIVE_S_HEAD) == pytest.approx(2 / 252)
+    c = confirm_ab(LIVE_S_BASE, LIVE_S_HEAD)
+    assert c.state is State.REGRESSION, c.reason
+    assert c.ci_pct is not None and 2.7 < c.ci_pct[0] < c.ci_pct[1] < 2.95

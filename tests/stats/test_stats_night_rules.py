@@ -127,3 +127,43 @@ def test_two_nights_beyond_the_levels_of_a_multimodal_series_wait_for_an_ab() ->
     night, previous = judge_tonight(flat, [0.0245] * 5)
     assert night.modes is None
     assert decide(night, previous=previous).state is State.SEVERE
+
+
+def test_a_suspect_after_unresolved_suspect_nights_takes_the_night_before_them_as_its_base() -> None:
+    """Issue 22, live on the H200: night S's +2.87% stayed an unresolved suspect (its A/B inconclusive); the
+    next night of S took last night's commit, S itself, as its baseline, and the A/B ran S against S and
+    "cleared" the change (+0.00%). The base of a suspect after unresolved suspect nights is the newest night
+    before them: the nights it is judged against."""
+    from zlops.compare import JudgeInputs, build_comparisons
+    from zlops.judging import JudgingSetup
+    from zlops.model import BaselinePoint, CaseResult
+
+    medians = [1.000, 1.001, 0.999, 1.029]           # A, A, D1, then S (a suspect, unresolved)
+    frame = pd.DataFrame({"pool": KEY[0], "case": KEY[1], "metric": KEY[2], "run_key": ["a1", "a2", "d1", "s1"],
+                          "sha": ["A" * 40, "A" * 40, "D" * 40, "S" * 40], "unit": "ms", "n": 5,
+                          "median": medians})
+    evidence = {("s1", *KEY): (Verdict.SUSPECT, None)}
+    before: dict = {}  # type: ignore[type-arg]
+    series_histories(frame, {KEY}, evidence=evidence, before_pending=before)
+    assert before[KEY].run_key == "d1" and before[KEY].sha == "D" * 40 and before[KEY].median == 1.0 - 0.001
+    # settled last night (an A/B cleared it): no pending run, the baseline stays the newest night
+    before.clear()
+    series_histories(frame, {KEY}, evidence={("s1", *KEY): (Verdict.UNCHANGED, None)}, before_pending=before)
+    assert before == {}
+    # the compare: tonight (S again, +2.9% over the nights before S) is a suspect; its base is D1, not S
+    series_histories(frame, {KEY}, evidence=evidence, before_pending=before)
+    history, processes, settled = series_histories(frame, {KEY}, evidence=evidence)
+    res = CaseResult(KEY[1], KEY[2], "ms", True, (1.0289, 1.0291, 1.029, 1.0288, 1.0292))
+    last = BaselinePoint("s1", "S" * 40, "ms", 1.029, 5)
+    rows = build_comparisons(suite="s", pools=[KEY[0]], head={KEY: res}, baselines={KEY: last},
+                             newest_baseline_run={KEY[0]: "s1"}, setup=JudgingSetup("noise", Thresholds(), Policy()),
+                             inputs=JudgeInputs(history=history, processes=processes, settled=frozenset(settled),
+                                                before_pending=before))
+    (row,) = rows
+    assert row.verdict is Verdict.SUSPECT, row.judgement.note
+    assert row.base is not None and row.base.sha == "D" * 40
+    # without the pending run the newest night stays the base
+    plain = build_comparisons(suite="s", pools=[KEY[0]], head={KEY: res}, baselines={KEY: last},
+                              newest_baseline_run={KEY[0]: "s1"}, setup=JudgingSetup("noise", Thresholds(), Policy()),
+                              inputs=JudgeInputs(history=history, processes=processes, settled=frozenset(settled)))
+    assert plain[0].base is not None and plain[0].base.sha == "S" * 40

@@ -81,7 +81,8 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
         from zlops.triage import inbox
 
         store = pages.store()
-        groups = inbox(store, suite=suite or None, states=list(AlertState) if all else OPEN_STATES)
+        groups = inbox(store, suite=suite or None, states=list(AlertState) if all else OPEN_STATES,
+                       config=pages.config)
         flash = None
         if changed is not None:
             try:
@@ -140,8 +141,13 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
         store = pages.store()
         view = series_view(store, suite, pool, case, metric, nights=nights)
         culprit = alert_culprit_block(store, view.alert.id) if view.alert is not None else ""
+        kernels = None
+        if view.alert is not None:
+            from zlops.kernels.explain import alert_attribution
+
+            kernels = store.read(alert_attribution, view.alert, pages.config).text
         return pages.render(request, "series.html", title=f"{pool} / {case} ({metric})", view=view, nights=nights,
-                            culprit_html=culprit,
+                            culprit_html=culprit, kernels=kernels,
                             max_nights=MAX_NIGHTS, figure=series_figure(view), label=night_label,
                             status_code=200 if view.nights else 404)
 

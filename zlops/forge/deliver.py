@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from zlops.config import Config, ForgeConfig
 from zlops.forge.check import CheckReport, build_check, changed
 from zlops.forge.client import ForgeError, client_for
+from zlops.redact import redact_text
 from zlops.store.outbox import FORGE_KIND
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ def _flush(store: Store, config: Config, secrets: SecretSource, report: FlushRep
         try:
             posted = client_for(forge, token).post_check(check)
         except ForgeError as exc:
-            error = str(exc).replace(token, "***")
+            error = redact_text(str(exc), [token])
             store.mark_notification(item.id, "failed", error=error)
             report.failed.append(item.id)
             if exc.transient:
@@ -197,7 +198,7 @@ def post_now(forge: ForgeConfig, check: CheckReport, secrets: SecretSource) -> s
     try:
         client_for(forge, token).post_check(check)
     except ForgeError as exc:
-        error = str(exc).replace(token, "***")
+        error = redact_text(str(exc), [token])
         log.warning("forge check %s to %s not posted: %s", check.name, channel_of(forge), error)
         return error
     return None

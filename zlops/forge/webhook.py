@@ -34,6 +34,7 @@ from zlops.errors import ConfigError
 from zlops.forge.check import refused_check, running_check
 from zlops.forge.client import ForgeError, GitHub, GitLab, client_for
 from zlops.forge.deliver import SecretSource, channel_of, env_secrets, post_now
+from zlops.redact import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +254,7 @@ class Receiver:
                 head = req.head
         except ForgeError as exc:
             return Answer(502, f"refused: zlops could not ask {forge.kind} about {req.actor}: "
-                               f"{str(exc).replace(token, '***')}")
+                               f"{redact_text(str(exc), [token])}")
         if head is None or not head[1]:
             return Answer(400, "refused: the delivery names no head commit")
         ref, sha, same_repo = head

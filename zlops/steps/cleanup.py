@@ -26,4 +26,4 @@ def cleanup(ctx: RunContext) -> None:
     mirror_path = ctx.mirror_path
     if not (mirror_path / "HEAD").exists():
         return
-    gitops.remove_worktree(gitops.Mirror(mirror_path, ctx.suite.repo), ctx.worktree)
+    gitops.remove_worktree(gitops.mirror_of(ctx.suite.repo, mirror_path), ctx.worktree)

@@ -79,6 +79,9 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
         mirror = gitops.ensure_mirror(suite.repo, config.mirrors_dir / f"{suite_name}.git")
         head = gitops.fetch_branch(mirror, suite.branch, timeout=config.git_timeout_s)
         existing = store.get_run(run_key)
+        from zlops.recovery import refuse_if_owned
+
+        refuse_if_owned(existing)  # another live process runs it: never two of one run at once
         if sha is None and existing is not None:
             chosen = existing.sha
         elif sha is None:

@@ -110,7 +110,7 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         if nightly:
             if not rerender:
                 update_alerts(store, run=run, summary=summary, channel=channel, band_pct=band,
-                              trends=figures.trends, previous_sha=previous_sha)
+                              trends=figures.trends, previous_sha=previous_sha, config=ctx.config)
             digest, alert_lines = alert_digest(store, run_key=ctx.run_key, suite=ctx.suite_name)
         backends = {(s.pool, s.device): s.backend for s in shards}  # names the clock (CPU, SM, AI Core)
         telemetry = {k: {"backend": backends.get(k), **v["telemetry"]}
@@ -184,7 +184,7 @@ def run_ancestors(ctx: RunContext) -> tuple[frozenset[str] | None, str]:
     from zlops.errors import GitError
 
     try:
-        mirror = gitops.Mirror(ctx.mirror_path, ctx.suite.repo)
+        mirror = gitops.mirror_of(ctx.suite.repo, ctx.mirror_path)
         return frozenset(gitops.ancestors(mirror, ctx.sha, max_count=ctx.config.baseline_depth)), \
             f" on the ancestor line of {ctx.sha[:12]}"
     except GitError as exc:

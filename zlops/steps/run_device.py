@@ -64,7 +64,23 @@ def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
     # an invalid shard's results are kept as evidence; compare never judges them
     ctx.store.record_shard(ctx.run_key, read.outcome, read.results, telemetry=summary,
                                         identity=manifest.get("identity"))
+    _ingest_kernels(ctx, read.outcome)
     return read.outcome
+
+
+def _ingest_kernels(ctx: RunContext, outcome: ShardOutcome) -> None:
+    """The shard's ``kernels.json`` (zlops.kernels) into the store; a malformed one is stored as an
+    ``error`` inventory saying so, never a failed shard."""
+    from zlops.kernels.inventory import Inventory, InventoryError, read_inventory
+
+    try:
+        inv = read_inventory(outcome.artifact_dir)
+    except InventoryError as exc:
+        log.warning("shard %s/%s: %s", outcome.pool, outcome.device, exc)
+        inv = Inventory(provider=ctx.suite.kernels.provider if ctx.suite.kernels else "none", state="error",
+                        reason=str(exc))
+    if inv is not None:
+        ctx.store.record_kernels(ctx.run_key, outcome.pool, outcome.device, inv)
 
 
 def measured_shard(ctx: RunContext, pool: str, device: int) -> ShardOutcome | None:
@@ -154,10 +170,31 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
     with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12], device=f"{pool}/{device}"):
         outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
                             require_idle=pool_cfg.idle_required)
+        free_full_disk(ctx, f"{pool}/{device}", progress)
         outcome = ingest_shard(ctx, outcome)
     if outcome.status is not ShardStatus.OK:
         progress.note(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
     return outcome
+
+
+def free_full_disk(ctx: RunContext, shard: str, progress: Progress) -> bool:
+    """When the disk holding the run's worktree is full as a shard ends (a benchmark filled it), remove
+    the worktree (and the venv inside it) now, not at the end of the night: the shard's results, the
+    store (often on the same disk) and the report need that space. A later step that needs the
+    worktree (an A/B) prepares it again. True when it was removed."""
+    from zlops.runner import disk_full
+    from zlops.steps.cleanup import cleanup
+
+    if not ctx.worktree.exists() or not disk_full(ctx.worktree):
+        return False
+    try:
+        cleanup(ctx)
+    except (OSError, ZlopsError) as exc:
+        log.error("the disk under %s is full and the worktree could not be removed: %s", ctx.worktree, exc)
+        return False
+    progress.note(f"shard {shard}: the disk under {ctx.worktree} was full when the shard ended; removed the "
+                  "worktree to free it")
+    return True
 
 
 def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> list[ShardOutcome]:

@@ -24,6 +24,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from zlops.errors import DatabaseUnavailable, StoreError
+from zlops.redact import redact_url
 
 if TYPE_CHECKING:  # the dialects' insert constructs are imported by the writers that use them
     from sqlalchemy.dialects import postgresql, sqlite
@@ -52,7 +53,7 @@ def create_store_engine(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S)
     try:
         return _create_store_engine(url, connect_timeout_s)
     except (ImportError, NoSuchModuleError) as exc:
-        shown = parse_url(url).render_as_string(hide_password=True)
+        shown = redact_url(url)
         raise DatabaseUnavailable(f"database unusable: {shown}: its driver is not installed ({exc}); zlops supports "
                                   "sqlite:///PATH and postgresql+psycopg://USER@HOST:PORT/DB") from exc
 
@@ -80,8 +81,8 @@ def _sqlite_engine(url: URL) -> Engine:
         except OSError as exc:
             why = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else (
                 exc.strerror or str(exc))
-            raise DatabaseUnavailable(f"database unusable: {url.render_as_string(hide_password=True)}: cannot "
-                                      f"create its folder {folder} ({why})") from exc
+            shown = redact_url(url.render_as_string(hide_password=False))
+            raise DatabaseUnavailable(f"database unusable: {shown}: cannot create its folder {folder} ({why})") from exc
     # pre-ping: a file deleted or made unreadable under a long-lived worker is noticed at checkout
     engine = create_engine(url, pool_pre_ping=True)
     event.listen(engine, "connect", _sqlite_on_connect)

@@ -410,3 +410,50 @@ class BisectionStep(Base):
     evidence: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     note: Mapped[str] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class KernelInventoryRow(Base):
+    """A shard's kernel inventory (zlops.kernels): which provider, whether it could tell, what it dropped.
+
+    One per shard (``shard_id`` unique): a re-ingested shard replaces it. ``state`` is ok, none (no
+    provider can tell: ``reason`` says why) or error; ``dropped`` counts the kernels over the cap
+    (``kernels.max_per_shard``), ``dropped_names`` the first of them; ``autotune`` the autotuner's
+    cached picks (kernel, key, config).
+    """
+
+    __tablename__ = "kernel_inventories"
+    __table_args__ = (UniqueConstraint("shard_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shard_id: Mapped[int] = mapped_column(ForeignKey("shards.id", ondelete="CASCADE"))
+    provider: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(8))
+    reason: Mapped[str] = mapped_column(Text)
+    kernels_n: Mapped[int] = mapped_column(Integer)
+    dropped: Mapped[int] = mapped_column(Integer)
+    dropped_names: Mapped[list[str]] = mapped_column(JSON)
+    autotune: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    parse_s: Mapped[float | None] = mapped_column(Float)
+
+
+class KernelRow(Base):
+    """One compiled kernel of a shard's inventory; unique per (inventory, cache_key)."""
+
+    __tablename__ = "kernels"
+    __table_args__ = (UniqueConstraint("inventory_id", "cache_key"), Index(None, "name"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    inventory_id: Mapped[int] = mapped_column(ForeignKey("kernel_inventories.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(250))
+    cache_key: Mapped[str] = mapped_column(String(128))
+    code_hash: Mapped[str | None] = mapped_column(String(64))
+    binary: Mapped[str | None] = mapped_column(String(16))
+    num_warps: Mapped[int | None] = mapped_column(Integer)
+    num_stages: Mapped[int | None] = mapped_column(Integer)
+    num_ctas: Mapped[int | None] = mapped_column(Integer)
+    backend: Mapped[str | None] = mapped_column(String(32))
+    arch: Mapped[str | None] = mapped_column(String(32))
+    shared: Mapped[int | None] = mapped_column(Integer)
+    constants: Mapped[dict[str, Any]] = mapped_column(JSON)
+    compiler_version: Mapped[str | None] = mapped_column(String(64))
+    compiled: Mapped[bool | None] = mapped_column(Boolean)

@@ -29,6 +29,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from zlops.errors import DatabaseUnavailable
+from zlops.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +56,18 @@ _REASONS: tuple[tuple[str, str, bool], ...] = (
     (r"unable to open database file", "cannot open the SQLite file (does its folder exist and is it writable?)",
      False),
     (r"attempt to write a readonly database|readonly database", "the SQLite file is read-only", False),
-    (r"disk i/o error|database or disk is full", "the SQLite file's disk failed or is full", False),
+    (r"file is not a database|database disk image is malformed|malformed database schema",
+     "the SQLite file is corrupt (restore it from a backup; `zlops store check` says what is wrong)", False),
+    (r"database or disk is full", "the disk holding the SQLite file is full (free space there)", False),
+    (r"disk i/o error", "the SQLite file's disk failed", False),
     (r"permission denied", "permission denied", False),
 )
 
 
 def redacted_url(url: str) -> str:
-    """``url`` with its password shown as ``***`` (the only way zlops ever prints a database URL)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+    """``url`` with its password shown as ``***``: zlops' one redaction rule (:func:`zlops.redact.redact_url`),
+    the only way zlops ever prints a database URL."""
+    return redact_url(url)
 
 
 def classify(exc: BaseException) -> tuple[str, bool] | None:
@@ -96,9 +98,13 @@ def as_unavailable(exc: BaseException, url: str) -> DatabaseUnavailable | None:
         return None
     reason, transient = found
     what = "database unreachable" if transient or reason == "unknown host" else "database unusable"
-    password = make_url(url).password if "://" in url else None
+    try:
+        password = make_url(url).password if "://" in url else None
+    except ArgumentError:
+        password = None
     if password:
         reason = reason.replace(str(password), "***")
+    reason = redact_text(reason)
     return DatabaseUnavailable(f"{what}: {redacted_url(url)}: {reason}", transient=transient)
 
 

@@ -36,7 +36,7 @@ from zlops.store import alerts as _alerts
 from zlops.store import bisections as _bisections
 from zlops.store import comparisons as _comparisons
 from zlops.store import migrate, outbox, runs, series
-from zlops.store.engine import CONNECT_TIMEOUT_S, SQLITE_BEGIN_OPTION, create_store_engine, parse_url
+from zlops.store.engine import CONNECT_TIMEOUT_S, SQLITE_BEGIN_OPTION, create_store_engine
 from zlops.store.points import SeriesKey, SeriesPoint
 from zlops.store.retry import RetryPolicy, as_unavailable, redacted_url, with_retries
 
@@ -78,17 +78,23 @@ class Store:
 
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, retry: RetryPolicy | None = None,
-             connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Store:
-        """Connect to ``url`` (a SQLite file's folder is created) and, when ``migrate``, upgrade the
+             connect_timeout_s: int = CONNECT_TIMEOUT_S, check: bool = True) -> Store:
+        """Connect to ``url`` (a SQLite file's folder is created), check its health when ``check``
+        (:mod:`zlops.store.health`: a damaged SQLite file raises StoreCorrupt before anything is
+        written, an unreachable server DatabaseUnavailable) and, when ``migrate``, upgrade the
         schema to the newest revision (connects that fail at start-up are retried by ``retry``; a
         server that does not answer fails a connect after ``connect_timeout_s``)."""
         store = cls(url, create_store_engine(url, connect_timeout_s=connect_timeout_s), retry=retry)
+        if check and migrate:  # before the first write; a store opened without migrating is not written here
+            from zlops.store.health import check_store
+
+            check_store(store)
         if migrate:
             store.upgrade()
         return store
 
     def __repr__(self) -> str:
-        return f"Store({parse_url(self.url).render_as_string(hide_password=True)!r})"
+        return f"Store({redacted_url(self.url)!r})"
 
     @property
     def display_url(self) -> str:
@@ -246,6 +252,19 @@ class Store:
         """Store a shard and REPLACE its results, all or nothing (see :func:`runs.record_shard`)."""
         self._write(runs.record_shard, run_key, outcome, results, telemetry=telemetry,
                     identity=identity)
+
+    def record_kernels(self, run_key: str, pool: str, device: int, inventory: Any) -> None:
+        """Store a shard's kernel inventory (zlops.kernels), replacing the one it had; the shard is
+        recorded first (:meth:`record_shard`)."""
+        from zlops.store.kernels import save_inventory
+
+        self._write(save_inventory, run_key, pool, device, inventory)
+
+    def pool_inventory(self, run_key: str, pool: str) -> Any:
+        """A run's kernel inventories on one pool (zlops.store.kernels.PoolInventory), None for an unknown run."""
+        from zlops.store.kernels import pool_inventory
+
+        return self._query(pool_inventory, run_key, pool)
 
     def shards(self, run_key: str) -> list[ShardOutcome]:
         return self._query(runs.shards, run_key)
