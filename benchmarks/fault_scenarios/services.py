@@ -324,7 +324,7 @@ anon = {p: c.get(p).status_code for p in ("/zlops/", "/zlops/docs", "/zlops/open
 tok = c.post("/auth/token", json={"username": "admin", "password": "pw"}).json()["access_token"]
 h = {"Authorization": "Bearer " + tok}
 index = c.get("/zlops/", headers=h)
-href = html.unescape(re.findall(r"href='([^']+)'", index.text)[0])
+href = html.unescape(re.findall(r"""href=["'](run\?key=[^"']+)["']""", index.text)[0])   # the run's report link
 page = c.get("/zlops/" + href, headers=h)
 print(json.dumps({"anon": anon, "index": index.status_code, "page": page.status_code, "href": href}))
 '''
