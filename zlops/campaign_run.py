@@ -232,19 +232,12 @@ CONTENDED_RERUNS = 1
 
 
 def _quiet(ctx: RunContext, pool: str, progress: Progress, where: str) -> None:
-    """Wait (bounded by the pool's ``contention_wait_s``) for the host to quiet before a gang shard starts,
-    as a one-device shard does (:func:`zlops.steps.run_device.run_device`)."""
-    limits = ctx.config.host_limits(pool)
-    if not (limits.gates and limits.contention_wait_s > 0):
-        return
-    from zlops.contention import wait_for_quiet
+    """Wait for a quiet host before a gang shard starts, as a one-device shard does
+    (:func:`zlops.contention.quiet_before_run`)."""
+    from zlops.contention import quiet_before_run
 
-    waited = wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
-    if waited.quiet and waited.waited_s > 2:
-        progress.note(f"campaign {where}: waited {waited.waited_s:.0f} s for the host to quiet down")
-    elif not waited.quiet:
-        progress.note(f"campaign {where}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); running "
-                      "anyway, the run's own figures decide whether it is valid")
+    quiet_before_run(ctx.config.host_limits(pool), locks_dir=ctx.config.locks_dir, note=progress.note,
+                     where=f"campaign {where}")
 
 
 def run_lane(ctx: RunContext, pool: str, device: int, prepared: Prepared, plan: CampaignPlan, *,

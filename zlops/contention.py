@@ -563,6 +563,20 @@ class QuietWait:
     reason: str | None       # why the host was still busy when the wait ended
 
 
+def quiet_before_run(limits: HostLimits, *, locks_dir: Path | None, note: Callable[[str], None], where: str) -> None:
+    """Before a shard starts: wait (bounded by ``limits.contention_wait_s``) for the host to quiet and say so
+    through ``note``; a host still busy is run anyway (the run's own figures decide whether it is valid).
+    The one rule for one-device shards (``zlops.steps.run_device``) and gang shards (``zlops.campaign_run``)."""
+    if not (limits.gates and limits.contention_wait_s > 0):
+        return
+    waited = wait_for_quiet(limits, locks_dir=locks_dir)
+    if waited.quiet and waited.waited_s > 2:
+        note(f"{where}: waited {waited.waited_s:.0f} s for the host to quiet down")
+    elif not waited.quiet:
+        note(f"{where}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); "
+             "running anyway, the run's own figures decide whether it is valid")
+
+
 def wait_for_quiet(limits: HostLimits, *, sampler: HostSampler | None = None, window_s: float = 1.0,
                    locks_dir: Path | None = None, clock: Callable[[], float] = time.monotonic,
                    sleep: Callable[[float], None] = time.sleep) -> QuietWait:

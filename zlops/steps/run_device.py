@@ -154,16 +154,10 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
         from zlops.paired import relaxed_config
 
         ctx = dataclasses.replace(ctx, config=relaxed_config(ctx.config, pool))   # the pool's first night
-    limits = ctx.config.host_limits(pool)
-    if limits.gates and limits.contention_wait_s > 0:  # let a busy host quiet down first (bounded)
-        from zlops.contention import wait_for_quiet
+    from zlops.contention import quiet_before_run  # let a busy host quiet down first (bounded)
 
-        waited = wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
-        if waited.quiet and waited.waited_s > 2:
-            progress.note(f"shard {pool}/{device}: waited {waited.waited_s:.0f} s for the host to quiet down")
-        if not waited.quiet:
-            progress.note(f"shard {pool}/{device}: host still busy after {waited.waited_s:.0f} s ({waited.reason}); "
-                          "running anyway, the run's own figures decide whether it is valid")
+    quiet_before_run(ctx.config.host_limits(pool), locks_dir=ctx.config.locks_dir, note=progress.note,
+                     where=f"shard {pool}/{device}")
     spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
                      backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
                      artifact_dir=ctx.shard_dir(pool, device), cases=cases)
