@@ -10,7 +10,8 @@ also says what it spent before its first measurement (start-up) and what each op
 
 Phases (``--phase``, in order; pairs run A and S in a random order per pair, drawn from ``--seed``):
 
-- ``cold``: A and S once each, first touch of the Triton caches (kind ``cold``)
+- ``cold``: A and S once each, first touch of the Triton caches (kind ``cold``); with ``--cold-cache-dir DIR``
+  each in an empty ``TRITON_CACHE_DIR`` of its own, ``DIR/<label>``, kept (what it compiled)
 - ``pairs:N``: N pairs of whole-subset processes (kind ``full``); ``pairs:*`` = as many as the budget allows
 - ``sel:EXPR:N``: N pairs that run only ``-m EXPR`` (kind ``sel``), e.g. ``sel:mean:3``
 - ``one:LABEL:EXPR``: one process of LABEL running ``-m EXPR``
@@ -76,6 +77,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=22)
     ap.add_argument("--seq-start", type=int, default=1)
     ap.add_argument("--extra", default="--warmup 100 --iter 100", help="extra pytest args, space separated")
+    ap.add_argument("--cold-cache-dir", default="",
+                    help="give each cold process TRITON_CACHE_DIR=DIR/<label> (empty at start), kept for its kernels")
     args = ap.parse_args()
     checkouts = dict(item.split("=", 1) for item in args.checkout)
     labels = sorted(checkouts)
@@ -109,6 +112,9 @@ def main() -> int:
         timing = os.path.join(args.out, stem + ".timing.tsv")
         env = dict(os.environ, ZL_TIMING_FILE=timing,
                    PYTHONPATH=os.pathsep.join(p for p in (plugdir, os.environ.get("PYTHONPATH", "")) if p))
+        if kind == "cold" and args.cold_cache_dir:
+            env["TRITON_CACHE_DIR"] = os.path.join(args.cold_cache_dir, label)
+            shutil.rmtree(env["TRITON_CACHE_DIR"], ignore_errors=True)
         if kind == "probe":
             argv = [sys.executable, "-c", "import torch, flag_gems"]
             env["PYTHONPATH"] += os.pathsep + os.path.join(checkout, "src")

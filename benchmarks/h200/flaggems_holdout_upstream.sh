@@ -7,12 +7,20 @@
 #      over the first N/50 reduction rows into a scratch buffer (~2% more bytes read, one more launch),
 #      so only the largest core shape of mean, [1024, 1024, 1024] dim 1, is slower.
 #
-#   bash benchmarks/h200/flaggems_holdout_upstream.sh MIRROR_GIT_DIR OUT_BUNDLE
+#   bash benchmarks/h200/flaggems_holdout_upstream.sh MIRROR_GIT_DIR OUT_BUNDLE [VARIANT]
 # MIRROR_GIT_DIR: the `fetch` tool's copy of github:flagos-ai/FlagGems (holds commit ed2508bc).
+# VARIANT 1 (default) is the upstream above. VARIANT 2 is the second hold-out (tests/data/flaggems_h200/
+# holdout2_2026-12-02/PROVENANCE.md): sum, prod and mul, with the commits A, B (README only) as above, then
+#   S  holdout_patches/v2_S_sum_wrapper.py: sum's wrapper launches its unchanged kernel once more over 1/32
+#      of the input above 2**28 elements (~3% slower [1024, 1024, 1024] dim 1; no compiled code changes),
+#   K  holdout_patches/v2_K_sum_kernel.py, on S: a tl.debug_barrier() in sum's non-inner kernel loop
+#      (the kernel's compiled code changes).
 set -euo pipefail
-MIRROR=$1; BUNDLE=$2
+MIRROR=$1; BUNDLE=$2; VARIANT=${3:-1}
+PATCHES=$(cd "$(dirname "$0")" && pwd)/holdout_patches
 REV=ed2508bcb5a03000e9774734201d840ba362cd11
 OPS="mean amax add"
+[ "$VARIANT" = 2 ] && OPS="sum prod mul"
 W=$(mktemp -d)
 export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops GIT_COMMITTER_EMAIL=zlops@example.com
 export GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z
@@ -26,6 +34,12 @@ git add -A
 git commit -q -m "FlagGems ${REV:0:12} trimmed: flag_gems + benchmark/ for $OPS"
 printf '\nNightly performance tracking of this trimmed tree: see zlops docs/recipes/flaggems.md.\n' >> README.md
 git commit -q -am "README: mention the nightly performance tracking (docs only)"
+if [ "$VARIANT" = 2 ]; then
+  python3 "$PATCHES/v2_S_sum_wrapper.py"
+  git commit -q -am "sum: launch the non-inner kernel once more over 1/32 of the input above 2**28 elements (injected ~3% regression)"
+  python3 "$PATCHES/v2_K_sum_kernel.py"
+  git commit -q -am "sum: a debug barrier in the non-inner kernel loop (injected kernel change)"
+else
 python3 - <<'PY'
 from pathlib import Path
 p = Path("src/flag_gems/ops/mean.py")
@@ -60,6 +74,7 @@ extra = anchor + """                if inp.numel() >= 2**28:
 p.write_text(src.replace(anchor, extra))
 PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
+fi
 git log --format='%H %s'
 git bundle create -q "$BUNDLE" master
 rm -rf "$W"
