@@ -22,6 +22,9 @@
 # ZLOPS_CONFIG_EXTRA (YAML appended to the config; empty = the production defaults); UNCHANGED_EXTRA (YAML appended
 # for the nights of unchanged code only, e.g. "noise: {ab_pairs: 0}": their A/Bs cost ~250 s a night on this suite);
 # DRY_UPSTREAM (a CPU dry run: a tests/flaggems_holdout.HoldoutReplay upstream, its shas in $DRY_UPSTREAM/shas.txt).
+# VARIANT=2: the second hold-out (flaggems_holdout2.bundle: sum, prod, mul; A = master~3, D1 = master~2, S =
+# master~1 and K = master cherry-picked onto the last D, in that order), with `kernels: triton` on the suite
+# (issue 25's inventory and attribution); K nights run with the production config like S nights.
 set -uo pipefail
 REPO=$PWD
 CARRY=${CARRY:-$REPO/.devcarry}
@@ -32,6 +35,12 @@ BUDGET_S=${BUDGET_S:-590}
 NIGHT_S=${NIGHT_S:-40}
 AB_RESERVE_S=${AB_RESERVE_S:-300}
 HOME_Z=${HOME_Z:-/tmp/zh}
+VARIANT=${VARIANT:-1}
+if [ "$VARIANT" = 2 ]; then
+  BUNDLE=flaggems_holdout2.bundle; OPS_EXPR="sum or prod or mul"; BASE_REV=master~2; KERNELS_LINE="kernels: triton"
+else
+  BUNDLE=flaggems_holdout.bundle; OPS_EXPR="mean or amax or add"; BASE_REV=master~1; KERNELS_LINE=""
+fi
 UP=${DRY_UPSTREAM:-/tmp/fg_live}
 W=${WORK:-/tmp/zlops-nights}   # the evidence is made here and only its tarballs go to $OUT (8 files come back)
 E=$W/nights_$TAG
@@ -54,19 +63,24 @@ if [ -n "${DRY_UPSTREAM:-}" ]; then
 else
   if ! git -C "$UP" rev-parse -q --verify live > /dev/null 2>&1; then
     rm -rf "$UP"
-    git clone -q "$CARRY/flaggems_holdout.bundle" "$UP" || exit 1
+    git clone -q "$CARRY/$BUNDLE" "$UP" || exit 1
     ndocs=$(tr ' ' '\n' <<< "$NIGHTS" | sed -n 's/^D\([0-9]*\)$/\1/p' | sort -n | tail -1)
     (cd "$UP" && export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops \
         GIT_COMMITTER_EMAIL=zlops@example.com GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z &&
-     git checkout -q -b live master~1 &&
+     git checkout -q -b live $BASE_REV &&
      for k in $(seq 2 "${ndocs:-1}"); do
        printf 'Nightly tracking note %s (docs only).\n' "$k" >> README.md && git commit -q -am "README: note $k (docs only)"
      done &&
-     git cherry-pick master > /dev/null) || exit 1
+     if [ "$VARIANT" = 2 ]; then git cherry-pick master~1 master > /dev/null; else git cherry-pick master > /dev/null; fi) || exit 1
   fi
-  SHA[A]=$(git -C "$UP" rev-parse master~2); SHA[D1]=$(git -C "$UP" rev-parse master~1); SHA[S]=$(git -C "$UP" rev-parse live)
+  if [ "$VARIANT" = 2 ]; then
+    SHA[K]=$(git -C "$UP" rev-parse live); SHA[S]=$(git -C "$UP" rev-parse live~1); LAST_D=live~2
+  else
+    SHA[S]=$(git -C "$UP" rev-parse live); LAST_D=live~1
+  fi
+  SHA[A]=$(git -C "$UP" rev-parse $BASE_REV~1); SHA[D1]=$(git -C "$UP" rev-parse $BASE_REV)
   k=2
-  for d in $(git -C "$UP" rev-list --reverse master~1..live~1); do SHA[D$k]=$d; k=$((k+1)); done
+  for d in $(git -C "$UP" rev-list --reverse $BASE_REV..$LAST_D); do SHA[D$k]=$d; k=$((k+1)); done
   COMMAND='["python", "-m", "pytest", "{worktree}/benchmark", "-m", "{cases}", "--level", "core", "--dtypes", "float16", "--record", "log", "--warmup", "100", "--iter", "100", "-p", "no:cacheprovider", "-q", "-s"]'
   BACKEND=cuda BRANCH=live ENV_LINE='env: {PYTHONPATH: "/tmp/site"}'
 fi
@@ -89,7 +103,7 @@ suites:
     install: []
     system_site_packages: true
     command: $COMMAND
-    select: {token: "^([^/]+)/", join: " or ", every: "mean or amax or add"}
+    select: {token: "^([^/]+)/", join: " or ", every: "$OPS_EXPR"}
     results_glob: "result*.log"
     results_name: flaggems_record.log
     format: flaggems-record
@@ -97,6 +111,7 @@ suites:
     rounds: 1
     timeout_s: 600
     $ENV_LINE
+    $KERNELS_LINE
 ${ZLOPS_CONFIG_EXTRA:-}
 YAML
 cp "$CFG" "$E/zlops.yaml"
@@ -138,7 +153,7 @@ for label in $NIGHTS; do
   start=$SECONDS
   rid="n$i-$label"
   timeout --signal=INT --kill-after=20 $((left - 25)) \
-    $PY -m zlops.cli --plain nightly --config "$([ "$label" = S ] && echo "$CFG" || echo "$CFG_U")" --sha "$sha" \
+    $PY -m zlops.cli --plain nightly --config "$(case $label in S|K) echo "$CFG";; *) echo "$CFG_U";; esac)" --sha "$sha" \
     --run-id "$rid" > "$E/night$i-$label.txt" 2>&1
   rc=$?
   wall=$((SECONDS - start))

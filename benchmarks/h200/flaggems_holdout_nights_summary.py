@@ -13,13 +13,14 @@ re-derives issue 22's Done-when figures from ``nights.json``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-SLOWED_CASE = "mean/float16/(1024x1024x1024, 1)"
+SLOWED_CASE = os.environ.get("ZL_SLOWED_CASE", "mean/float16/(1024x1024x1024, 1)")   # hold-out 2: sum/...
 LOUD = {"improved", "potential", "regression", "severe"}   # issue 22's "verdicts"
 _SECRET_KEY = re.compile(r"uuid|serial|board_id|part_number", re.I)
 _GPU_UUID = re.compile(r"GPU-[0-9a-fA-F-]{8,}|MIG-[0-9a-fA-F-]{8,}")
@@ -83,8 +84,12 @@ def main() -> int:
         night = scrub(night)
         nights.append(night)
         (out_dir / f"night{index}-{label}.json").write_text(json.dumps(night, indent=1, default=str) + "\n")
-    alerts = [{"id": a.id, "case": a.case, "metric": a.metric, "state": a.state.value}
-              for a in store.alerts(suite="flaggems", states=None, limit=None)]
+    from zlops.kernels.explain import attribution_texts
+
+    stored = list(store.alerts(suite="flaggems", states=None, limit=None))
+    kernels = store.read(attribution_texts, stored, config)   # issue 25's line per alert (suites with kernels:)
+    alerts = [{"id": a.id, "case": a.case, "metric": a.metric, "state": a.state.value, "kernels": kernels.get(a.id)}
+              for a in stored]
     (out_dir / "nights.json").write_text(json.dumps(scrub({"nights": nights, "alerts_at_end": alerts}), indent=1,
                                                     default=str) + "\n")
     for n in nights:   # the verdict table (verdicts.txt)
@@ -101,6 +106,8 @@ def main() -> int:
                   f"{'' if r['change_pct'] is None else format(r['change_pct'], '+.2f') + '%'}: {r['note'][:240]}")
     for a in alerts:
         print(f"alert #{a['id']} {a['case']} {a['metric']}: {a['state']}")
+        if a["kernels"]:
+            print(f"  kernels: {a['kernels']}")
     return 0
 
 

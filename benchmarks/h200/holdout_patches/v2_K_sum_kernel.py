@@ -1,9 +1,10 @@
-"""Hold-out 2, commit K: a change to the source of sum's non-inner Triton kernel.
+"""Hold-out 2, commit K: a change to the source of sum's non-inner Triton kernel (on top of S).
 
-``sum_dim_kernel_non_inner``'s multi-tile loop gets a ``tl.debug_barrier()`` after each tile's accumulate (a
-debugging leftover of the kind that reaches main): the kernel's compiled code changes (a CTA-wide barrier in
-the loop), so every shape that takes the loop (``sum`` over dim 1 of [64, 512, 512] and [1024, 1024, 1024])
-runs a new kernel (issue 25's "kernel code changed" case). Applied on top of S.
+``sum_dim_kernel_non_inner``'s multi-tile loop runs over ``N + N // 8`` rows and wraps its row offsets modulo
+N, so every CTA reads the first eighth of its rows twice (a loop-bound bug of the kind that reaches main:
+~12% more bytes; the sums are wrong, which FlagGems' performance mode does not check). The kernel's compiled
+code changes, so every shape that takes the loop (``sum`` over dim 1 of [64, 512, 512] and [1024, 1024, 1024])
+runs a new kernel (issue 25's "kernel code changed" case), while the wrapper is S's.
 Run in the trimmed tree's root: python3 v2_K_sum_kernel.py
 """
 
@@ -11,9 +12,13 @@ from pathlib import Path
 
 p = Path("src/flag_gems/ops/sum.py")
 src = p.read_text()
-anchor = """            inp = tl.load(input_ptr + inp_offsets, mask=mask, other=0).to(cdtype)
-            sum += inp
-        out = tl.sum(sum, axis=0, keep_dims=True)
+anchor = """        for start_n in range(0, N, TILE_N):
+            n_offsets = start_n + tl.arange(0, TILE_N)[:, None]
+            inp_offsets = pid_m * N * K + n_offsets * K + k_offsets
 """
 assert src.count(anchor) == 1, "sum.py changed upstream: the kernel's loop is not where it was"
-p.write_text(src.replace(anchor, anchor.replace("            sum += inp\n", "            sum += inp\n            tl.debug_barrier()\n")))
+changed = """        for start_n in range(0, N + N // 8, TILE_N):
+            n_offsets = (start_n + tl.arange(0, TILE_N)[:, None]) % N
+            inp_offsets = pid_m * N * K + n_offsets * K + k_offsets
+"""
+p.write_text(src.replace(anchor, changed))
