@@ -115,14 +115,22 @@ class SeedingCacheManager(FileCacheManager):
             return False
 
     def _link(self, src: str, name: str) -> None:
-        """``src`` as ``<key folder>/<name>``, atomically: hard link (else copy) to a temporary name, replace."""
+        """``src`` as ``<key folder>/<name>``, atomically: a hard link appears whole, so it is made in place
+        when the name is free; else (the name taken, another file system, linking refused) a link or a
+        copy to a temporary name replaces it."""
+        dst = self._make_path(name)
+        try:
+            os.link(src, dst, follow_symlinks=False)
+            return
+        except OSError:
+            pass
         tmp = self._make_path(f".zlops-tmp.{os.getpid()}.{uuid.uuid4().hex}")
         try:
             try:
                 os.link(src, tmp, follow_symlinks=False)
-            except OSError:  # another file system, or linking refused: a copy
+            except OSError:
                 shutil.copyfile(src, tmp, follow_symlinks=False)
-            os.replace(tmp, self._make_path(name))
+            os.replace(tmp, dst)
         except OSError:
             try:
                 os.unlink(tmp)
