@@ -298,3 +298,33 @@ def test_the_seed_is_the_newest_earlier_accepted_night_with_kernels_on_the_pool(
                                                                        (1, str(tmp_path / "n1" / "1"))])
     assert store.kernel_seed_shards("s", "q", run_key="n4") is None
     assert store.kernel_seed_shards("s", "p", run_key="n1") is None
+
+
+def test_across_file_systems_the_seed_is_copied_and_still_read_as_seeded(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from zlops.kernels.providers import TritonProvider
+
+    fake = str(TESTS / "fake_triton")
+    _, inv1, _ = _night(tmp_path, 1, [("amax_kernel", "v1")], fake)
+
+    def no_link(*args: object, **kwargs: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    with monkeypatch.context() as m:
+        m.setattr(seeding.os, "link", no_link)
+        prepared = TritonProvider().prepare(tmp_path / "n2" / "triton_cache", seed=_from(tmp_path, 1),
+                                            suite_env={"PYTHONPATH": fake})
+    assert prepared.seed is not None and prepared.seed.linked is False and prepared.seed.offered == 1
+    script = (f"import os, sys\nsys.path.insert(0, {str(TESTS)!r})\n"
+              "def no_link(*a, **k):\n    raise OSError(18, 'Invalid cross-device link')\n"
+              "os.link = no_link\nfrom triton_cache_factory import compile_like_triton\n"
+              "print(compile_like_triton('amax_kernel', 'v1'))\n")
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **prepared.env}, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["hit"], done.stderr
+    inv = TritonProvider().collect(prepared, max_kernels=10)
+    (k,) = inv.kernels
+    assert k.reuse == "reused (seeded from n1)" and k.code_hash == inv1.kernels[0].code_hash
+    assert (tmp_path / "n2" / "triton_cache" / k.cache_key / "amax_kernel.cubin").stat().st_nlink == 1  # copies

@@ -144,30 +144,30 @@ def _entry(folder: Path) -> _Entry | str | None:
     return _Entry(kept, sum(files[n] for n in kept), kernel=True)
 
 
-def _place(src: Path, dst: Path, tally: _Tally) -> None:
+def _place(src: str, dst: str, tally: _Tally) -> None:
     try:
         os.link(src, dst, follow_symlinks=False)
         tally.linked += 1
-    except OSError:  # another file system, a link count limit, protected_hardlinks: copy
-        shutil.copyfile(src, dst, follow_symlinks=False)
+    except OSError:  # another file system, a link count limit, protected_hardlinks: a copy, its mtime kept
+        shutil.copy2(src, dst, follow_symlinks=False)
         tally.copied += 1
 
 
-def _stage_one(folder: Path, entry: _Entry, staging: Path, mark: str, tally: _Tally) -> bool:
-    tmp = staging / f".tmp-{folder.name}"
-    shutil.rmtree(tmp, ignore_errors=True)
+def _stage_one(folder: str, entry: _Entry, dst: str, mark: str | None, tally: _Tally) -> bool:
+    """The folder's files (and a kernel's mark) into ``dst``. The staged seed is this shard's alone and
+    read only once the process starts, so a folder is built in place; one that fails is removed."""
     try:
-        tmp.mkdir()
+        os.mkdir(dst)
         for name in entry.files:
-            if _lstat_regular(folder / name) is None:
-                raise FileNotFoundError(folder / name)
-            _place(folder / name, tmp / name, tally)
-        if entry.kernel:
-            (tmp / MARK).write_text(mark, encoding="utf-8")
-        os.replace(tmp, staging / folder.name)
+            src = os.path.join(folder, name)
+            if _lstat_regular(Path(src)) is None:
+                raise FileNotFoundError(src)
+            _place(src, os.path.join(dst, name), tally)
+        if entry.kernel and mark is not None:
+            _place(mark, os.path.join(dst, MARK), _Tally())
     except OSError as exc:
         log.debug("seed folder %s not staged: %s", folder, exc)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(dst, ignore_errors=True)
         return False
     return True
 
@@ -192,13 +192,23 @@ def stage(plan: SeedPlan, staging: Path) -> SeedInfo:
         except OSError:
             tally.skipped["missing"] += 1
             continue
+        # one mark per source, linked into each of its kernel folders (written before them: a folder's
+        # metadata is never newer than its mark, zlops.kernels.seed.read_mark)
+        mark = str(staging / f".mark-{len(sources)}")
+        try:
+            Path(mark).write_text(json.dumps({"run_key": plan.run_key, "source": str(cache)}), encoding="utf-8")
+        except OSError:
+            tally.skipped["missing"] += 1
+            continue
         sources.append(str(cache))
-        mark = json.dumps({"run_key": plan.run_key, "source": str(cache)})
         for name in folders:
             folder = cache / name
-            if name in seen or name.startswith(".") or not folder.is_dir() or folder.is_symlink():
-                if folder.is_symlink():
-                    tally.skipped["symlink"] += 1
+            if name in seen or name.startswith("."):
+                continue
+            if folder.is_symlink():
+                tally.skipped["symlink"] += 1
+                continue
+            if not folder.is_dir():
                 continue
             if tally.offered + tally.launchers >= plan.max_folders:
                 tally.skipped["over_bound"] += 1
@@ -212,7 +222,7 @@ def stage(plan: SeedPlan, staging: Path) -> SeedInfo:
             if tally.size + entry.size > plan.max_bytes:
                 tally.skipped["over_bound"] += 1
                 continue
-            if _stage_one(folder, entry, staging, mark, tally):
+            if _stage_one(str(folder), entry, str(staging / name), mark, tally):
                 seen.add(name)
                 tally.size += entry.size
                 if entry.kernel:

@@ -128,8 +128,8 @@ class SeedingCacheManager(FileCacheManager):
         try:
             try:
                 os.link(src, tmp, follow_symlinks=False)
-            except OSError:
-                shutil.copyfile(src, tmp, follow_symlinks=False)
+            except OSError:  # a copy keeps the seed's mtime: the metadata stays no newer than the mark
+                shutil.copy2(src, tmp, follow_symlinks=False)
             os.replace(tmp, dst)
         except OSError:
             try:
