@@ -67,13 +67,13 @@ class SeedingCacheManager(FileCacheManager):
         if seed and not override and not dump and self.cache_dir and _off(os.environ.get("TRITON_ALWAYS_COMPILE")):
             self._seed = os.path.join(seed, self.key)
 
-    def get_group(self, filename: str):  # type: ignore[no-untyped-def]
+    def get_group(self, filename: str) -> dict[str, str] | None:
         group = super().get_group(filename)
         if group is None and self._seed is not None and self._take_group(GROUP_PREFIX + filename):
             group = super().get_group(filename)
         return group
 
-    def get_file(self, filename: str):  # type: ignore[no-untyped-def]
+    def get_file(self, filename: str) -> str | None:
         path = super().get_file(filename)
         if (path is None and self._seed is not None and filename.endswith(TAKEN_FILE_SUFFIXES)
                 and os.path.basename(filename) == filename and self._take(filename)):
