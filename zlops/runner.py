@@ -363,8 +363,10 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
         "suite": spec.suite_name, "commit": spec.sha, "pool": spec.pool, "backend": spec.backend,
         "device": spec.device, "devices": list(spec.devices), "host": socket.gethostname(), "argv": argv,
         "cwd": str(spec.cwd),
-        # the suite's env by name, values *** unless listed in env_public (zlops.redact): a token never lands here
-        "venv": str(spec.venv), "env_added": env_for_record(added_env, [*spec.suite.env_public, *own_env]),
+        # the suite's env by name, values *** unless listed in env_public (zlops.redact): a token never lands here;
+        # a value zlops built on the suite's own (PYTHONPATH, the kernel seed's hook first) stays as private as it
+        "venv": str(spec.venv), "env_added": env_for_record(added_env, [
+            *spec.suite.env_public, *(k for k in own_env if k != "PYTHONPATH" or k not in spec.suite.env)]),
         "timeout_s": spec.suite.timeout_s,
         "results_file": str(spec.results_file), "format": spec.suite.format,
         "cases": None if spec.cases is None else list(spec.cases),

@@ -44,6 +44,8 @@ from triton_cache_factory import compile_like_triton, launcher_like_triton
 import triton
 from triton.runtime.cache import get_cache_manager
 print("TRITON", triton.__version__, type(get_cache_manager("00" * 32)).__name__, flush=True)
+import os
+print("PYTHONPATH", os.environ.get("PYTHONPATH"), flush=True)
 for name, source in json.load(open(sys.argv[2])):
     print("KERNEL", name, compile_like_triton(name, source), flush=True)
 print("LAUNCHER", launcher_like_triton("launcher v1"), flush=True)
@@ -128,7 +130,8 @@ def test_unchanged_kernels_are_taken_from_the_seed_changed_ones_compiled(tmp_pat
     manifest = read_manifest(second.artifact_dir)
     assert manifest is not None and manifest["kernels"] == inv2.summary()
     assert manifest["env_added"]["TRITON_CACHE_MANAGER"] == seeding.MANAGER
-    assert manifest["env_added"]["PYTHONPATH"] == f"{seeding.HOOK_DIR}{os.pathsep}{triton}"
+    assert manifest["env_added"]["PYTHONPATH"] == "***"  # built on the suite's own value: as private as it
+    assert f"{seeding.HOOK_DIR}{os.pathsep}{triton}" in log2  # the benchmark printed its sys.path
     assert not (second.artifact_dir / seeding.SEED_DIR_NAME).exists()  # the staged seed is gone after the shard
     amax1, amax2 = (next(k for k in i.kernels if k.name == "amax_kernel") for i in (inv1, inv2))
     assert (amax1.cache_key, amax1.code_hash) == (amax2.cache_key, amax2.code_hash)

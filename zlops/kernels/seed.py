@@ -238,7 +238,8 @@ def stage(plan: SeedPlan, staging: Path) -> SeedInfo:
     if not tally.offered:
         reason = (f"the caches of {plan.run_key} hold no complete kernel folder "
                   f"({', '.join(str(c) for c in plan.caches)})") if sources else (
-                  f"the caches of {plan.run_key} are not on this host ({', '.join(str(c) for c in plan.caches)})")
+                  f"the caches of {plan.run_key} are not on this host ({', '.join(str(c) for c in plan.caches)}: "
+                  "removed, on another host's disk, or not kept in its shard folders)")
     return SeedInfo(run_key=plan.run_key, sources=tuple(sources), offered=tally.offered, launchers=tally.launchers,
                     bytes=tally.size, skipped={k: v for k, v in sorted(tally.skipped.items()) if v},
                     linked=None if not (tally.linked or tally.copied) else tally.copied == 0,
