@@ -17,20 +17,18 @@ import os
 import sys
 import tarfile
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-import yaml
 from triton_cache_factory import write_autotune, write_kernel
 
-from zlops.config import SuiteConfig, load_config
+from zlops.config import SuiteConfig
 from zlops.kernels import seed as seeding
 from zlops.kernels.attribution import KERNEL_CHANGED, OUTSIDE, attribute
 from zlops.kernels.inventory import INVENTORY_FILE, Inventory, read_inventory
 from zlops.kernels.seed import SeedPlan, stage
 from zlops.kernels.triton import parse_cache
-from zlops.model import RunRecord, RunStatus, ShardOutcome, ShardStatus
+from zlops.model import ShardStatus
 from zlops.runner import ShardSpec, read_manifest, run_shard
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -271,36 +269,6 @@ def test_a_version_1_inventory_reads_as_unseeded(tmp_path: Path) -> None:
     (tmp_path / INVENTORY_FILE).write_text(json.dumps(data))
     inv = read_inventory(tmp_path)
     assert inv is not None and inv.seed is None and inv.kernels[0].seeded_from is None
-
-
-def test_the_seed_is_the_newest_earlier_accepted_night_with_kernels_on_the_pool(tmp_path: Path) -> None:
-    from zlops.steps.context import open_store
-
-    path = tmp_path / "zlops.yaml"
-    path.write_text(yaml.safe_dump({"home": str(tmp_path / "home"), "pools": {
-        "p": {"backend": "cpu", "devices": [0, 1]}, "q": {"backend": "cpu", "devices": [2]}}, "suites": {
-        "s": {"repo": str(tmp_path), "command": ["true"], "format": "zlops-json", "pools": ["p", "q"],
-              "kernels": "triton"}}}))
-    store = open_store(load_config(path))
-    t0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
-    ok = parse_cache(write_kernel(tmp_path / "c", "amax_kernel").parent)
-    nights = {  # run: (day, accepted, inventory on p's devices)
-        "n1": (1, True, {0: ok, 1: ok}), "n2": (2, True, {0: Inventory(provider="triton", state="ok")}),
-        "n3": (3, False, {0: ok}), "n4": (4, False, {}), "n5": (5, True, {0: ok})}
-    for key, (day, accepted, invs) in nights.items():
-        when = t0 + timedelta(days=day)
-        store.upsert_run(RunRecord(key, "nightly", "s", SHA, "main", RunStatus.DONE, accepted, when, when, {}))
-        for device, inv in invs.items():
-            store.record_shard(key, ShardOutcome("p", device, "cpu", ShardStatus.OK, tmp_path / key / str(device), 0,
-                                                 when, when))
-            store.record_kernels(key, "p", device, inv)
-    # n2's inventory is empty, n3 not accepted, n5 later than n4: n4 seeds from n1, both devices
-    assert store.kernel_seed_shards("s", "p", run_key="n4") == ("n1", [(0, str(tmp_path / "n1" / "0")),
-                                                                       (1, str(tmp_path / "n1" / "1"))])
-    assert store.kernel_seed_shards("s", "p", run_key="n5") == ("n1", [(0, str(tmp_path / "n1" / "0")),
-                                                                       (1, str(tmp_path / "n1" / "1"))])
-    assert store.kernel_seed_shards("s", "q", run_key="n4") is None
-    assert store.kernel_seed_shards("s", "p", run_key="n1") is None
 
 
 def test_across_file_systems_the_seed_is_copied_and_still_read_as_seeded(tmp_path: Path,
