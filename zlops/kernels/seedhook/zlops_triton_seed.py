@@ -21,8 +21,8 @@ where they now are (Triton's group file holds absolute paths, so the seed's woul
 night's folder). On a miss of a single file (``get_file``) only a compiled launcher module (``*.so``: the
 launcher and ``cuda_utils`` Triton builds with the host compiler) is taken; an autotuner's cached timings
 (``*.autotune.json``) are never, so tonight's autotuner measures on tonight's machine. With
-``TRITON_ALWAYS_COMPILE`` set nothing is taken. Works with Triton 2.1 to 3.6 (``FileCacheManager(key,
-override, dump)``, ``cache_dir`` the key folder).
+``TRITON_ALWAYS_COMPILE`` set nothing is taken. Relies on ``FileCacheManager(key, override, dump)`` with
+``cache_dir`` the key folder and ``put`` / ``_make_path``, as since Triton 3.0 at least (tested with 3.6.0).
 """
 
 from __future__ import annotations
