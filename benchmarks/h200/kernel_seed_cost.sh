@@ -10,7 +10,8 @@
 # default flaggems_holdout.bundle: its master~1 is docs-only, master changes mean.py, so T recompiles the
 # kernels that change moved or touched and takes the rest from the seed) and whl/*.whl (sqlalchemy, which
 # flag_gems needs beyond the image's torch and triton). REVS="P=REV T=REV" picks the two commits
-# (default "P=master~1 T=master"; "P=master T=master" measures a night with no kernel change).
+# (default "P=master~1 T=master"; "P=master T=master" measures a night with no kernel change; with
+# BUNDLE=flaggems_holdout2.bundle, "P=master~1 T=master" is S -> K: a change of sum's non-inner kernel source).
 set -uo pipefail
 REPO=$PWD
 CARRY=${CARRY:-$REPO/.devcarry}
