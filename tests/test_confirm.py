@@ -284,3 +284,40 @@ def test_a_second_base_whose_pairs_no_longer_fit_is_skipped_and_says_why(
     (rows,) = saved
     note = next(r for r in rows if r.case == "c1").judgement.note
     assert "A/B on p skipped" in note and "the budget is 10 s" in note
+
+
+def test_the_newest_base_goes_first_and_keeps_room_for_a_carried_suspects_first_decision(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tonight's new suspects are judged against last night (the newest base); a suspect carried over from an
+    unresolved night against the night before it. The newest base's A/B goes first, whatever the suspects'
+    sizes (a carried-over noisy small shape at +329% took the whole budget before a quiet series' +99.7% in the
+    abs replay, tests/pipeline/test_flaggems_replay.py), and leaves the other A/B its first 5 pairs."""
+    from datetime import datetime, timezone
+
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2", "c3"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"], ab_budget_floor_s=400)
+    carried = replace(_suspect("c2", 300.0), base=BaselinePoint("nightly:s:0", "1" * 40, "ms", 1.0, 1))
+    tonight = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:1", "f" * 40, "ms", 1.0, 1))
+    started = {"nightly:s:0": datetime(2026, 11, 30, tzinfo=timezone.utc),
+               "nightly:s:1": datetime(2026, 12, 1, tzinfo=timezone.utc)}
+    calls: list[tuple[str, float]] = []
+
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
+        calls.append((suspects[0].case, budget.seconds))
+        return confirm_mod.PoolAB({}, 10, 100.0, budget, "decided")
+
+    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    metas: list[dict] = []  # type: ignore[type-arg]
+    store = confirm_mod.open_store(ctx.config)
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
+        "shards": store.shards, "results": store.results, "list_runs": store.list_runs,
+        "save_comparisons": lambda self, key, rows: None,
+        "update_run_meta": lambda self, key, v: metas.append(v),
+        "get_run": lambda self, key: type("R", (), {"started_at": started.get(key), "meta": {}})()})())
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (carried, tonight)))
+    # one run of one case is estimated at 16 s (half the 24 s shard to start, 4 s a case): 5 pairs 160 s
+    assert [c[0] for c in calls] == ["c1", "c2"]
+    assert calls[0][1] == pytest.approx(400.0 - 160.0) and calls[1][1] == pytest.approx(300.0)
+    groups = metas[0]["ab"]["p"]["groups"]
+    assert "less 160 s kept for the A/Bs against other bases" in groups[0]["budget_basis"]
+    assert "less 100 s spent tonight" in groups[1]["budget_basis"]

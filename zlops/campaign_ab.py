@@ -134,12 +134,12 @@ def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost:
 
 
 def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison], *,
-                spent_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
+                spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a campaign pool's A/B (:func:`zlops.confirm.budget_seconds`: the larger of
     ``noise.ab_budget_share`` of tonight's campaign device-seconds on the pool and ``noise.ab_budget_floor_s``
     on each of the pool's devices, or ``noise.ab_budget_s``), less ``spent_s`` (the pool's A/Bs against other
-    baseline commits tonight), and the suspects it can afford (:func:`choose`; ``ordered`` is most severe
-    first)."""
+    baseline commits tonight) and ``kept_s`` (kept for its later ones), and the suspects it can afford
+    (:func:`choose`; ``ordered`` is most severe first)."""
     from zlops.confirm import PoolBudget, budget_seconds, less_spent
 
     cfg = ctx.config.noise
@@ -149,7 +149,7 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison], *,
         raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
     tonight = tonight_device_seconds(ctx, pool)
     night_s = float(sum(tonight.values()))
-    budget = less_spent(budget_seconds(cfg, night_s, devices=len(ctx.pool_devices(pool))), spent_s)
+    budget = less_spent(budget_seconds(cfg, night_s, devices=len(ctx.pool_devices(pool))), spent_s, kept_s)
     cost, nights = typical_device_seconds(ctx, pool, tonight)
     factor, learnt = realised_factor(ctx, pool)
     chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements],

@@ -93,12 +93,17 @@ def budget_seconds(cfg: NoiseConfig, night_s: float, *, devices: int = 1) -> Bud
                      ceiling_s=cfg.ab_budget_max_s * n, fixed_s=cfg.ab_budget_s)
 
 
-def less_spent(budget: Budget, spent_s: float) -> Budget:
-    """``budget`` less what the pool's A/Bs against other baseline commits spent tonight (said in its basis)."""
-    if spent_s <= 0:
+def less_spent(budget: Budget, spent_s: float, kept_s: float = 0.0) -> Budget:
+    """``budget`` less what the pool's A/Bs against other baseline commits spent tonight and what is kept for
+    its later ones (both said in its basis)."""
+    if spent_s <= 0 and kept_s <= 0:
         return budget
-    return Budget(max(budget.seconds - spent_s, 0.0),
-                  f"{budget.basis}, less {spent_s:.0f} s spent tonight by the pool's A/B against another base")
+    basis = budget.basis
+    if spent_s > 0:
+        basis += f", less {spent_s:.0f} s spent tonight by the pool's A/B against another base"
+    if kept_s > 0:
+        basis += f", less {kept_s:.0f} s kept for the A/Bs against other bases"
+    return Budget(max(budget.seconds - spent_s - kept_s, 0.0), basis)
 
 
 #: earlier nights whose A/B runs teach the cost model (one bulk read of their run rows)
@@ -118,12 +123,12 @@ def observed_runs(ctx: RunContext, store: Any, pool: str,
 
 
 def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison], *,
-                spent_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
+                spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a pool's A/B, and the suspects it can afford (most severe first).
 
     The budget is :func:`budget_seconds` of tonight's benchmark time on the pool, less ``spent_s``: what
-    the pool's earlier A/Bs tonight spent (suspects against another baseline commit share the pool's one
-    budget, :func:`confirm`). A run's cost comes
+    the pool's earlier A/Bs tonight spent and ``kept_s``, what is kept for its later ones (suspects against
+    another baseline commit share the pool's one budget, :func:`confirm`). A run's cost comes
     from the pool's cost model (:func:`zlops.interleave.learn_cost` on tonight's shards and earlier A/B
     runs: a fixed start-up plus a per-case time), so packing several suspects' cases into one run
     costs little more than one; suspects are added most severe first while ``ab_min_pairs`` pairs of
@@ -135,7 +140,7 @@ def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison], *,
     durations = [o.duration_s for o in shards if o.duration_s]
     night_s = float(sum(durations)) if durations else 0.0
     per_shard = max(durations) if durations else 0.0
-    budget = less_spent(budget_seconds(cfg, night_s), spent_s)
+    budget = less_spent(budget_seconds(cfg, night_s), spent_s, kept_s)
     ordered = _pick(suspects, cfg.ab_budget)
     per_device_cases: dict[int, set[str]] = defaultdict(set)
     for p, device, res in store.results(ctx.run_key):
@@ -345,23 +350,44 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     groups: dict[tuple[str, str], list[Comparison]] = defaultdict(list)
     for c in suspects:
         groups[(c.pool, c.base.sha if c.base else "")].append(c)
-    # One budget per pool and night. Suspects against different baseline commits (a series confirmed
-    # last night has it as its base, one still awaiting confirmation the night before it) need one A/B
-    # each; they share the pool's budget, the A/B holding the most severe suspect first. Measured on the
-    # H200 (hold-out 2, night K): two A/Bs each with the whole 300 s budget, in base-sha order, spent 384 s
-    # and the +18% suspect's A/B came last and was cut off.
-    order = sorted(groups, key=lambda k: (k[0], -max(_excess(c) for c in groups[k]), k[1]))
+    store = open_store(cfg)
+
+    def budget_of(pool: str, members: list[Comparison], **kw: float) -> tuple[PoolBudget, list[Comparison]]:
+        if ctx.suite.campaign is not None:   # the suspects' shards on their gangs (zlops.campaign_ab)
+            return campaign_ab.pool_budget(ctx, pool, _pick(members, cfg.noise.ab_budget), **kw)
+        return pool_budget(ctx, pool, members, **kw)
+
+    # One budget per pool and night. Suspects against different baseline commits need one A/B each: a
+    # series judged against last night (tonight's new suspects) and one still awaiting confirmation, judged
+    # against the night before its pending ones (a suspect carried over). They share the pool's budget, the
+    # newest base first (tonight's question), each earlier A/B keeping room for the later ones' first
+    # decision (ab_min_pairs pairs) where the budget holds both. Measured on the H200 (hold-out 2, night
+    # K, docs/evidence/h200_holdout2): two A/Bs each took the whole 300 s budget, in base-sha order, 384 s,
+    # and the +18% suspect's A/B came last and was cut off; ordering by the suspects' size instead gives a
+    # carried-over noisy small shape (+329%) the budget before a quiet series' +99.7% (the abs replay,
+    # tests/pipeline/test_flaggems_replay.py).
+    def base_started(members: list[Comparison]) -> float:
+        times = [r.started_at.timestamp() for c in members if c.base is not None
+                 and (r := store.get_run(c.base.run_key)) is not None and r.started_at is not None]
+        return max(times, default=0.0)
+
+    order = sorted(groups, key=lambda k: (k[0], -base_started(groups[k]), -max(_excess(c) for c in groups[k]),
+                                          k[1]))
     n_bases = Counter(pool for pool, _ in groups)
+    first_need: dict[tuple[str, str], float] = {}
+    for key in order:
+        if n_bases[key[0]] > 1:
+            est, _ = budget_of(key[0], groups[key])
+            first_need[key] = 2 * cfg.noise.ab_min_pairs * est.run_s
     spent: dict[str, float] = defaultdict(float)
     entries: dict[str, list[dict[str, Any]]] = defaultdict(list)
     updated: dict[tuple[str, str, str], Judgement] = {}
-    for pool, base_sha in order:
+    for i, (pool, base_sha) in enumerate(order):
         members = groups[(pool, base_sha)]
-        if ctx.suite.campaign is not None:   # the suspects' shards on their gangs (zlops.campaign_ab)
-            budget, chosen = campaign_ab.pool_budget(ctx, pool, _pick(members, cfg.noise.ab_budget),
-                                                     spent_s=spent[pool])
-        else:
-            budget, chosen = pool_budget(ctx, pool, members, spent_s=spent[pool])
+        kept = sum(first_need.get(k, 0.0) for k in order[i + 1:] if k[0] == pool)
+        budget, chosen = budget_of(pool, members, spent_s=spent[pool])
+        if kept and budget.seconds - kept >= first_need.get((pool, base_sha), 0.0):
+            budget, chosen = budget_of(pool, members, spent_s=spent[pool], kept_s=kept)
         if not chosen:
             continue
         need = 2 * cfg.noise.ab_min_pairs * budget.run_s
@@ -459,7 +485,6 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",
                            "wall_s": round(ab.wall_s, 2)} if budget.shards else {})})
     costs = {pool: pool_entry(items) for pool, items in entries.items()}
-    store = open_store(cfg)
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})
     if not updated:
