@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def test_a_threshold_above_the_severe_line_is_judged_not_crashed(tmp_path: Path,
                                             "pools": ["p"]}},
                            "judge": "noise", "noise": {"ab_pairs": 8}})
     budget = confirm_mod.PoolBudget(seconds=100.0, night_s=400.0, run_s=5.0, cases=None)
-    monkeypatch.setattr(confirm_mod, "pool_budget", lambda ctx, pool, members: (budget, members))
+    monkeypatch.setattr(confirm_mod, "pool_budget", lambda ctx, pool, members, **kw: (budget, members))
     monkeypatch.setattr(confirm_mod, "confirm_pool", lambda ctx, pool, suspects, **kw: confirm_mod.PoolAB(
         {("nonzero_1M", "time"): ab}, 16, 80.0, budget, "max pairs"))
     saved, metas = [], []
@@ -154,7 +155,7 @@ def _ab_through_run_pairs(monkeypatch: pytest.MonkeyPatch, values: dict[str, lis
     """confirm_pool replaced by the real run_pairs over scripted runs: run i of side A/B returns values[side][i]."""
     from zlops.interleave import run_pairs
 
-    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn):  # type: ignore[no-untyped-def]
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, **kw):  # type: ignore[no-untyped-def]
         seen = {"A": 0, "B": 0}
 
         def run_one(side: str, i: int) -> tuple[dict[tuple[str, str], float], float]:
@@ -189,7 +190,7 @@ def test_the_ab_stops_when_no_remaining_pair_could_decide(tmp_path: Path, monkey
                                             "pools": ["p"]}},
                            "judge": "noise", "noise": {"ab_pairs": 8}})
     budget = confirm_mod.PoolBudget(seconds=1000.0, night_s=400.0, run_s=5.0, cases=None)
-    monkeypatch.setattr(confirm_mod, "pool_budget", lambda ctx, pool, members: (budget, members))
+    monkeypatch.setattr(confirm_mod, "pool_budget", lambda ctx, pool, members, **kw: (budget, members))
     ran: list[int] = []
     _ab_through_run_pairs(monkeypatch, values, ran)
     metas: list[dict] = []  # type: ignore[type-arg]
@@ -205,3 +206,81 @@ def test_the_ab_stops_when_no_remaining_pair_could_decide(tmp_path: Path, monkey
     (row,) = out.comparisons
     assert len(ran) == runs and row.verdict is want, row.judgement.note
     assert metas[0]["ab"]["p"]["stopped"].startswith(stopped)
+
+
+def test_suspects_against_two_bases_share_the_pools_one_budget_most_severe_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen live on the H200 (hold-out 2, night K, docs/evidence/h200_holdout2): tonight's suspects had two
+    baseline commits (a series confirmed last night has it as base, one still awaiting confirmation the night
+    before). Two A/Bs ran, each with the pool's whole 300 s budget, in base-sha order: 177 s + 207 s before the
+    night was cut off, the +18% suspect's A/B last, and the second A/B's run folders overwrote the first's."""
+    from zlops.report.ab_cost import ab_cost_line
+
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2", "c3"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])   # the defaults: floor 300 s
+    older, last = "1" * 40, "f" * 40   # base shas: the mild suspect's base sorts first
+    mild = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:0", older, "ms", 1.0, 1))
+    loud = replace(_suspect("c2", 18.0), base=BaselinePoint("nightly:s:1", last, "ms", 1.0, 1))
+    calls: list[tuple[str, float, str]] = []
+
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
+        calls.append((suspects[0].base.sha, budget.seconds, folder))
+        spend = 100.0   # each A/B spends 100 s of what it was given
+        assert spend <= budget.seconds
+        samples = {(c.case, c.metric): ([1.0] * 6, [1.0 + c.judgement.worse_pct / 100] * 6) for c in suspects}
+        return confirm_mod.PoolAB(samples, 12, spend, budget, "decided")
+
+    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    metas: list[dict] = []  # type: ignore[type-arg]
+    store = confirm_mod.open_store(ctx.config)
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
+        "shards": store.shards, "results": store.results, "list_runs": store.list_runs,
+        "save_comparisons": lambda self, key, rows: None,
+        "update_run_meta": lambda self, key, v: metas.append(v),
+        "get_run": lambda self, key: None})())
+    summary = CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud))
+    confirm_mod.confirm(ctx, summary)
+    # the most severe suspect's A/B first, with the whole budget; the other gets what is left, and the
+    # two write their runs into folders of their own
+    assert [c[0] for c in calls] == [last, older]
+    assert calls[0][1] == pytest.approx(300.0) and calls[1][1] == pytest.approx(200.0)
+    assert calls[0][2] != calls[1][2] and all(c[2] for c in calls)
+    meta = metas[0]["ab"]["p"]
+    assert meta["runs"] == 24 and meta["seconds"] == pytest.approx(200.0)   # both A/Bs counted, not the last one
+    assert meta["budget_s"] == pytest.approx(300.0)
+    assert [g["base"] for g in meta["groups"]] == [last[:12], older[:12]]
+    assert "less 100 s spent tonight" in meta["groups"][1]["budget_basis"]
+    assert meta["outcomes"] == {"confirmed": 2}
+    line = ab_cost_line("p", meta)
+    assert "2 A/Bs against different bases, one budget: base fffffff 12 runs, 100 s, base 1111111 12 runs, 100 s" in line
+
+
+def test_a_second_base_whose_pairs_no_longer_fit_is_skipped_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])
+    mild = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:0", "1" * 40, "ms", 1.0, 1))
+    loud = replace(_suspect("c2", 18.0), base=BaselinePoint("nightly:s:1", "f" * 40, "ms", 1.0, 1))
+    ran: list[str] = []
+
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
+        ran.append(suspects[0].case)
+        return confirm_mod.PoolAB({}, 20, 290.0, budget, "budget (300 s) spent")
+
+    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    saved: list = []  # type: ignore[type-arg]
+    metas: list[dict] = []  # type: ignore[type-arg]
+    store = confirm_mod.open_store(ctx.config)
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
+        "shards": store.shards, "results": store.results, "list_runs": store.list_runs,
+        "save_comparisons": lambda self, key, rows: saved.append(rows),
+        "update_run_meta": lambda self, key, v: metas.append(v),
+        "get_run": lambda self, key: None})())
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud)))
+    assert ran == ["c2"]   # 10 s left: 5 pairs of the mild suspect's runs cannot fit, no A/B is started
+    groups = metas[0]["ab"]["p"]["groups"]
+    assert groups[1]["runs"] == 0 and groups[1]["stopped"].startswith("skipped:")
+    assert "less 290 s spent tonight by the pool's A/B against another base" in groups[1]["budget_basis"]
+    (rows,) = saved
+    note = next(r for r in rows if r.case == "c1").judgement.note
+    assert "A/B on p skipped" in note and "the budget is 10 s" in note

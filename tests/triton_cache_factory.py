@@ -88,3 +88,43 @@ def flaggems_like(cache_dir: Path, n: int = 100, *, changed: dict[str, dict[str,
         name = base if i < len(FLAGGEMS_KERNELS) else f"{base}_{i}"
         out.append(write_kernel(cache_dir, name, size=size, **(changed or {}).get(name, {})))
     return out
+
+
+def compile_like_triton(name: str, source: str, *, num_warps: int = 4, arch: int = 90, size: int = 2_000) -> str:
+    """What ``triton.compiler.compile`` does with the cache, through whichever ``triton.runtime.cache`` is
+    importable (the real one, or tests/fake_triton): the key from the source and options, a
+    ``get_group`` lookup of ``<name>.json``, and on a miss the stages ``put`` one by one, the metadata, and
+    the group file last. Returns ``hit`` or ``compiled``; the compiled code depends on source and options."""
+    from triton.runtime.cache import get_cache_manager
+
+    key = hashlib.sha256(json.dumps(["3.6.0", name, source, num_warps, arch]).encode()).hexdigest()
+    manager = get_cache_manager(key)
+    meta_name = f"{name}.json"
+    group = manager.get_group(meta_name) or {}
+    if group.get(meta_name) is not None:
+        for path in group.values():  # CompiledKernel reads the binary and the metadata
+            Path(path).read_bytes()
+        return "hit"
+    paths = {}
+    ident = f"{name}|{source}|{num_warps}|{arch}"
+    for suffix in STAGES:
+        blob = (ident + suffix).encode() * (size // (len(ident) + 8) + 1)
+        paths[f"{name}{suffix}"] = manager.put(blob[:size], f"{name}{suffix}")
+    meta = {"hash": key, "target": {"backend": "cuda", "arch": arch, "warp_size": 32}, "num_warps": num_warps,
+            "num_ctas": 1, "num_stages": 3, "shared": 0, "triton_version": "3.6.0", "name": name}
+    paths[meta_name] = manager.put(json.dumps(meta), meta_name, binary=False)
+    manager.put_group(meta_name, paths)
+    return "compiled"
+
+
+def launcher_like_triton(c_source: str) -> str:
+    """What ``triton.runtime.build.compile_module_from_src`` does with the cache: ``get_file`` of the built
+    module, else build it (here: write bytes) and ``put`` it. Returns ``hit`` or ``built``."""
+    from triton.runtime.cache import get_cache_manager
+
+    manager = get_cache_manager(hashlib.sha256(c_source.encode()).hexdigest())
+    name = "__triton_launcher.cpython-311-x86_64-linux-gnu.so"
+    if manager.get_file(name) is not None:
+        return "hit"
+    manager.put(b"\x7fELF" + c_source.encode(), name, binary=True)
+    return "built"

@@ -133,12 +133,14 @@ def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost:
     return chosen, ordered_shards, run_cost(shards)
 
 
-def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
+def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison], *,
+                spent_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a campaign pool's A/B (:func:`zlops.confirm.budget_seconds`: the larger of
     ``noise.ab_budget_share`` of tonight's campaign device-seconds on the pool and ``noise.ab_budget_floor_s``
-    on each of the pool's devices, or ``noise.ab_budget_s``) and the suspects it can afford (:func:`choose`;
-    ``ordered`` is most severe first)."""
-    from zlops.confirm import PoolBudget, budget_seconds
+    on each of the pool's devices, or ``noise.ab_budget_s``), less ``spent_s`` (the pool's A/Bs against other
+    baseline commits tonight), and the suspects it can afford (:func:`choose`; ``ordered`` is most severe
+    first)."""
+    from zlops.confirm import PoolBudget, budget_seconds, less_spent
 
     cfg = ctx.config.noise
     run = ctx.store.get_run(ctx.run_key)
@@ -147,7 +149,7 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison]) -> tu
         raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
     tonight = tonight_device_seconds(ctx, pool)
     night_s = float(sum(tonight.values()))
-    budget = budget_seconds(cfg, night_s, devices=len(ctx.pool_devices(pool)))
+    budget = less_spent(budget_seconds(cfg, night_s, devices=len(ctx.pool_devices(pool))), spent_s)
     cost, nights = typical_device_seconds(ctx, pool, tonight)
     factor, learnt = realised_factor(ctx, pool)
     chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements],

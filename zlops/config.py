@@ -323,6 +323,13 @@ class KernelsConfig(_Strict):
     skip_same_in_bisect: bool = Field(default=False, description="a bisection step whose commit (one run) "
                                       "compiled the regressed ops' kernels as one end of the range did, while the "
                                       "ends' kernels differ, takes that end's outcome without an A/B")
+    seed: bool = Field(default=True, description="seed each nightly shard's own Triton cache from the newest earlier "
+                       "accepted night's caches of the suite on the pool, so unchanged kernels are taken, not "
+                       "compiled again; the inventory still lists only the kernels the process used")
+    seed_max_mib: int = Field(default=512, ge=1, le=65536, description="at most this much of the earlier night's "
+                              "caches is staged as a shard's seed (MiB); the rest is left out and counted")
+    seed_max_folders: int = Field(default=5000, ge=1, le=100000, description="at most this many cache folders "
+                                  "(kernels and launcher modules) are staged as a shard's seed")
 
     @field_validator("provider")
     @classmethod

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,14 @@ def budget_seconds(cfg: NoiseConfig, night_s: float, *, devices: int = 1) -> Bud
                      ceiling_s=cfg.ab_budget_max_s * n, fixed_s=cfg.ab_budget_s)
 
 
+def less_spent(budget: Budget, spent_s: float) -> Budget:
+    """``budget`` less what the pool's A/Bs against other baseline commits spent tonight (said in its basis)."""
+    if spent_s <= 0:
+        return budget
+    return Budget(max(budget.seconds - spent_s, 0.0),
+                  f"{budget.basis}, less {spent_s:.0f} s spent tonight by the pool's A/B against another base")
+
+
 #: earlier nights whose A/B runs teach the cost model (one bulk read of their run rows)
 COST_HISTORY_RUNS = 30
 
@@ -109,10 +117,13 @@ def observed_runs(ctx: RunContext, store: Any, pool: str,
     return obs
 
 
-def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison]) -> tuple[PoolBudget, list[Comparison]]:
+def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison], *,
+                spent_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a pool's A/B, and the suspects it can afford (most severe first).
 
-    The budget is :func:`budget_seconds` of tonight's benchmark time on the pool. A run's cost comes
+    The budget is :func:`budget_seconds` of tonight's benchmark time on the pool, less ``spent_s``: what
+    the pool's earlier A/Bs tonight spent (suspects against another baseline commit share the pool's one
+    budget, :func:`confirm`). A run's cost comes
     from the pool's cost model (:func:`zlops.interleave.learn_cost` on tonight's shards and earlier A/B
     runs: a fixed start-up plus a per-case time), so packing several suspects' cases into one run
     costs little more than one; suspects are added most severe first while ``ab_min_pairs`` pairs of
@@ -124,7 +135,7 @@ def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison]) -> tuple
     durations = [o.duration_s for o in shards if o.duration_s]
     night_s = float(sum(durations)) if durations else 0.0
     per_shard = max(durations) if durations else 0.0
-    budget = budget_seconds(cfg, night_s)
+    budget = less_spent(budget_seconds(cfg, night_s), spent_s)
     ordered = _pick(suspects, cfg.ab_budget)
     per_device_cases: dict[int, set[str]] = defaultdict(set)
     for p, device, res in store.results(ctx.run_key):
@@ -196,14 +207,15 @@ class PoolAB:
 
 
 def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
-                 budget: PoolBudget, decide_fn: object = None) -> PoolAB:
+                 budget: PoolBudget, decide_fn: object = None, folder: str = "") -> PoolAB:
     """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device, or,
     for a campaign suite (``budget.plan``), of the suspects' shards packed over the pool's devices
     (zlops.campaign_ab), through :func:`zlops.interleave.run_pairs`.
 
     Runs ``ab_min_pairs`` pairs, then adds pairs while ``decide_fn(samples)`` reports undecided
     suspects, up to ``ab_pairs``, never starting a pair the remaining budget cannot pay for; a pair
-    the contention gate spoiled is run again after the host quiets.
+    the contention gate spoiled is run again after the host quiets. ``folder``: a sub-folder of
+    ``<run>/ab/<pool>/`` for the runs (one per baseline commit when the pool has suspects against several).
     """
     cfg = ctx.config.noise
     base_sha = suspects[0].base.sha if suspects[0].base else None
@@ -226,7 +238,8 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
 
             def run_one(side: str, i: int) -> tuple[dict[tuple[str, str], float], float]:
                 side_ctx, prepared = sides[side]
-                out = ctx.run_dir / "ab" / pool / f"{i:02d}{side}"
+                out = ctx.run_dir / "ab" / pool / folder / f"{i:02d}{side}" if folder else \
+                    ctx.run_dir / "ab" / pool / f"{i:02d}{side}"
                 if budget.plan is not None:   # device-seconds of the gang shards, lanes in parallel
                     return campaign_ab.run_side(ctx, side_ctx, prepared, pool, out, budget.plan)
                 t0 = time.monotonic()
@@ -258,6 +271,44 @@ def quiet_waiter(ctx: RunContext, pool: str) -> Any:
         contention.wait_for_quiet(limits, locks_dir=ctx.config.locks_dir)
 
     return wait
+
+
+def pool_entry(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run meta's ``ab.<pool>`` entry from the pool's A/Bs tonight, one per baseline commit (most severe
+    first). One A/B: its entry as it is. Several: their totals (runs, seconds, estimates, outcomes, the
+    suspects, the processes timed for the cost model) against the pool's one budget, with each A/B under
+    ``groups``; every rendering reads the totals (zlops.report.ab_cost)."""
+    if len(items) == 1:
+        return items[0]
+    ok = [e for e in items if "error" not in e]
+    if not ok:
+        return {"error": "; ".join(f"base {e['base'][:7]}: {e['error']}" for e in items)[:300], "groups": items}
+    first = ok[0]
+    runs = sum(int(e.get("runs") or 0) for e in ok)
+    seconds = sum(float(e.get("seconds") or 0.0) for e in ok)
+    est = sum(float(e.get("est_s") or (e.get("est_run_s") or 0.0) * int(e.get("runs") or 0)) for e in ok)
+    outcomes: dict[str, int] = defaultdict(int)
+    for e in ok:
+        for k, n in (e.get("outcomes") or {}).items():
+            outcomes[k] += int(n)
+    total: dict[str, Any] = {**first, "runs": runs, "seconds": round(seconds, 2), "est_s": round(est, 2),
+                             "est_run_s": round(est / runs, 2) if runs else first.get("est_run_s"),
+                             "realised_run_s": round(seconds / runs, 2) if runs else None,
+                             "outcomes": dict(outcomes),
+                             "suspects": sum(int(e.get("suspects") or 0) for e in ok),
+                             "ab_suspects": sum(int(e.get("ab_suspects") or 0) for e in ok),
+                             "observed": [o for e in ok for o in e.get("observed") or ()],
+                             "discarded": [d for e in ok for d in e.get("discarded") or ()],
+                             "stopped": "; ".join(f"base {e['base'][:7]}: {e.get('stopped') or '-'}" for e in items
+                                                  if "error" not in e),
+                             "groups": items}
+    total.pop("base", None)
+    if "pairs" in first:
+        total["pairs"] = sum(int(e.get("pairs") or 0) for e in ok)
+    if any("est_raw_run_s" in e for e in ok) and runs:   # a campaign A/B: the raw estimate per run, weighted
+        total["est_raw_run_s"] = round(sum(float(e.get("est_raw_run_s") or 0.0) * int(e.get("runs") or 0)
+                                           for e in ok) / runs, 3)
+    return total
 
 
 def _outcome(j: Judgement) -> str:
@@ -294,23 +345,33 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     groups: dict[tuple[str, str], list[Comparison]] = defaultdict(list)
     for c in suspects:
         groups[(c.pool, c.base.sha if c.base else "")].append(c)
+    # One budget per pool and night. Suspects against different baseline commits (a series confirmed
+    # last night has it as its base, one still awaiting confirmation the night before it) need one A/B
+    # each; they share the pool's budget, the A/B holding the most severe suspect first. Measured on the
+    # H200 (hold-out 2, night K): two A/Bs each with the whole 300 s budget, in base-sha order, spent 384 s
+    # and the +18% suspect's A/B came last and was cut off.
+    order = sorted(groups, key=lambda k: (k[0], -max(_excess(c) for c in groups[k]), k[1]))
+    n_bases = Counter(pool for pool, _ in groups)
+    spent: dict[str, float] = defaultdict(float)
+    entries: dict[str, list[dict[str, Any]]] = defaultdict(list)
     updated: dict[tuple[str, str, str], Judgement] = {}
-    costs: dict[str, dict[str, float | int | str]] = {}
-    for (pool, base_sha), members in sorted(groups.items()):
+    for pool, base_sha in order:
+        members = groups[(pool, base_sha)]
         if ctx.suite.campaign is not None:   # the suspects' shards on their gangs (zlops.campaign_ab)
-            budget, chosen = campaign_ab.pool_budget(ctx, pool, _pick(members, cfg.noise.ab_budget))
+            budget, chosen = campaign_ab.pool_budget(ctx, pool, _pick(members, cfg.noise.ab_budget),
+                                                     spent_s=spent[pool])
         else:
-            budget, chosen = pool_budget(ctx, pool, members)
+            budget, chosen = pool_budget(ctx, pool, members, spent_s=spent[pool])
         if not chosen:
             continue
         need = 2 * cfg.noise.ab_min_pairs * budget.run_s
         if need > budget.seconds:   # an A/B that cannot reach its first decision is time thrown away
-            costs[pool] = {"runs": 0, "seconds": 0.0, "night_s": round(budget.night_s, 2),
+            entries[pool].append({"base": base_sha[:12], "runs": 0, "seconds": 0.0, "night_s": round(budget.night_s, 2),
                            "budget_s": round(budget.seconds, 2), "budget_basis": budget.basis,
                            "suspects": len(members), "ab_suspects": 0, "est_run_s": round(budget.run_s, 2),
                            "stopped": f"skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
                                       f"{budget.seconds:.0f} s ({budget.basis}); suspects stay suspects",
-                           **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {})}
+                           **({"cost_model": budget.cost.to_json()} if budget.cost is not None else {})})
             skipped = (f"[A/B on {pool} skipped: {cfg.noise.ab_min_pairs} pairs need ~{need:.0f} s, the budget is "
                        f"{budget.seconds:.0f} s]")
             for c in members:   # the reason a suspect stays one is said beside it, in every rendering
@@ -352,11 +413,13 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
             return False
 
         try:
-            ab = confirm_pool(ctx, pool, chosen, progress=progress, budget=budget, decide_fn=undecided)
+            ab = confirm_pool(ctx, pool, chosen, progress=progress, budget=budget, decide_fn=undecided,
+                              folder=base_sha[:12] if n_bases[pool] > 1 else "")
         except ZlopsError as exc:
             log.warning("A/B of pool %s failed, suspects stay suspects: %s", pool, exc)
-            costs[pool] = {"error": str(exc)[:300]}
+            entries[pool].append({"base": base_sha[:12], "error": str(exc)[:300]})
             continue
+        spent[pool] += ab.seconds
         unit = "s" if not budget.shards else "device-s"
         cost = (f"{ab.runs} runs, {ab.seconds:.0f} {unit} (estimated {budget.run_s * ab.runs:.0f}), "
                 f"budget {budget.seconds:.0f} {unit}")
@@ -383,7 +446,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         pairs_meta = ab.pairs.to_json() if ab.pairs is not None else {}
         observed = [] if budget.shards or budget.cases is None else \
             [[budget.runs_cases or len(budget.cases), round(t, 3)] for t in (ab.pairs.run_seconds if ab.pairs else [])]
-        costs[pool] = {**pairs_meta, "runs": ab.runs, "seconds": round(ab.seconds, 2),
+        entries[pool].append({"base": base_sha[:12], **pairs_meta, "runs": ab.runs, "seconds": round(ab.seconds, 2),
                        "night_s": round(budget.night_s, 2), "budget_s": round(budget.seconds, 2),
                        "budget_basis": budget.basis, "suspects": len(members), "ab_suspects": len(chosen),
                        "outcomes": dict(outcomes),
@@ -394,7 +457,8 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                        **({"est_basis": budget.est_basis} if budget.est_basis else {}),
                        **({"est_raw_run_s": round(budget.raw_run_s, 3)} if budget.raw_run_s is not None else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",
-                           "wall_s": round(ab.wall_s, 2)} if budget.shards else {})}
+                           "wall_s": round(ab.wall_s, 2)} if budget.shards else {})})
+    costs = {pool: pool_entry(items) for pool, items in entries.items()}
     store = open_store(cfg)
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})

@@ -30,6 +30,7 @@ from zlops.errors import DeviceBusy, ProcessError, ZlopsError
 from zlops.identity import IDENTITY_FILE, build_identity, read_identity, read_pins, write_identity
 from zlops.kernels.inventory import INVENTORY_FILE, Inventory, write_inventory
 from zlops.kernels.providers import TRITON_CACHE_NAME, Prepared, Provider, get_provider
+from zlops.kernels.seed import SeedPlan
 from zlops.locks import GangLease, device_lease, gang_lease
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.redact import env_for_record
@@ -74,6 +75,9 @@ class ShardSpec:
     #: ``artifact_dir``. Repeated runs of one commit on one device (A/B pairs, bisection) share one, so
     #: only the first of them compiles
     kernel_cache: Path | None = None
+    #: where a nightly shard's own kernel cache is seeded from (zlops.kernels.seed: the earlier night's
+    #: shard caches, found by zlops.steps.run_device); None: not seeded
+    kernel_seed: SeedPlan | None = None
 
     @property
     def devices(self) -> tuple[int, ...]:
@@ -263,7 +267,8 @@ def _kernel_provider(spec: ShardSpec) -> tuple[Provider, Prepared] | None:
     if setting is None:
         return None
     provider = get_provider(setting.provider)
-    return provider, provider.prepare(spec.kernel_cache or spec.artifact_dir / TRITON_CACHE_NAME)
+    return provider, provider.prepare(spec.kernel_cache or spec.artifact_dir / TRITON_CACHE_NAME,
+                                      seed=spec.kernel_seed, suite_env=spec.suite.env)
 
 
 def _record_kernels(spec: ShardSpec, provider: Provider, prepared: Prepared) -> str:
@@ -358,8 +363,10 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
         "suite": spec.suite_name, "commit": spec.sha, "pool": spec.pool, "backend": spec.backend,
         "device": spec.device, "devices": list(spec.devices), "host": socket.gethostname(), "argv": argv,
         "cwd": str(spec.cwd),
-        # the suite's env by name, values *** unless listed in env_public (zlops.redact): a token never lands here
-        "venv": str(spec.venv), "env_added": env_for_record(added_env, [*spec.suite.env_public, *own_env]),
+        # the suite's env by name, values *** unless listed in env_public (zlops.redact): a token never lands here;
+        # a value zlops built on the suite's own (PYTHONPATH, the kernel seed's hook first) stays as private as it
+        "venv": str(spec.venv), "env_added": env_for_record(added_env, [
+            *spec.suite.env_public, *(k for k in own_env if k != "PYTHONPATH" or k not in spec.suite.env)]),
         "timeout_s": spec.suite.timeout_s,
         "results_file": str(spec.results_file), "format": spec.suite.format,
         "cases": None if spec.cases is None else list(spec.cases),
@@ -431,8 +438,10 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
             status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK
-    if kernels is not None and started is not None:
-        manifest["kernels"] = _record_kernels(spec, *kernels)
+    if kernels is not None:
+        if started is not None:
+            manifest["kernels"] = _record_kernels(spec, *kernels)
+        kernels[0].release(kernels[1])
     detached = [d for one in (held.leases if held is not None else ()) for d in one.detached]
     if detached:  # the device stays leased until they end (zlops.locks); say who keeps it
         manifest["detached"] = detached

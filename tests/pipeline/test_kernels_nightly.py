@@ -1,11 +1,13 @@
 """Two nightlies through the CLI with ``kernels: triton``: the shards' kernels are stored and each alert
 is attributed (real git upstream, real venv and benchmark processes, SQLite).
 
-The fake benchmark "compiles" one Triton kernel per case into ``$TRITON_CACHE_DIR`` in Triton's
-layout, its code taken from ``kernels/<case>.src`` in the repository. Night 2 changes alpha's kernel
-source and makes alpha slower (a kernel change), and makes beta slower in the "Python wrapper" only
-(its kernel source is untouched): alpha is attributed to alpha_kernel with both hashes, beta to
-"no compiled kernel of this op changed".
+The fake benchmark "compiles" one Triton kernel per ``kernels/<name>.src`` of the repository through
+Triton's cache protocol (tests/fake_triton) into ``$TRITON_CACHE_DIR``. Night 2 changes alpha's kernel
+source and makes alpha slower (a kernel change), makes beta slower in the "Python wrapper" only (its
+kernel source is untouched), and removes gamma's kernel: alpha is attributed to alpha_kernel with both
+hashes, beta to "no compiled kernel of this op changed". Measured alone, night 2's shard seeds its
+cache from night 1's (zlops.kernels.seed): beta_kernel is taken from it, alpha_kernel compiled anew, and
+gamma_kernel, in the seed but not used, is not one of night 2's kernels.
 """
 
 from __future__ import annotations
@@ -20,27 +22,31 @@ from fake_upstream import Upstream
 
 from zlops.cli import main
 from zlops.config import Config
+from zlops.kernels.inventory import read_inventory
 from zlops.steps.context import open_store
 
 pytestmark = pytest.mark.slow
+FAKE_TRITON = Path(__file__).resolve().parents[1] / "fake_triton"
 
 KERNEL_WRITER = r'''
-import base64, hashlib, json, os, pathlib
+import hashlib, json, os, pathlib
 def compile_kernels():
-    cache = os.environ.get("TRITON_CACHE_DIR")
-    if not cache:
+    if not os.environ.get("TRITON_CACHE_DIR"):
         return
+    from triton.runtime.cache import get_cache_manager  # tests/fake_triton: Triton's cache protocol
     for src in sorted(pathlib.Path("kernels").glob("*.src")):
         name, code = src.stem + "_kernel", src.read_bytes()
-        key = base64.b32encode(hashlib.sha256(name.encode() + code).digest()).decode().rstrip("=")
-        folder = pathlib.Path(cache) / key
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / (name + ".cubin")).write_bytes(b"CUBIN" + code)
-        (folder / (name + ".ptx")).write_bytes(b"PTX" + code)
-        (folder / (name + ".json")).write_text(json.dumps({"hash": "x", "name": name, "num_warps": 4, "num_stages": 3,
-                                                        "num_ctas": 1, "target": {"backend": "cuda", "arch": 90},
-                                                        "triton_version": "3.6.0", "shared": 0}))
-        (folder / ("__grp__" + name + ".json")).write_text(json.dumps({"child_paths": {}}))
+        cache = get_cache_manager(hashlib.sha256(name.encode() + code).hexdigest())
+        if (cache.get_group(name + ".json") or {}).get(name + ".json"):
+            print("KERNEL", name, "hit")
+            continue
+        paths = {name + ".cubin": cache.put(b"CUBIN" + code, name + ".cubin"),
+                 name + ".ptx": cache.put(b"PTX" + code, name + ".ptx")}
+        paths[name + ".json"] = cache.put(json.dumps({
+            "hash": "x", "name": name, "num_warps": 4, "num_stages": 3, "num_ctas": 1,
+            "target": {"backend": "cuda", "arch": 90}, "triton_version": "3.6.0", "shared": 0}), name + ".json")
+        cache.put_group(name + ".json", paths)
+        print("KERNEL", name, "compiled")
 compile_kernels()
 '''
 
@@ -58,11 +64,14 @@ def test_alerts_are_attributed_to_the_kernel_or_to_nothing(upstream: Upstream, m
                                                             measure: str) -> None:
     bench = upstream.path / "bench.py"
     bench.write_text(bench.read_text().replace("import fakeops", KERNEL_WRITER + "\nimport fakeops", 1))
-    shas = [_commit(upstream, {"alpha": 1.0, "beta": 2.0}, {"alpha": "BLOCK=1024", "beta": "BLOCK=512"}, "n1"),
-            _commit(upstream, {"alpha": 1.3, "beta": 2.6}, {"alpha": "BLOCK=2048", "beta": "BLOCK=512"},
-                    "alpha: bigger block; beta: an extra host-side step")]
+    shas = [_commit(upstream, {"alpha": 1.0, "beta": 2.0},
+                    {"alpha": "BLOCK=1024", "beta": "BLOCK=512", "gamma": "BLOCK=256"}, "n1")]
+    (upstream.path / "kernels" / "gamma.src").unlink()
+    shas.append(_commit(upstream, {"alpha": 1.3, "beta": 2.6}, {"alpha": "BLOCK=2048", "beta": "BLOCK=512"},
+                        "alpha: bigger block; beta: an extra host-side step; gamma: removed"))
     data = make_config().model_dump(mode="json", exclude_none=True)
     data["suites"]["fake"]["kernels"] = "triton"
+    data["suites"]["fake"].setdefault("env", {})["PYTHONPATH"] = str(FAKE_TRITON)
     data["pools"]["local"]["measure"] = measure  # paired: tonight's kernels are the first head run's
     cfg_path = tmp_path / "zlops.yaml"
     cfg_path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -74,6 +83,14 @@ def test_alerts_are_attributed_to_the_kernel_or_to_nothing(upstream: Upstream, m
     inv = store.pool_inventory("nightly:fake:n2", "local")
     assert inv is not None and [sorted(k.name for k in i.kernels) for i in inv.inventories] == [
         ["alpha_kernel", "beta_kernel"]]
+    if measure == "nightly":  # a night measured alone seeds its shard's cache from the earlier night's
+        (shard,) = (o.artifact_dir for o in store.shards("nightly:fake:n2"))
+        tonight = read_inventory(shard)
+        assert tonight is not None and {k.name: k.reuse for k in tonight.kernels} == {
+            "alpha_kernel": "compiled", "beta_kernel": "reused (seeded from nightly:fake:n1)"}
+        assert tonight.seed is not None and (tonight.seed.offered, tonight.seeded) == (3, 1)
+        assert "KERNEL beta_kernel hit" in (shard / "run.log").read_text()
+        assert {k.name: k.compiled for k in inv.inventories[0].kernels} == {"alpha_kernel": True, "beta_kernel": False}
     alerts = {a.case: a for a in store.alerts(suite="fake")}
     assert set(alerts) == {"alpha", "beta"}
     capsys.readouterr()

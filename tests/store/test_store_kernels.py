@@ -12,7 +12,7 @@ from zlops.alerts import Alert, AlertState
 from zlops.config import parse_config
 from zlops.kernels.attribution import KERNEL_CHANGED, NO_INVENTORY, OUTSIDE
 from zlops.kernels.explain import alert_attribution
-from zlops.kernels.inventory import capped, none
+from zlops.kernels.inventory import Inventory, capped, none
 from zlops.kernels.triton import parse_cache
 from zlops.model import RunStatus
 from zlops.store import Store
@@ -79,3 +79,26 @@ def test_alert_attribution_from_the_stored_nights(store: Store, make: Any, tmp_p
     plain = config.model_copy(update={"suites": {"ops": config.suites["ops"].model_copy(update={"kernels": None})}})
     d = store.read(alert_attribution, _alert(make), plain)
     assert d.text == "no inventory: suite ops declares no kernel toolchain (kernels: triton records one)"
+
+
+def test_the_kernel_seed_is_the_newest_earlier_accepted_night_with_kernels_on_the_pool(
+        store: Store, make: Any, tmp_path: Path) -> None:
+    """zlops.store.kernels.seed_shards: one read, whatever the history (zlops.kernels.seed)."""
+    ok = parse_cache(flaggems_like(tmp_path / "c", 2, size=100)[0].parent)
+    nights = {  # run: (day, accepted, inventories on npu's devices)
+        "n1": (1, True, {0: ok, 1: ok}), "n2": (2, True, {0: Inventory(provider="triton", state="ok")}),
+        "n3": (3, False, {0: ok}), "n4": (4, False, {}), "n5": (5, True, {0: ok}),
+        "n6": (6, True, {0: none("triton", "cannot read")})}
+    for key, (day, accepted, invs) in nights.items():
+        store.upsert_run(make.run(key, accepted=accepted, status=RunStatus.DONE, day=day))
+        for device, inv in invs.items():
+            store.record_shard(key, make.shard(device=device, artifact_dir=tmp_path / key / str(device)))
+            store.record_kernels(key, "npu", device, inv)
+    both = ("n1", [(0, str(tmp_path / "n1" / "0")), (1, str(tmp_path / "n1" / "1"))])
+    # n2's inventory is empty, n3 is not accepted, n5 started after n4, n6 could not read its cache
+    assert store.kernel_seed_shards("ops", "npu", run_key="n4") == both
+    assert store.kernel_seed_shards("ops", "npu", run_key="n5") == both
+    assert store.kernel_seed_shards("ops", "npu", run_key="n7") == ("n5", [(0, str(tmp_path / "n5" / "0"))])
+    assert store.kernel_seed_shards("ops", "gpu", run_key="n4") is None
+    assert store.kernel_seed_shards("ops", "npu", run_key="n1") is None
+    assert store.kernel_seed_shards("other", "npu", run_key="n4") is None

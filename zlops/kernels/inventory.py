@@ -1,7 +1,8 @@
 """A shard's kernel inventory: the compiled kernels one benchmark process used, as plain values.
 
 Written by a provider (:mod:`zlops.kernels.providers`) into the shard's bundle as ``kernels.json``
-(``schema_version`` 1), stored with the run (``kernel_inventories`` / ``kernels``, migration 0010),
+(``schema_version`` 2; version 1, before the seeded cache, is read as a version 2 without a seed), stored
+with the run (``kernel_inventories`` / ``kernels``, migration 0010),
 and compared per alert by :mod:`zlops.kernels.attribution`. An inventory is either ``ok`` (the
 kernels found, possibly none), ``none`` (the suite's toolchain has no provider that can tell: the
 reason says so) or ``error`` (the provider could not read what it should have: the reason names it).
@@ -19,7 +20,9 @@ from typing import Any
 from zlops.errors import ZlopsError
 
 INVENTORY_FILE = "kernels.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: the versions :meth:`Inventory.from_dict` reads (older ones through :func:`upgrade`)
+READ_VERSIONS = (1, 2)
 #: kernels kept per shard unless the suite says otherwise (``kernels.max_per_shard``)
 DEFAULT_MAX_KERNELS = 2000
 STATES = ("ok", "none", "error")
@@ -35,8 +38,9 @@ class KernelRecord:
 
     ``cache_key`` is the provider's own key of the compiled artifact (Triton: the cache folder name),
     ``code_hash`` the sha256 of its compiled code (``binary`` names which file: cubin, hsaco, ptx, llir),
-    ``compiled``: True when this process compiled it, False when it was already in the cache before the
-    shard started (reused), None when the provider cannot tell.
+    ``compiled``: True when this process compiled it, False when it reused it (it was in the cache before the
+    shard started, or it was taken from the seed), None when the provider cannot tell; ``seeded_from``: the
+    run whose cache it was taken from (zlops.kernels.seed), None when it was not seeded.
     """
 
     name: str
@@ -52,8 +56,11 @@ class KernelRecord:
     constants: Mapping[str, Any] = field(default_factory=dict)
     compiler_version: str | None = None
     compiled: bool | None = None
+    seeded_from: str | None = None
 
     def __post_init__(self) -> None:
+        if self.seeded_from is not None and self.compiled:
+            raise ValueError("KernelRecord: a seeded kernel was reused, not compiled (compiled must not be True)")
         if not self.name:
             raise ValueError("KernelRecord.name must not be empty")
         if not self.cache_key:
@@ -70,7 +77,7 @@ class KernelRecord:
                 "num_warps": self.num_warps, "num_stages": self.num_stages, "num_ctas": self.num_ctas,
                 "backend": self.backend, "arch": self.arch, "shared": self.shared,
                 "constants": dict(sorted(self.constants.items())), "compiler_version": self.compiler_version,
-                "compiled": self.compiled}
+                "compiled": self.compiled, "seeded_from": self.seeded_from}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelRecord:
@@ -88,7 +95,15 @@ class KernelRecord:
                    backend=data.get("backend") or None, arch=None if data.get("arch") is None else str(data["arch"]),
                    shared=opt_int("shared"), constants=dict(constants),
                    compiler_version=data.get("compiler_version") or None,
-                   compiled=compiled if isinstance(compiled, bool) else None)
+                   compiled=compiled if isinstance(compiled, bool) else None,
+                   seeded_from=str(data["seeded_from"]) if data.get("seeded_from") else None)
+
+    @property
+    def reuse(self) -> str:
+        """How this process got it: ``compiled``, ``reused``, ``reused (seeded from <run>)`` or ``unknown``."""
+        if self.seeded_from is not None:
+            return f"reused (seeded from {self.seeded_from})"
+        return {True: "compiled", False: "reused", None: "unknown"}[self.compiled]
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,43 @@ class AutotunePick:
 
 
 @dataclass(frozen=True)
+class SeedInfo:
+    """Where a shard's kernel cache was seeded from (zlops.kernels.seed), or why it was not.
+
+    ``offered``: the kernel folders staged for the process to take on a cache miss (and ``launchers``: the
+    compiled launcher modules); which of them it took is in the kernels' ``seeded_from``. ``skipped``:
+    the source folders left out, by reason (``incomplete``, ``symlink``, ``over_bound``, ``autotune``).
+    """
+
+    run_key: str | None
+    sources: tuple[str, ...] = ()
+    offered: int = 0
+    launchers: int = 0
+    bytes: int = 0
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    linked: bool | None = None
+    stage_s: float | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_key": self.run_key, "sources": list(self.sources), "offered": self.offered,
+                "launchers": self.launchers, "bytes": self.bytes, "skipped": dict(sorted(self.skipped.items())),
+                "linked": self.linked, "stage_s": self.stage_s, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SeedInfo:
+        skipped = data.get("skipped") or {}
+        if not isinstance(skipped, Mapping):
+            raise InventoryError("seed.skipped must be an object")
+        linked = data.get("linked")
+        return cls(run_key=data.get("run_key") or None, sources=tuple(str(s) for s in data.get("sources") or ()),
+                   offered=int(data.get("offered") or 0), launchers=int(data.get("launchers") or 0),
+                   bytes=int(data.get("bytes") or 0), skipped={str(k): int(v) for k, v in skipped.items()},
+                   linked=linked if isinstance(linked, bool) else None, stage_s=data.get("stage_s"),
+                   reason=str(data.get("reason") or ""))
+
+
+@dataclass(frozen=True)
 class Inventory:
     """The kernels of one shard, or why there are none (``state`` and ``reason``)."""
 
@@ -121,6 +173,8 @@ class Inventory:
     dropped_names: tuple[str, ...] = ()
     cache_dir: str | None = None
     parse_s: float | None = None
+    #: the seed of the shard's cache (None: not seeded, and none was looked for)
+    seed: SeedInfo | None = None
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
@@ -132,35 +186,63 @@ class Inventory:
     def usable(self) -> bool:
         return self.state == "ok"
 
+    @property
+    def seeded(self) -> int:
+        """The kernels this process took from the seed."""
+        return sum(1 for k in self.kernels if k.seeded_from is not None)
+
     def summary(self) -> str:
-        """One line: ``triton: 12 kernels (10 compiled here, 2 reused)`` or ``no inventory: ...``."""
+        """One line: ``triton: 12 kernels (10 compiled here, 2 reused)`` or ``no inventory: ...``; with a seed
+        ``(2 compiled here, 10 reused, 10 seeded from <run>: 10 of 11 offered)``."""
         if not self.usable:
             return f"no inventory ({self.provider}): {self.reason}"
         compiled = sum(1 for k in self.kernels if k.compiled)
         reused = sum(1 for k in self.kernels if k.compiled is False)
+        seed = ""
+        if self.seed is not None and self.seed.offered:
+            seed = f", {self.seeded} seeded from {self.seed.run_key}: {self.seeded} of {self.seed.offered} offered"
         dropped = f"; {self.dropped} more dropped over the cap" if self.dropped else ""
-        return f"{self.provider}: {len(self.kernels)} kernels ({compiled} compiled here, {reused} reused){dropped}"
+        no_seed = f"; no seed: {self.seed.reason}" if self.seed is not None and self.seed.reason else ""
+        return (f"{self.provider}: {len(self.kernels)} kernels ({compiled} compiled here, {reused} reused{seed})"
+                f"{dropped}{no_seed}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "provider": self.provider, "state": self.state,
                 "reason": self.reason, "cache_dir": self.cache_dir, "parse_s": self.parse_s,
                 "dropped": self.dropped, "dropped_names": list(self.dropped_names),
-                "kernels": [k.to_dict() for k in self.kernels], "autotune": [a.to_dict() for a in self.autotune]}
+                "kernels": [k.to_dict() for k in self.kernels], "autotune": [a.to_dict() for a in self.autotune],
+                "seed": None if self.seed is None else self.seed.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "kernels.json") -> Inventory:
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise InventoryError(f"{source}: schema_version {version!r} is not {SCHEMA_VERSION}; "
-                                 "re-run the shard with this zlops")
+        if version not in READ_VERSIONS:
+            raise InventoryError(f"{source}: schema_version {version!r} is not one of "
+                                 f"{', '.join(map(str, READ_VERSIONS))}; re-run the shard with this zlops")
+        data = upgrade(data)
+        seed = data.get("seed")
+        if seed is not None and not isinstance(seed, Mapping):
+            raise InventoryError(f"{source}: seed must be an object")
         try:
             return cls(provider=str(data["provider"]), state=str(data["state"]), reason=str(data.get("reason") or ""),
                        kernels=tuple(KernelRecord.from_dict(k) for k in data.get("kernels") or ()),
                        autotune=tuple(AutotunePick.from_dict(a) for a in data.get("autotune") or ()),
                        dropped=int(data.get("dropped") or 0), dropped_names=tuple(data.get("dropped_names") or ()),
-                       cache_dir=data.get("cache_dir"), parse_s=data.get("parse_s"))
+                       cache_dir=data.get("cache_dir"), parse_s=data.get("parse_s"),
+                       seed=None if seed is None else SeedInfo.from_dict(seed))
         except (KeyError, TypeError, ValueError) as exc:
             raise InventoryError(f"{source}: not a kernel inventory: {exc}") from exc
+
+
+def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``kernels.json`` of an older schema as the current one: version 1 (before the seeded cache) had
+    no ``seed`` and no kernel was seeded."""
+    out = dict(data)
+    if out.get("schema_version") == 1:
+        kernels = out.get("kernels") or ()
+        out.update(schema_version=2, seed=None,
+                   kernels=[{**k, "seeded_from": None} if isinstance(k, Mapping) else k for k in kernels])
+    return out
 
 
 def none(provider: str, reason: str) -> Inventory:

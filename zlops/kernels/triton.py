@@ -10,7 +10,8 @@ written last, once the folder is complete. The autotuner, when it caches its res
 :func:`parse_cache` reads a cache folder after a shard: per kernel its name, the sha256 of its compiled
 code (the binary, else the most lowered text stage), its launch metadata and whether this shard
 compiled it (its folder was not there before the shard and was written after the shard started) or
-reused it. The code hash leaves out the source paths and line numbers Triton's line info embeds
+reused it, and the run it was seeded from when the process took it from a seed (zlops.kernels.seed: the
+folder carries the seed's mark). The code hash leaves out the source paths and line numbers Triton's line info embeds
 (:mod:`zlops.kernels.codehash`), so an unchanged kernel built in another worktree hashes the same. It
 only reads files (pure with respect to the rest of zlops) and never follows a symlink.
 """
@@ -26,6 +27,7 @@ from typing import Any
 
 from zlops.kernels.codehash import code_digest
 from zlops.kernels.inventory import AutotunePick, Inventory, KernelRecord
+from zlops.kernels.seed import read_mark
 
 PROVIDER = "triton"
 #: compiled code, most final first: the binary the driver loads, else the last text stage
@@ -117,7 +119,9 @@ def parse_cache(cache_dir: Path, *, started_at: float | None = None,
     ``started_at``: the shard's start (epoch seconds), for a folder not in ``before`` (or when
     ``before`` is None) a metadata file written since then means this process compiled it. Folders
     without a complete kernel (no metadata, or a group file whose metadata is missing: a compile that
-    was cut off) are skipped. An absent folder is an empty inventory: nothing was compiled.
+    was cut off) are skipped. An absent folder is an empty inventory: nothing was compiled. A folder the
+    process took from a seed (its mark, zlops.kernels.seed) was reused: ``compiled`` False, ``seeded_from``
+    its run.
     """
     t0 = time.perf_counter()
     if not cache_dir.is_dir():
@@ -146,8 +150,11 @@ def parse_cache(cache_dir: Path, *, started_at: float | None = None,
         binary = next((s for s in BINARY_SUFFIXES if f"{name}{s}" in files), None)
         code_hash = _code_hash(folder / f"{name}{binary}", binary) if binary else None
         target = meta.get("target") if isinstance(meta.get("target"), Mapping) else {}
-        if before_set is not None and folder.name in before_set:
+        seeded_from = read_mark(folder, files, meta_path)
+        if seeded_from is not None:
             compiled: bool | None = False
+        elif before_set is not None and folder.name in before_set:
+            compiled = False
         elif started_at is not None:
             compiled = meta_path.stat().st_mtime >= started_at - 1.0  # coarse filesystem clocks
         else:
@@ -158,7 +165,8 @@ def parse_cache(cache_dir: Path, *, started_at: float | None = None,
             num_stages=_int(meta.get("num_stages")), num_ctas=_int(meta.get("num_ctas")),
             backend=str(target.get("backend")) if target.get("backend") is not None else meta.get("backend_name"),
             arch=None if target.get("arch") is None else str(target.get("arch")), shared=_int(meta.get("shared")),
-            constants=_constants(meta), compiler_version=meta.get("triton_version") or None, compiled=compiled))
+            constants=_constants(meta), compiler_version=meta.get("triton_version") or None, compiled=compiled,
+            seeded_from=seeded_from))
     return Inventory(provider=PROVIDER, state="ok", kernels=tuple(kernels), autotune=tuple(picks),
                      dropped=extra, cache_dir=str(cache_dir), parse_s=round(time.perf_counter() - t0, 6))
 

@@ -48,6 +48,12 @@ def ab_cost_line(pool: str, entry: Mapping[str, Any]) -> str:
         parts.append(f"{entry.get('ab_suspects', 0)} of {entry['suspects']} suspects in the A/B")
     if entry.get("discarded"):
         parts.append(f"{len(entry['discarded'])} busy pair(s) discarded and run again")
+    groups = [g for g in entry.get("groups") or () if isinstance(g, Mapping)]
+    if len(groups) > 1:   # one A/B per baseline commit, sharing the pool's budget (zlops.confirm.pool_entry)
+        each = [f"base {str(g.get('base', '?'))[:7]} " + (f"failed: {g['error']}" if "error" in g else
+                f"{int(g.get('runs') or 0)} runs, {_num(g.get('seconds')) or 0.0:.0f} {unit}")
+                for g in groups]
+        parts.append(f"{len(groups)} A/Bs against different bases, one budget: " + ", ".join(each))
     if entry.get("stopped"):
         parts.append(f"stopped: {entry['stopped']}")
     if entry.get("est_basis"):

@@ -12,7 +12,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from zlops import proc, telemetry
 from zlops.errors import ZlopsError
@@ -21,6 +22,9 @@ from zlops.progress import LogProgress, Progress
 from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
 from zlops.steps.context import RunContext
 from zlops.steps.prepare import plan_campaign, plan_partition, prepare
+
+if TYPE_CHECKING:
+    from zlops.kernels.seed import SeedPlan
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +164,8 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
                      where=f"shard {pool}/{device}")
     spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=ctx.sha, pool=pool,
                      backend=pool_cfg.backend, device=device, worktree=prepared.worktree, venv=prepared.venv,
-                     artifact_dir=ctx.shard_dir(pool, device), cases=cases)
+                     artifact_dir=ctx.shard_dir(pool, device), cases=cases,
+                     kernel_seed=kernel_seed_plan(ctx, pool, device))
     with progress.step("run", suite=ctx.suite_name, commit=ctx.sha[:12], device=f"{pool}/{device}"):
         outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s,
                             require_idle=pool_cfg.idle_required)
@@ -169,6 +174,29 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
     if outcome.status is not ShardStatus.OK:
         progress.note(f"shard {pool}/{device} {outcome.status.value}: {outcome.error}")
     return outcome
+
+
+def kernel_seed_plan(ctx: RunContext, pool: str, device: int) -> SeedPlan | None:
+    """Where the nightly shard's own Triton cache is seeded from (zlops.kernels.seed): the shard caches of
+    the newest earlier accepted night of the suite on this pool, one store read. Every device of the pool,
+    this device's first: a cache key covers the target (arch, ptxas), not the device, so another device's
+    kernel of the same arch is the same compile, and a partitioned suite's cases move between devices;
+    a kernel of another arch just misses. None: the suite records no Triton kernels."""
+    from zlops.kernels.providers import TRITON_CACHE_NAME
+    from zlops.kernels.seed import SeedPlan
+
+    setting = ctx.suite.kernels
+    if setting is None or setting.provider != "triton":
+        return None
+    if not setting.seed:
+        return SeedPlan(reason="kernels.seed is off")
+    found = ctx.store.kernel_seed_shards(ctx.suite_name, pool, run_key=ctx.run_key)
+    if found is None:
+        return SeedPlan(reason=f"no earlier accepted night of {ctx.suite_name} recorded kernels on pool {pool}")
+    run_key, shards = found
+    ordered = sorted(shards, key=lambda s: (s[0] != device, s[0]))
+    return SeedPlan(run_key=run_key, caches=tuple(Path(d) / TRITON_CACHE_NAME for _, d in ordered),
+                    max_bytes=setting.seed_max_mib << 20, max_folders=setting.seed_max_folders)
 
 
 def free_full_disk(ctx: RunContext, shard: str, progress: Progress) -> bool:

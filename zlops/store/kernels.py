@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from zlops.kernels.inventory import AutotunePick, Inventory, KernelRecord
@@ -100,3 +100,24 @@ def run_at(session: Session, suite: str, sha: str, *, before_run: str | None = N
     rows = [r for r in session.execute(query).all() if r.run_key != before_run]
     accepted = [r.run_key for r in rows if r.accepted]
     return accepted[0] if accepted else (rows[0].run_key if rows else None)
+
+
+def seed_shards(session: Session, suite: str, pool: str, *, run_key: str) -> tuple[str, list[tuple[int, str]]] | None:
+    """Where a shard of ``run_key`` on ``pool`` seeds its kernel cache from (zlops.kernels.seed): the newest
+    accepted nightly of ``suite`` started before it (never itself) with a usable, non-empty inventory on
+    that pool, as (its run key, [(device, artifact folder)] of those shards by device). None: there is none.
+    One statement, whatever the history."""
+    ok = (Shard.pool == pool, KernelInventoryRow.state == "ok", KernelInventoryRow.kernels_n > 0)
+    now = select(Run.started_at).where(Run.run_key == run_key).scalar_subquery()
+    newest = (select(Run.id).join(Shard, Shard.run_id == Run.id)
+              .join(KernelInventoryRow, KernelInventoryRow.shard_id == Shard.id)
+              .where(Run.suite == suite, Run.kind == "nightly", Run.accepted.is_(True), Run.run_key != run_key,
+                     Run.started_at <= func.coalesce(now, Run.started_at), *ok)
+              .order_by(Run.started_at.desc(), Run.id.desc()).limit(1).scalar_subquery())
+    rows = session.execute(select(Run.run_key, Shard.device, Shard.artifact_dir)
+                           .join(Shard, Shard.run_id == Run.id)
+                           .join(KernelInventoryRow, KernelInventoryRow.shard_id == Shard.id)
+                           .where(Run.id == newest, *ok).order_by(Shard.device)).all()
+    if not rows:
+        return None
+    return rows[0].run_key, [(r.device, r.artifact_dir) for r in rows]

@@ -260,6 +260,12 @@ class Store:
 
         self._write(save_inventory, run_key, pool, device, inventory)
 
+    def kernel_seed_shards(self, suite: str, pool: str, *, run_key: str) -> tuple[str, list[tuple[int, str]]] | None:
+        """The earlier night whose shard caches seed ``run_key``'s on ``pool`` (zlops.store.kernels.seed_shards)."""
+        from zlops.store.kernels import seed_shards
+
+        return self._query(seed_shards, suite, pool, run_key=run_key)
+
     def pool_inventory(self, run_key: str, pool: str) -> Any:
         """A run's kernel inventories on one pool (zlops.store.kernels.PoolInventory), None for an unknown run."""
         from zlops.store.kernels import pool_inventory
