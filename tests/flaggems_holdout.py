@@ -1,48 +1,66 @@
-"""A replay upstream for issue 22's hold-out check: real FlagGems processes of mean, amax and add recorded on an
-H200 (tests/data/flaggems_h200/holdout_2026-12-01/, PROVENANCE.md there), served to the real ``zlops nightly``.
+"""Replay upstreams for the FlagGems hold-outs: real FlagGems processes recorded on an H200, served to the real
+``zlops nightly``. Two recordings, each described by a :class:`Holdout`:
 
-The upstream mirrors the recorded one: commit A holds the real ``src/flag_gems/ops/mean.py`` of the trimmed
-FlagGems, then ``n_docs`` README-only commits (same code: they replay A's processes), then S with the real
-``mean.py`` diff (the extra N/50 pass above 2**28 elements: +2.8% on ``mean/float16/(1024x1024x1024, 1)``).
-Each commit's message carries ``Replay-Set: A|S``.
+- ``HOLDOUT1`` (issue 22; tests/data/flaggems_h200/holdout_2026-12-01/, PROVENANCE.md there): mean, amax and add;
+  commit A holds the real ``src/flag_gems/ops/mean.py`` of the trimmed FlagGems, then ``n_docs`` README-only
+  commits (same code: they replay A's processes), then S with the real ``mean.py`` diff (the extra N/50 pass above
+  2**28 elements: +2.8% on ``mean/float16/(1024x1024x1024, 1)``). Processes recorded by a harness of our own,
+  with per-test stamps.
+- ``HOLDOUT2`` (issue 25; tests/data/flaggems_h200/holdout2_2026-12-02/live/, PROVENANCE.md there): sum, prod and
+  mul; A, one README-only commit D1, S (sum's wrapper launches its unchanged kernel once more: +10% on
+  ``sum/float16/(1024x1024x1024, 1)``, no compiled kernel changes) and K on S (sum's non-inner kernel reads N/8
+  rows twice: its compiled code changes), each with the real ``src/flag_gems/ops/sum.py``. The processes are the
+  live nights' own: every nightly shard and A/B run the real ``zlops nightly`` ran, with its Triton cache.
 
-``replay_holdout.py`` stands in for ``python -m pytest benchmark/ -m <ops> --level core ...`` and writes what
-FlagGems writes (``result_<argv>.log`` in its working directory): the next recorded process of its commit,
-keeping only the selected ops' records.
+Each commit's message carries ``Replay-Set: <label>``. ``replay_holdout.py`` stands in for ``python -m pytest
+benchmark/ -m <ops> --level core ...`` and writes what FlagGems writes (``result_<argv>.log`` in its working
+directory): the next recorded process of its commit, keeping only the selected ops' records. ``logs/replay.json``
+in the upstream says how it picks (the holdout's ``night_kinds``, ``ab_kinds``, ``op_s``):
 
-- A night (a run outside an ``ab/`` folder) takes the commit's ``cold``/``full`` processes in recording
-  order, cycling once used up.
-- An A/B side (zlops runs those in ``<run>/ab/<pool>/<NN><side>/``) takes, for its selection, first the
-  processes recorded with exactly that selection (``sel``/``one`` kinds, e.g. ``-m mean``), then the full
-  processes newest first, filtered; so what a night gets never depends on how many A/B runs a judge asked for.
+- A night (a run outside an ``ab/`` folder) takes the commit's processes of the ``night_kinds`` that ran every op,
+  by kind in that order, then in recording order, cycling once used up.
+- An A/B side (zlops runs those in ``<run>/ab/<pool>/<NN><side>/``) takes, for its selection, first the processes
+  of the ``ab_kinds`` recorded with exactly that selection (hold-out 1's ``-m mean`` processes, hold-out 2's A/B
+  runs), then the processes that ran every op, newest first, filtered; so what a night gets never depends on how
+  many A/B runs a judge asked for.
 
 Time: with ``$HOLDOUT_REPLAY_TIME_SCALE`` = s, a run lasts s x what the real process took, start-up included:
-a process recorded with the selection takes its recorded wall time; a full process filtered to fewer ops takes
-its wall time minus the recorded time of the dropped tests (the per-test stamps in ``*.timing.tsv``). The
-replay subtracts the time it has already spent since its interpreter started, so a run's duration as zlops
-sees it is s x the real one plus only zlops' own overhead. ``served.log`` in ``$HOLDOUT_REPLAY_STATE``
-lists, per run: label, selection, the process served, night/ab, and the seconds it stood for (unscaled).
+a process recorded with the selection takes its recorded wall time; a process filtered to fewer ops takes its
+wall time minus the recorded time of the dropped tests (its per-test stamps, ``*.timing.tsv``; hold-out 2's
+zlops-run processes have none: ``op_s``, the median per-op test time of the ground truth's stamped processes on
+the same H200). The replay subtracts the time it has already spent since its interpreter started, so a run's
+duration as zlops sees it is s x the real one plus only zlops' own overhead.
+
+Kernels: where zlops sets ``TRITON_CACHE_DIR`` (a suite with ``kernels: triton``) and the process has a recorded
+``kernels.json``, the replay asks for each kernel that process had as Triton's compiler does, through Triton's cache
+protocol (tests/fake_triton: Triton 3.6's ``triton/runtime/cache.py`` as far as zlops relies on it) and the cache
+manager zlops names (``TRITON_CACHE_MANAGER``: its seeding manager on a seeded shard, zlops.kernels.seed): a kernel
+the cache has, or that the manager takes from the seed, is reused; on a miss it "compiles" it, putting the recorded
+folder's files (its commit's ``triton_cache/<label>/<cache key>/``) and the group file last. So zlops' inventory,
+its code hashes and its compiled/reused/seeded counts are what the H200's kernels give under today's zlops. A
+process filtered to fewer ops asks for the kernels whose name holds a kept op, or no op of the suite
+(``fill_scalar_kernel``).
+
+``served.log`` in ``$HOLDOUT_REPLAY_STATE`` lists, per run: label, selection, the process served, night/ab, the
+seconds it stood for (unscaled) and the kernels it compiled / it had (``-`` without a cache).
 Served processes are real H200 data but not new measurements: once a sequence cycles, a process is served
 twice. The A/B sequences are per commit and selection, not per night: once earlier nights' A/Bs have used a
 side's targeted processes, that side gets filtered full processes while the other may still get targeted ones,
-and the two kinds differ slightly on the slowed shape (A: 0.4888-0.4899 ms in `-m mean` processes, 0.4902-0.4912
-ms in full ones), so such an A/B sees ~+2.5% rather than +2.7%.
+and the two kinds differ slightly on the slowed shape (hold-out 1, A: 0.4888-0.4899 ms in `-m mean` processes,
+0.4902-0.4912 ms in full ones), so such an A/B sees ~+2.5% rather than +2.7%.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flaggems_replay import GIT_ENV, git
-
-DATA = Path(__file__).parent / "data" / "flaggems_h200" / "holdout_2026-12-01"
-OPS = ("mean", "amax", "add")
-SLOWED_CASE = "mean/float16/(1024x1024x1024, 1)"
-# metrics computed from the slowed timing (FlagGems' speedup = torch's latency / ours); latency_base is torch's
-SLOWED_METRICS = ("latency", "speedup")
 
 REPLAY = r'''
 """Replays recorded FlagGems processes of this commit (see tests/flaggems_holdout.py in zlops)."""
@@ -58,6 +76,8 @@ except (OSError, ValueError, IndexError):
     pass
 here = os.path.dirname(os.path.abspath(__file__))
 data = os.path.join(here, "logs")
+with open(os.path.join(data, "replay.json")) as fh:
+    conf = json.load(fh)
 args = sys.argv[1:]
 expr = args[args.index("-m") + 1] if "-m" in args else ""
 ops = [t.strip() for t in expr.split(" or ") if t.strip()]
@@ -68,10 +88,11 @@ with open(os.path.join(data, "processes.tsv")) as fh:
     lines = [line.rstrip("\n").split("\t") for line in fh if line.strip()]
 rows = [dict(zip(lines[0], r)) for r in lines[1:]]
 mine = [r for r in rows if r["label"] == label and r["log"] != "-"]
-full = [r for r in mine if r["kind"] in ("cold", "full")]
-every = set(full[0]["selection"].split(" or "))
+every = set(conf["ops"])
+night_kinds = conf["night_kinds"]
+full = [r for r in mine if r["kind"] in night_kinds and set(r["selection"].split(" or ")) == every]
 sel = " or ".join(ops)
-targeted = [r for r in mine if r["kind"] not in ("cold", "full") and set(r["selection"].split(" or ")) == set(ops)]
+targeted = [r for r in mine if r["kind"] in conf["ab_kinds"] and set(r["selection"].split(" or ")) == set(ops)]
 state = os.environ["HOLDOUT_REPLAY_STATE"]
 os.makedirs(state, exist_ok=True)
 
@@ -86,27 +107,63 @@ def take(seq):
 
 ab = "/ab/" in os.getcwd().replace(os.sep, "/") + "/"
 if ab:
-    order = targeted + full[::-1]
+    order = targeted + [r for r in full[::-1] if r not in targeted]
     proc = order[take("ab:" + sel) % len(order)]
 else:
-    proc = full[take("night") % len(full)]
+    nights = sorted(full, key=lambda r: night_kinds.index(r["kind"]))   # stable: recording order within a kind
+    proc = nights[take("night") % len(nights)]
+recorded = set(proc["selection"].split(" or "))
+kept = set(ops) if ops and set(ops) != recorded else recorded
 keep = []
 with open(os.path.join(data, proc["log"])) as fh:
     for line in fh.read().splitlines():
-        if line.startswith("[INFO] {") and ops and json.loads(line[len("[INFO] "):])["op_name"] not in ops:
+        if line.startswith("[INFO] {") and json.loads(line[len("[INFO] "):])["op_name"] not in kept:
             continue
         keep.append(line)
 # what the real process took: its wall time, less the recorded time of the tests it would not have run
 seconds = float(proc["wall_s"])
-if ops and set(ops) != set(proc["selection"].split(" or ")):
-    start = {}
-    with open(os.path.join(data, proc["timing"])) as fh:
-        for line in fh:
-            t, ev, what = line.rstrip("\n").split("\t")
-            if ev == "start":
-                start[what] = float(t)
-            elif ev == "finish" and what.rsplit("::test_", 1)[-1] not in ops:
-                seconds -= float(t) - start[what]
+if kept != recorded:
+    if proc.get("timing", "-") != "-":
+        start = {}
+        with open(os.path.join(data, proc["timing"])) as fh:
+            for line in fh:
+                t, ev, what = line.rstrip("\n").split("\t")
+                if ev == "start":
+                    start[what] = float(t)
+                elif ev == "finish" and what.rsplit("::test_", 1)[-1] not in kept:
+                    seconds -= float(t) - start[what]
+    else:
+        seconds -= sum(conf["op_s"][op] for op in recorded - kept)
+# the kernels this process had, through Triton's cache protocol (conf["triton"]: tests/fake_triton, Triton 3.6's
+# cache module) and the manager zlops names (its seeding manager on a seeded shard): a kernel the cache has, or
+# the manager takes from the seed, is reused; a miss is compiled: the recorded folder's files put, the group last
+cache_dir = os.environ.get("TRITON_CACHE_DIR")
+kernels = "-"
+if cache_dir and proc.get("kernels", "-") != "-":
+    import importlib
+    sys.path.insert(0, conf["triton"])
+    from triton.runtime.cache import FileCacheManager
+    manager = os.environ.get("TRITON_CACHE_MANAGER")
+    cls = getattr(importlib.import_module(manager.split(":")[0]), manager.split(":")[1]) if manager else \
+        FileCacheManager
+    with open(os.path.join(data, proc["kernels"])) as fh:
+        had = json.load(fh)["kernels"]
+    mine_k = [k for k in had if kept == recorded or any(op in k["name"] for op in kept)
+              or not any(op in k["name"] for op in every)]
+    compiled = 0
+    for k in mine_k:
+        cache = cls(k["cache_key"])
+        if cache.get_group(k["name"] + ".json") is not None:
+            continue
+        src = os.path.join(data, "triton_cache", label, k["cache_key"])
+        paths = {}
+        for f in sorted(os.listdir(src)):
+            if not f.startswith("__grp__"):
+                with open(os.path.join(src, f), "rb") as fh:
+                    paths[f] = cache.put(fh.read(), f, binary=True)
+        cache.put_group(k["name"] + ".json", paths)
+        compiled += 1
+    kernels = "%d/%d" % (compiled, len(mine_k))
 scale = float(os.environ.get("HOLDOUT_REPLAY_TIME_SCALE") or 0)
 if scale:
     time.sleep(max(0.0, scale * seconds - (time.monotonic() - T0)))
@@ -114,39 +171,114 @@ name = "result_{}.log".format("_".join(a.replace(".py", "").replace("=", "_").re
 with open(name.replace("_-", "-"), "w", encoding="utf-8") as fh:
     fh.write("\n".join(keep) + "\n")
 with open(os.path.join(state, "served.log"), "a") as fh:
-    fh.write("\t".join([label, sel or "*", proc["log"], "ab" if ab else "night", "%.2f" % seconds]) + "\n")
-print("replayed", label, proc["log"], "ops", ops or "all", "as", "%.2f" % seconds, "s")
+    fh.write("\t".join([label, sel or "*", proc["log"], "ab" if ab else "night", "%.2f" % seconds, kernels]) + "\n")
+print("replayed", label, proc["log"], "ops", ops or "all", "as", "%.2f" % seconds, "s", "kernels", kernels)
 '''
 
-README = "# FlagGems (trimmed to mean, amax, add; replayed from H200 recordings)\n"
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of a replay upstream: ``name`` (A, S, K ...), the ``label`` whose processes it replays, the
+    version of the changed source file it holds (``<source stem>_<version>.py`` in the holdout's ``sources``) and
+    its subject."""
+
+    name: str
+    label: str
+    version: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """A recorded hold-out: where its processes are, which ops and slowed case, the commits of its upstream
+    (README-only ``D<k>`` commits, replaying the first commit's processes, go after the first), and how the
+    stand-in picks processes (see the module docstring)."""
+
+    data: Path                       # processes.tsv and the files it names
+    ops: tuple[str, ...]
+    slowed_case: str
+    slowed_metrics: tuple[str, ...]  # metrics computed from the slowed timing (speedup = torch's latency / ours)
+    source: str                      # the file the commits change, e.g. src/flag_gems/ops/mean.py
+    sources: Path                    # its versions: <stem>_<version>.py
+    commits: tuple[Commit, ...]
+    readme: str
+    night_kinds: tuple[str, ...]
+    ab_kinds: tuple[str, ...]
+    n_docs: int = 5
+    op_s: Mapping[str, float] = field(default_factory=dict)   # per-op test time, for processes without stamps
+    kernels: bool = False            # the suite declares kernels: triton
+    ignore: tuple[str, ...] = ()     # what of ``data`` the upstream's logs/ leaves out
+
+    def source_text(self, version: str) -> str:
+        return (self.sources / f"{Path(self.source).stem}_{version}.py").read_text()
+
+
+DATA = Path(__file__).parent / "data" / "flaggems_h200" / "holdout_2026-12-01"
+FAKE_TRITON = Path(__file__).parent / "fake_triton"   # Triton 3.6's cache module, what the stand-in writes through
+DATA2 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout2_2026-12-02"
+
+HOLDOUT1 = Holdout(
+    data=DATA, ops=("mean", "amax", "add"), slowed_case="mean/float16/(1024x1024x1024, 1)",
+    slowed_metrics=("latency", "speedup"), source="src/flag_gems/ops/mean.py", sources=DATA,
+    commits=(Commit("A", "A", "A", "FlagGems ed2508bcb5a0 trimmed: flag_gems + benchmark/ for mean amax add"),
+             Commit("S", "S", "S", "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)")),
+    readme="# FlagGems (trimmed to mean, amax, add; replayed from H200 recordings)\n",
+    night_kinds=("cold", "full"), ab_kinds=("sel", "one"),
+    # live/: the live nights' record (tests/stats/test_h200_holdout_live.py), not processes to replay
+    ignore=("*.md", "mean_*.py", "env*", "driver*", "live"))
+
+HOLDOUT2 = Holdout(
+    data=DATA2 / "live", ops=("sum", "prod", "mul"), slowed_case="sum/float16/(1024x1024x1024, 1)",
+    slowed_metrics=("latency", "speedup"), source="src/flag_gems/ops/sum.py", sources=DATA2 / "live" / "upstream",
+    commits=(Commit("A", "A", "A", "FlagGems ed2508bcb5a0 trimmed: flag_gems + benchmark/ for sum prod mul"),
+             Commit("S", "S", "S", "sum: launch the non-inner kernel once more over 1/32 of the input above 2**28 "
+                                   "elements (injected regression)"),
+             Commit("K", "K", "K", "sum: the non-inner kernel loop reads the first N/8 rows twice (injected kernel "
+                                   "change)")),
+    readme="# FlagGems (trimmed to sum, prod, mul; replayed from H200 recordings)\n",
+    night_kinds=("night", "ab"), ab_kinds=("ab",), n_docs=1,
+    # the ground truth's stamped whole-subset processes (groundtruth/pairs, cold): median test time per op
+    op_s={"mul": 5.82, "prod": 2.60, "sum": 2.61}, kernels=True,
+    ignore=("*.md", "*.txt", "*.yaml", "json", "upstream", "*.manifest.json"))
+
+# hold-out 1's names, as its tests import them
+OPS = HOLDOUT1.ops
+SLOWED_CASE = HOLDOUT1.slowed_case
+SLOWED_METRICS = HOLDOUT1.slowed_metrics
+README = HOLDOUT1.readme
 
 
 def mean_py(label: str) -> str:
     """src/flag_gems/ops/mean.py of commit A or S, read from the recorded upstream's diff (mean_S.diff)."""
-    return (DATA / f"mean_{label}.py").read_text()
+    return HOLDOUT1.source_text(label)
 
 
 class HoldoutReplay:
-    """A git upstream on ``main``: A, ``n_docs`` README-only commits, S (``.shas`` by name: A, D1.., S)."""
+    """A git upstream on ``main``: the holdout's first commit, ``n_docs`` README-only commits, then the rest
+    (``.shas`` by name: hold-out 1 A, D1.., S; hold-out 2 A, D1, S, K)."""
 
-    def __init__(self, path: Path, *, n_docs: int = 5, data: Path = DATA) -> None:
+    def __init__(self, path: Path, *, n_docs: int | None = None, data: Path | None = None,
+                 holdout: Holdout = HOLDOUT1) -> None:
+        self.holdout = holdout
         self.path = path
         path.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", "--initial-branch=main", str(path)], check=True, env=GIT_ENV)
         (path / "replay_holdout.py").write_text(REPLAY)
-        # live/: the live nights' record (tests/stats/test_h200_holdout_live.py), not processes to replay
-        shutil.copytree(data, path / "logs",
-                        ignore=shutil.ignore_patterns("*.md", "mean_*.py", "env*", "driver*", "live"))
-        (path / "src" / "flag_gems" / "ops").mkdir(parents=True)
+        shutil.copytree(data or holdout.data, path / "logs", ignore=shutil.ignore_patterns(*holdout.ignore))
+        (path / "logs" / "replay.json").write_text(json.dumps(
+            {"ops": list(holdout.ops), "night_kinds": list(holdout.night_kinds), "ab_kinds": list(holdout.ab_kinds),
+             "op_s": dict(holdout.op_s), "triton": str(FAKE_TRITON)}, indent=1) + "\n")
+        (path / Path(holdout.source).parent).mkdir(parents=True)
         self.shas: dict[str, str] = {}
-        self._commit("A", "A", {"README.md": README, "src/flag_gems/ops/mean.py": mean_py("A")},
-                     "FlagGems ed2508bcb5a0 trimmed: flag_gems + benchmark/ for mean amax add")
-        text = README
-        for k in range(1, n_docs + 1):
+        first, *rest = holdout.commits
+        self._commit(first.name, first.label, {"README.md": holdout.readme,
+                                               holdout.source: holdout.source_text(first.version)}, first.subject)
+        text = holdout.readme
+        for k in range(1, (holdout.n_docs if n_docs is None else n_docs) + 1):
             text += f"\nNightly tracking note {k}: see zlops docs/recipes/flaggems.md.\n"
-            self._commit(f"D{k}", "A", {"README.md": text}, f"README: note {k} (docs only)")
-        self._commit("S", "S", {"src/flag_gems/ops/mean.py": mean_py("S")},
-                     "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)")
+            self._commit(f"D{k}", first.label, {"README.md": text}, f"README: note {k} (docs only)")
+        for c in rest:
+            self._commit(c.name, c.label, {holdout.source: holdout.source_text(c.version)}, c.subject)
 
     def _commit(self, name: str, label: str, files: dict[str, str], subject: str) -> None:
         for rel, text in files.items():
@@ -157,11 +289,12 @@ class HoldoutReplay:
 
 
 def served(state: Path) -> list[dict[str, str]]:
-    """served.log as dicts: label, selection, log, where (night/ab), seconds (the real process's, unscaled)."""
+    """served.log as dicts: label, selection, log, where (night/ab), seconds (the real process's, unscaled), kernels
+    (compiled / the process's kernels, ``-`` where zlops set no TRITON_CACHE_DIR)."""
     path = state / "served.log"
     if not path.exists():
         return []
-    keys = ("label", "selection", "log", "where", "seconds")
+    keys = ("label", "selection", "log", "where", "seconds", "kernels")
     return [dict(zip(keys, line.split("\t"), strict=True)) for line in path.read_text().splitlines()]
 
 
@@ -172,25 +305,28 @@ def scaled_noise_defaults(time_scale: float) -> dict[str, float]:
     from zlops.config import NoiseConfig
 
     out = {}
-    for name, field in NoiseConfig.model_fields.items():
-        default = field.default
+    for name, fld in NoiseConfig.model_fields.items():
+        default = fld.default
         if name.endswith("_s") and isinstance(default, (int, float)) and not isinstance(default, bool) and default > 0:
             out[name] = float(default) * time_scale
     return out
 
 
-def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float) -> dict[str, Any]:
+def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float,
+                holdout: Holdout = HOLDOUT1) -> dict[str, Any]:
     """The suite as docs/recipes/flaggems.md configures FlagGems (the recorded `-m` ops as `every`), the replay
     in pytest's place, on one cpu pool standing in for the H200; every judge and budget setting is the default,
-    those in absolute seconds scaled with the runs (:func:`scaled_noise_defaults`)."""
+    those in absolute seconds scaled with the runs (:func:`scaled_noise_defaults`); ``kernels: triton`` where the
+    hold-out's live nights had it."""
     suite = {
         "repo": str(upstream), "branch": "main", "install": [],
         "command": ["python", "{worktree}/replay_holdout.py", "{worktree}/benchmark", "-m", "{cases}",
                     "--level", "core", "--dtypes", "float16", "--record", "log"],
-        "select": {"token": "^([^/]+)/", "join": " or ", "every": " or ".join(OPS)},
+        "select": {"token": "^([^/]+)/", "join": " or ", "every": " or ".join(holdout.ops)},
         "results_glob": "result*.log", "results_name": "flaggems_record.log",
         "format": "flaggems-record", "pools": ["h200"], "rounds": 1, "timeout_s": 300,
         "env": {"HOLDOUT_REPLAY_STATE": str(state), "HOLDOUT_REPLAY_TIME_SCALE": str(time_scale)},
+        **({"kernels": "triton"} if holdout.kernels else {}),
     }
     return {"home": str(home), "pools": {"h200": {"backend": "cpu", "devices": [0]}},
             "suites": {"flaggems": suite}, "device_wait_s": 5, "noise": scaled_noise_defaults(time_scale),

@@ -1,0 +1,298 @@
+"""Issue 25 (kernel attribution) and issue 22's A/B rules on the second FlagGems hold-out, replayed from its live
+H200 nights through the real ``run_nightly``.
+
+The record (tests/data/flaggems_h200/holdout2_2026-12-02/live/, PROVENANCE.md there; docs/evidence/h200_holdout2/):
+nights A, S, K of a trimmed FlagGems (sum, prod, mul, float16, ``--level core``: 15 cases, 50 series) on one H200,
+with ``kernels: triton``. Ground truth (6 + 6 interleaved fresh processes, groundtruth/pairs): S is +10.14% on
+``sum/float16/(1024x1024x1024, 1)`` and nothing else is apart; S compiles exactly A's 14 kernels, K differs in the
+two variants of ``sum_dim_kernel_non_inner`` only. K on S: +18.1% on the same shape (the live night's S vs K A/B,
+6 + 6, ranges apart); its loop change also reaches ``sum (64x512x512, 1)``, which no ground truth measured.
+
+The replay (tests/flaggems_holdout.py, ``HOLDOUT2``): an upstream A, D1, S, K with the real ``sum.py`` of each;
+the stand-in serves each commit's recorded processes (its nightly shard first, then its A/B runs) at their real
+duration x ``TIME_SCALE`` (start-up included) and writes the process's real Triton cache folders where zlops
+points ``TRITON_CACHE_DIR``, so the inventories and code hashes are the H200's. Nights A, S, K with the
+production defaults (absolute seconds scaled) and ``kernels: triton``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flaggems_holdout import HOLDOUT2, HoldoutReplay, config_data, served
+
+from zlops.config import parse_config
+from zlops.kernels.explain import attribution_texts
+from zlops.model import Verdict
+from zlops.nightly import run_nightly
+from zlops.steps.context import open_store
+from zlops.store.kernels import pool_inventory
+
+NIGHTS = ["A", "S", "K"]
+TIME_SCALE = float(os.environ.get("ZLOPS_HOLDOUT_TIME_SCALE", "0.05"))
+SLOWED = HOLDOUT2.slowed_case
+LOUD = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
+CONFIRMED = {Verdict.REGRESSION, Verdict.SEVERE}
+LIVE = HOLDOUT2.data
+RECORD: dict[str, Any] = json.loads((LIVE / "json" / "nights.json").read_text())
+# the series K's kernel change reaches (sum over dim 1 through sum_dim_kernel_non_inner): changed on K, by construction
+K_REACHES = {SLOWED, "sum/float16/(64x512x512, 1)"}
+CHANGED_KERNEL = "sum_dim_kernel_non_inner"
+
+
+def _recorded_kernels(night: int) -> list[dict[str, Any]]:
+    (row,) = [r for r in _processes() if r["night"] == str(night) and r["kind"] == "night"]
+    return json.loads((LIVE / row["kernels"]).read_text())["kernels"]
+
+
+def _processes() -> list[dict[str, str]]:
+    lines = [line.split("\t") for line in (LIVE / "processes.tsv").read_text().splitlines() if line.strip()]
+    return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
+
+
+@dataclass
+class Night:
+    index: int
+    label: str
+    run_key: str
+    verdicts: dict[tuple[str, str], Verdict]
+    comparisons: dict[tuple[str, str], Any]
+    ab: dict[str, Any]                       # meta["ab"]["h200"] or {}
+    served: list[dict[str, str]]             # what the replay served during this night
+    kernels: list[Any]                       # the pool's inventory tonight (KernelRecord)
+    announced: list[tuple[str, str, str]] = field(default_factory=list)
+    events: list[tuple[int, str, str, str, str, bool]] = field(default_factory=list)   # id, case, metric, kind, to
+
+
+@dataclass
+class Replayed:
+    nights: list[Night]
+    alerts: list[Any]
+    attribution: dict[int, str]
+    table: str
+    home: Path
+    shas: dict[str, str]
+
+
+def _table(nights: list[Night], alerts: list[Any], attribution: dict[int, str]) -> str:
+    out = []
+    for n in nights:
+        loud = [f"{c} {m} {v.value} {(n.comparisons[(c, m)].judgement.change_pct or 0):+.2f}%"
+                for (c, m), v in sorted(n.verdicts.items()) if v in LOUD]
+        real = sum(float(s["seconds"]) for s in n.served if s["where"] == "ab")
+        ab = {k: v for k, v in n.ab.items() if k not in ("observed", "run_seconds", "order", "cost_model")}
+        compiled = sum(1 for x in n.kernels if x.compiled)
+        out.append(f"night {n.index} {n.label}: loud {loud or '-'}; {len(n.kernels)} kernels ({compiled} compiled); "
+                   f"A/B {ab}; served real A/B s {real:.1f}")
+        out += [f"    alert event #{i} {c} {m}: {kind} -> {to}{' (announced)' if loud else ''}"
+                for i, c, m, kind, to, loud in n.events]
+        row = n.comparisons.get((SLOWED, "latency"))
+        if row is not None:
+            out.append(f"    slowed latency: {row.verdict.value}: {row.judgement.note[:300]}")
+    for a in alerts:
+        out.append(f"alert #{a.id} {a.case} {a.metric} {a.state.value} (opened {a.opened_run}): "
+                   f"{attribution.get(a.id)}")
+    return "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
+    tmp = tmp_path_factory.mktemp("holdout2")
+    up = HoldoutReplay(tmp / "up", holdout=HOLDOUT2)
+    state = tmp / "replay-state"
+    config = parse_config(config_data(tmp / "home", up.path, state, time_scale=TIME_SCALE, holdout=HOLDOUT2),
+                          source="t.yaml")
+    store = open_store(config)
+    nights: list[Night] = []
+    for i, name in enumerate(NIGHTS, 1):
+        before = len(served(state))
+        night = run_nightly(config, "flaggems", sha=up.shas[name], run_label=f"n{i}-{name}")
+        assert night.ok, f"night {i}"
+        comps = {(c.case, c.metric): c for c in night.summary.comparisons}
+        meta = store.get_run(night.run_key).meta or {}
+        events = [(a.id, a.case, a.metric, str(e.get("kind")), str(e.get("to_state")), bool(e.get("announced")))
+                  for a, e in store.run_alert_events(night.run_key)]
+        announced = [(c, m, to) for _, c, m, _, to, loud in events if loud]
+        inv = store.read(pool_inventory, night.run_key, "h200")
+        kernels = [k for i_ in (inv.inventories if inv else ()) for k in i_.kernels]
+        nights.append(Night(i, name, night.run_key, {k: c.verdict for k, c in comps.items()}, comps,
+                            dict((meta.get("ab") or {}).get("h200") or {}), served(state)[before:], kernels,
+                            announced, events))
+    alerts = list(store.alerts(suite="flaggems", states=None, limit=None))
+    attribution = store.read(attribution_texts, alerts, config)
+    table = _table(nights, alerts, attribution)
+    print("\n" + table)
+    out = os.environ.get("ZLOPS_HOLDOUT_TABLE")
+    if out:
+        Path(out).write_text(table + "\n" + json.dumps([n.ab for n in nights], default=str) + "\n")
+    return Replayed(nights, alerts, attribution, table, tmp / "home", up.shas)
+
+
+def _night(replayed: Replayed, label: str) -> Night:
+    return next(n for n in replayed.nights if n.label == label)
+
+
+def _alert(replayed: Replayed, night: Night, case: str, metric: str) -> Any:
+    (alert,) = [a for a in replayed.alerts if a.opened_run == night.run_key and (a.case, a.metric) == (case, metric)]
+    return alert
+
+
+@pytest.mark.slow
+def test_each_night_is_served_its_commits_processes_and_kernels(replayed: Replayed) -> None:
+    """The harness: every night got its own commit's recorded nightly shard, every A/B run a process of its side's
+    commit, all at the real time; the nightly shards' caches are seeded from the night before (zlops.kernels.seed,
+    through its cache manager): A compiles its 14 kernels, S takes all 14 from A's cache, K compiles only the two
+    variants of the kernel it changed."""
+    for n, compiled in zip(replayed.nights, ("14/14", "0/14", "2/14"), strict=True):
+        nightly = [s for s in n.served if s["where"] == "night"]
+        assert [s["label"] for s in nightly] == [n.label], n.served
+        assert nightly[0]["log"].endswith(f"_n{n.index}_night_{n.label}.log")
+        assert nightly[0]["kernels"] == compiled, (n.label, nightly)
+        assert len(n.comparisons) == 50 and len(n.kernels) == 14
+        for s in n.served:
+            if s["where"] == "ab":
+                assert 10 < float(s["seconds"]) < 31 and s["label"] in ("A", "S", "K")
+
+
+@pytest.mark.slow
+def test_the_s_night_confirms_the_regression_by_an_ab_and_says_no_kernel_changed(replayed: Replayed) -> None:
+    """S (a wrapper change, +10.14% in the ground truth): confirmed by an A/B that ran, the first night; its alert
+    says exactly what the live night's alert said (the recorded line): the change is outside the kernels."""
+    s = _night(replayed, "S")
+    row = s.comparisons[(SLOWED, "latency")]
+    assert row.verdict in CONFIRMED, replayed.table
+    assert row.figures is not None and row.figures.reference_label.startswith("A/B"), replayed.table
+    assert 9.0 < row.figures.change_pct < 11.0 and s.ab.get("runs", 0) > 0, replayed.table
+    (recorded,) = [a["kernels"] for a in RECORD["alerts_at_end"] if (a["case"], a["metric"]) == (SLOWED, "latency")]
+    assert recorded == ("no compiled kernel of this op changed (4 kernel(s): sum_dim_kernel_inner, "
+                        "sum_dim_kernel_non_inner, sum_kernel_1 ...): the change is outside the kernels (launch path, "
+                        "Python, environment)")
+    assert replayed.attribution[_alert(replayed, s, SLOWED, "latency").id] == recorded
+
+
+def _k_hashes() -> tuple[list[str], list[str]]:
+    """The two variants of sum_dim_kernel_non_inner as the H200 compiled them: S's night and K's (kernels.json)."""
+    old = sorted(x["code_hash"][:8] for x in _recorded_kernels(2) if x["name"] == CHANGED_KERNEL)
+    new = sorted(x["code_hash"][:8] for x in _recorded_kernels(3) if x["name"] == CHANGED_KERNEL)
+    return old, new
+
+
+KERNEL_CHANGED = "kernel code changed: {k} (compiled code {o[0]}.. -> {n[0]}..; compiled code {o[1]}.. -> {n[1]}..)"
+#: main 1050149 (one budget per pool across base groups): groups ordered by their largest |change| / threshold in
+#: either direction
+GROUP_ORDER = ("main 1050149 orders the pool's A/B groups by their largest |change| / threshold in either direction: "
+               "on K's night the A-base group (night 2's unresolved suspects: sum (64x64, 1) latency -73% "
+               "'improved' on a series of two process levels, /2% = 36x) runs first and spends 14.45 of the 15 s, "
+               "the S-base group holding sum (1024x1024x1024, 1) +18.2% (9x) is skipped with 0.55 s left. "
+               "Ranked regressions first (an experiment, not committed) the +18.13% is confirmed (8+8) in budget")
+WORSENED = ("the series' open alert is the one S's night opened and confirmed; K's +18% is at most a 'worsened' step "
+            "of it (with regressions ranked first it is), and an alert's attribution compares its opening night with "
+            "its base (zlops.kernels.explain), so it still says S's 'outside the kernels': no surface names K's "
+            "kernel change for that series")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=GROUP_ORDER)
+def test_the_k_night_confirms_the_kernel_regression_by_an_ab_within_the_one_budget(replayed: Replayed) -> None:
+    """K (sum's non-inner kernel reads N/8 rows twice; +18.1% in the live S vs K A/B, ranges apart): confirmed on its
+    night by an A/B that ran, the night's A/Bs within the pool's one budget."""
+    k = _night(replayed, "K")
+    row = k.comparisons[(SLOWED, "latency")]
+    assert 0 < float(k.ab["seconds"]) <= float(k.ab["budget_s"]), replayed.table
+    assert row.verdict in CONFIRMED, replayed.table
+    assert row.figures is not None and row.figures.reference_label.startswith("A/B"), replayed.table
+    assert 15.0 < row.figures.change_pct < 21.0, replayed.table
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=WORSENED)
+def test_the_k_regression_is_attributed_to_the_kernel_change(replayed: Replayed) -> None:
+    """What a person reads for the series after K's night (zlops alert show, the inbox, the series page): the
+    attribution of its open alert names sum_dim_kernel_non_inner's change, old -> new hash of both variants."""
+    (alert,) = [a for a in replayed.alerts if (a.case, a.metric) == (SLOWED, "latency") and a.state.is_open]
+    old, new = _k_hashes()
+    assert replayed.attribution[alert.id] == KERNEL_CHANGED.format(k=CHANGED_KERNEL, o=old, n=new), replayed.table
+
+
+@pytest.mark.slow
+def test_the_k_nights_alerts_name_the_changed_kernel_with_both_hashes(replayed: Replayed) -> None:
+    """Every alert K's night opened: on a sum series, ``kernel code changed`` with the old -> new compiled code of
+    both variants of sum_dim_kernel_non_inner as recorded (S's night -> K's night, the H200's cubins); on prod or
+    mul, no compiled kernel of the op changed."""
+    old, new = _k_hashes()
+    assert (old, new) == (["775d04e7", "8cb1eaeb"], ["7c1423b4", "f34a7102"])
+    k = _night(replayed, "K")
+    opened = [a for a in replayed.alerts if a.opened_run == k.run_key]
+    assert any(a.case.startswith("sum/") for a in opened), replayed.table
+    for a in opened:
+        line = replayed.attribution[a.id]
+        if a.case.startswith("sum/"):
+            assert line == KERNEL_CHANGED.format(k=CHANGED_KERNEL, o=old, n=new), (a.case, line)
+        else:
+            assert line.startswith("no compiled kernel of this op changed"), (a.case, line)
+
+
+@pytest.mark.slow
+def test_unchanged_kernels_have_the_same_inventory_every_night(replayed: Replayed) -> None:
+    """prod's, mul's and sum's other kernels: the same names, cache keys, code hashes and launch metadata on every
+    night; sum_dim_kernel_non_inner the same on A and S (S changes only the wrapper), not on K."""
+    def inv(n: Night, changed: bool) -> set[tuple[Any, ...]]:
+        return {(x.name, x.cache_key, x.code_hash, tuple(sorted(x.launch.items()))) for x in n.kernels
+                if (x.name == CHANGED_KERNEL) is changed}
+    a, s, k = replayed.nights
+    assert inv(a, False) == inv(s, False) == inv(k, False) and len(inv(a, False)) == 12, replayed.table
+    assert inv(a, True) == inv(s, True) != inv(k, True) and len(inv(k, True)) == 2
+
+
+@pytest.mark.slow
+def test_no_loud_verdict_on_a_series_the_ground_truth_shows_unchanged(replayed: Replayed) -> None:
+    """Over the three nights: a loud verdict (improved, potential, regression, severe) only on the slowed shape's
+    latency and speedup on S and K, or on what K's kernel change reaches on K."""
+    def changed(n: Night, case: str, metric: str) -> bool:
+        if metric not in HOLDOUT2.slowed_metrics:
+            return False
+        return (n.label == "S" and case == SLOWED) or (n.label == "K" and case in K_REACHES)
+    loud = [(n.index, c, m, v.value) for n in replayed.nights for (c, m), v in n.verdicts.items()
+            if v in LOUD and not changed(n, c, m)]
+    announced = [(n.index, c, m, to) for n in replayed.nights for c, m, to in n.announced if not changed(n, c, m)]
+    assert not (loud or announced), f"{loud}\n{announced}\n{replayed.table}"
+
+
+@pytest.mark.slow
+def test_every_ab_estimate_is_within_30pct_of_its_cost_and_the_night_within_its_budget(replayed: Replayed) -> None:
+    """Each night's A/B: estimated before its first run within 30% of what its runs took (zlops' timing of the
+    replayed processes, each at its real H200 time x TIME_SCALE), and its total within the night's budget."""
+    ran = [n for n in replayed.nights if n.ab.get("runs", 0) > 0]
+    assert [n.label for n in ran] == ["S", "K"], replayed.table
+    for n in ran:
+        realised = float(n.ab["seconds"])
+        assert float(n.ab["est_s"]) == pytest.approx(realised, rel=0.30), replayed.table
+        assert realised <= float(n.ab["budget_s"]), replayed.table
+        real = sum(float(s["seconds"]) for s in n.served if s["where"] == "ab") * TIME_SCALE
+        assert real <= realised <= real * 1.5 + 1.0, (n.index, real, realised)
+        for g in n.ab.get("groups") or [n.ab]:   # each A/B against its base, where it ran, within its budget too
+            if g.get("runs"):
+                assert float(g["est_s"]) == pytest.approx(float(g["seconds"]), rel=0.30), (n.index, g)
+
+
+@pytest.mark.slow
+def test_the_k_nights_two_bases_share_one_budget_in_folders_of_their_own(replayed: Replayed) -> None:
+    """K's suspects have two bases (night 2's unresolved suspects A, the series night 2 confirmed S): two A/Bs, the
+    second given what the first left of the pool's one budget, each in ``<run>/ab/h200/<base sha12>/`` (live, on
+    main 35ecc5f, both took the whole 300 s and wrote into the same folders)."""
+    k = _night(replayed, "K")
+    groups = k.ab.get("groups") or []
+    bases = {replayed.shas["A"][:12], replayed.shas["S"][:12]}
+    assert len(groups) == 2 and {g["base"] for g in groups} == bases, replayed.table
+    first, second = groups
+    assert float(second["budget_s"]) == pytest.approx(float(first["budget_s"]) - float(first["seconds"]), abs=0.05)
+    assert sum(float(g["seconds"]) for g in groups) <= float(k.ab["budget_s"]) == float(first["budget_s"])
+    run_dirs = list((replayed.home / "artifacts" / "flaggems").glob("nightly_flaggems_n3-K-*"))
+    assert len(run_dirs) == 1
+    folders = {p.parent.name for p in (run_dirs[0] / "ab" / "h200").glob("*/[0-9][0-9][AB]")}
+    assert folders == {g["base"] for g in groups if g.get("runs")}, folders
