@@ -21,7 +21,7 @@ from typing import Any
 from zlops import alert_messages
 from zlops.alerts import OPEN_STATES, Alert, AlertState, EventKind, SeriesKey, Step, clusters, plan_night
 from zlops.config import Config
-from zlops.kernels.explain import alert_attribution, kernels_setting
+from zlops.kernels.explain import alert_attribution, kernels_setting, step_attribution
 from zlops.model import CompareSummary, RunRecord, ShardOutcome
 from zlops.nightly_figures import RunFigures
 from zlops.notify import NotifyResult, write_payload
@@ -82,6 +82,13 @@ def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, chan
             payload = alert_messages.thread_update(entries, channel=channel, head_sha=run.sha)
             outbox.queue_notification(s, run.run_key, f"reply-{root}", channel, payload, parent_id=root)
             _queue_figures(s, run.run_key, f"reply-{root}-figures", channel, root, entries, trends)
+            worse = [(a, st) for a, st in entries if st.event is EventKind.WORSENED]
+            if worse and config is not None and kernels_setting(config, summary.suite) is not None:
+                # a further step by another commit: whether that step changed the op's compiled kernels
+                lines = [(a, step_attribution(s, a, config, head_run=run.run_key, base_sha=st.comparison.base.sha
+                                              if st.comparison.base else None).text) for a, st in worse]
+                outbox.queue_notification(s, run.run_key, f"reply-{root}-kernels", channel,
+                                          alert_messages.kernels_reply(lines, channel=channel), parent_id=root)
         return applied
 
     # one unit of work, run again from scratch on a transient database fault (it is idempotent)

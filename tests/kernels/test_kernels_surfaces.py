@@ -134,3 +134,43 @@ def test_series_page_and_inbox_page_show_it(tmp_path: Path) -> None:
     inbox_page = html.unescape(client.get("/alerts").text)
     assert "kernels: kernel code changed: softmax_kernel_inner" in inbox_page
     assert "kernels: no compiled kernel of this op changed" in inbox_page
+
+
+def test_a_later_kernel_change_that_worsens_an_open_alert_is_attributed_to_its_step(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen on the H200 (hold-out 2, docs/evidence/h200_holdout2): a wrapper change opened the alert ("outside
+    the kernels"), then another commit changed the op's kernel and made the same series 18% worse. That step
+    is a ``worsened`` event of the open alert, and the alert's line must name the kernel change: its opening
+    step against its base, then the worsening night against the night before it; the thread's reply about
+    the worsening says the step's own attribution."""
+    st = _build(tmp_path)
+    night = BAD_NIGHT + 1
+    when = T0 + timedelta(days=night)
+    run = RunRecord(run_key(night), "nightly", "ops", sha(night), "main", RunStatus.DONE, True, when,
+                    when + timedelta(minutes=40), {})
+    st.store.upsert_run(run)
+    worse = tuple(round(v * 1.2, 6) for v in _samples("musa", "softmax_8192", night))
+    base = _samples("musa", "softmax_8192", BAD_NIGHT)
+    st.store.record_shard(run.run_key, ShardOutcome("musa", 0, "musa", ShardStatus.OK, tmp_path, 0, when, when),
+                          [CaseResult("softmax_8192", "time", "ms", True, worse)], identity={"driver": "550.54"})
+    cache = tmp_path / "caches" / str(night) / "musa"
+    for name in KERNELS:
+        write_kernel(cache, name, num_warps=16 if name == "softmax_kernel_inner" else 4, size=300)
+    st.store.record_kernels(run.run_key, "musa", 0, parse_cache(cache))
+    c = _comparison("musa", "softmax_8192", night, worse, base)
+    st.store.save_comparisons(run.run_key, [c])   # as the nightly's compare step does, before the report step
+    applied = update_alerts(st.store, run=run, summary=CompareSummary(run.run_key, "ops", run.sha, (c,)),
+                            channel="#perf", band_pct=2.0, trends={}, config=st.config)
+    assert [a.step.event.value for a in applied if a.step.event] == ["worsened"]
+    alert_id = st.alerts["musa"]
+    assert main(["alert", "show", str(alert_id), "--config", str(st.path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("kernels:"))
+    assert f"opened at {sha(BAD_NIGHT - 1)[:7]}..{sha(BAD_NIGHT)[:7]}: no compiled kernel of this op changed" in line
+    assert (f"; worse again at {sha(BAD_NIGHT)[:7]}..{sha(night)[:7]}, +" in line
+            and "kernel code changed: softmax_kernel_inner (compiled code" in line and "num_warps 4 -> 16" in line)
+    with st.store.session() as s:
+        replies = [n for n in s.scalars(select(Notification).where(Notification.kind.like("reply-%-kernels")))]
+    (reply,) = replies
+    text = reply.payload["blocks"][0]["text"]["text"]
+    assert reply.parent_id is not None and "kernel code changed: softmax_kernel_inner" in text
+    assert "opened at" not in text   # the reply is about tonight's step alone

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from zlops.kernels.inventory import AutotunePick, Inventory, KernelRecord
 from zlops.store.engine import dialect_insert
-from zlops.store.models import KernelInventoryRow, KernelRow, Run, Shard
+from zlops.store.models import AlertEvent, AlertRow, ComparisonRow, KernelInventoryRow, KernelRow, Run, Shard
 from zlops.store.runs import require_run
 
 _LIMITS = {"name": 250, "cache_key": 128, "code_hash": 64, "binary": 16, "backend": 32, "arch": 32,
@@ -121,3 +121,30 @@ def seed_shards(session: Session, suite: str, pool: str, *, run_key: str) -> tup
     if not rows:
         return None
     return rows[0].run_key, [(r.device, r.artifact_dir) for r in rows]
+
+
+@dataclass(frozen=True)
+class WorsenedStep:
+    """An open alert's newest confirmed further regression: the night (run key, commit) whose judge confirmed
+    it, the baseline commit that night compared the series against, and the change."""
+
+    run_key: str
+    head_sha: str
+    base_sha: str | None
+    change_pct: float | None
+
+
+def worsened_steps(session: Session, alert_ids: list[int]) -> dict[int, WorsenedStep]:
+    """alert id -> its newest ``worsened`` event's step (:class:`WorsenedStep`), for the alerts that have one.
+    One statement for any number of alerts (a page of the inbox)."""
+    if not alert_ids:
+        return {}
+    rows = session.execute(
+        select(AlertEvent.alert_id, AlertEvent.id, Run.run_key, Run.sha, ComparisonRow.base_sha, AlertEvent.change_pct)
+        .join(Run, Run.id == AlertEvent.run_id)
+        .join(AlertRow, AlertRow.id == AlertEvent.alert_id)
+        .outerjoin(ComparisonRow, (ComparisonRow.run_id == AlertEvent.run_id) & (ComparisonRow.pool == AlertRow.pool)
+                   & (ComparisonRow.case == AlertRow.case) & (ComparisonRow.metric == AlertRow.metric))
+        .where(AlertEvent.alert_id.in_(alert_ids), AlertEvent.kind == "worsened")
+        .order_by(AlertEvent.id)).all()
+    return {r.alert_id: WorsenedStep(r.run_key, r.sha, r.base_sha, r.change_pct) for r in rows}   # newest wins
