@@ -238,6 +238,19 @@ if len(_DERIVED) != len(DERIVED) or any(d.source in _DERIVED for d in DERIVED):
     raise ValueError("metric registry: a derived metric is declared twice, or derived from a derived one")
 
 
+#: Timings of a reference implementation that a harness measures beside the suite's own (FlagGems' ``latency_base``
+#: is torch's time for the same case): series of their own, whose kernels are not the suite's, so no inventory of
+#: the suite's compiled kernels says anything about them (zlops.kernels.explain)
+REFERENCE_TIMINGS: dict[str, str] = {
+    "latency_base": "the reference implementation's own timing (FlagGems: torch's), not the suite's compiled kernels",
+}
+
+
+def reference_timing(metric: str) -> str | None:
+    """What ``metric`` is when it times a reference implementation rather than the suite (else None)."""
+    return REFERENCE_TIMINGS.get(metric)
+
+
 def derived_from(metric: str) -> Derived | None:
     """The declaration of ``metric`` when it is derived from another metric of its case, else None."""
     return _DERIVED.get(metric)
