@@ -59,7 +59,7 @@ def pg_url(pg_databases: PgDatabases) -> str:
 
 
 @pytest.fixture
-def pg_migrated_url(pg_databases: PgDatabases, db_templates: Templates) -> str:
-    """The URL of a fresh PostgreSQL database with the schema at head (a copy of a migrated template),
-    dropped after the test."""
-    return pg_databases.create(template=db_templates.get("migrated", "postgresql", migrated).source)
+def migrated_sqlite_url(tmp_path: Path, db_templates: Templates) -> str:
+    """The URL of ``tmp_path / "zlops.db"``: this test's copy of a SQLite store migrated once per session."""
+    template = db_templates.get("migrated", "sqlite", migrated)
+    return db_templates.copy(template, sqlite_path=tmp_path / "zlops.db", pg=None)

@@ -11,7 +11,7 @@ TEMPLATE`` instead of running every migration.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -42,19 +42,40 @@ def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store(backend: str, request: pytest.FixtureRequest, tmp_path: Path, db_templates: Templates) -> Iterator[Store]:
-    """A migrated store on each backend: a copy of the database migrated once per session, at the
-    SQLite path ``db_url`` would name, or in a PostgreSQL database of its own."""
-    if backend == "sqlite":
-        template = db_templates.get("migrated", "sqlite", migrated)
-        url = db_templates.copy(template, sqlite_path=tmp_path / "state" / "zlops.db", pg=None)
-    else:
-        url = request.getfixturevalue("pg_migrated_url")
-    s = Store.open(url)
+def stored(backend: str, request: pytest.FixtureRequest, tmp_path: Path,
+           db_templates: Templates) -> Iterator[Callable[..., Store]]:
+    """A factory: ``stored(key, fill)`` opens this test's own copy of a migrated store that ``fill(store)``
+    wrote into once per session (``key`` names that state; no ``fill``: the schema alone), at the SQLite
+    path ``db_url`` would name or in a PostgreSQL database of its own."""
+    opened: list[Store] = []
+
+    def open_copy(key: str, fill: Callable[[Store], None] | None = None) -> Store:
+        def build(url: str, folder: Path) -> None:
+            migrated(url, folder)
+            if fill is not None:
+                s = Store.open(url)
+                try:
+                    fill(s)
+                finally:
+                    s.dispose()
+
+        template = db_templates.get(key, "sqlite" if backend == "sqlite" else "postgresql", build)
+        pg = None if backend == "sqlite" else request.getfixturevalue("pg_databases")
+        s = Store.open(db_templates.copy(template, sqlite_path=tmp_path / "state" / "zlops.db", pg=pg))
+        opened.append(s)
+        return s
+
     try:
-        yield s
+        yield open_copy
     finally:
-        s.dispose()
+        for s in opened:
+            s.dispose()
+
+
+@pytest.fixture
+def store(stored: Callable[..., Store]) -> Store:
+    """A migrated store on each backend (a copy of the schema migrated once per session)."""
+    return stored("migrated")
 
 
 class Make:
