@@ -116,6 +116,7 @@ class Templates:
         if found is not None:
             return found
         folder = self.root / f"{key}-{backend}"
+        shutil.rmtree(folder, ignore_errors=True)  # what an earlier attempt left (a skip, a failed build)
         folder.mkdir(parents=True)
         if backend == "sqlite":
             path = folder / "template.db"
