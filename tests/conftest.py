@@ -8,15 +8,12 @@ imports it.
 from __future__ import annotations
 
 import os
-import secrets
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
+from db_templates import PgDatabases, Templates, migrated
 
 REPO = Path(__file__).resolve().parents[1]
 _AF_HOME = Path(tempfile.mkdtemp(prefix="zlops-af-"))
@@ -34,34 +31,35 @@ os.environ.pop("ZLOPS_CONFIG", None)
 os.environ["ZLOPS_LOCKS_DIR"] = tempfile.mkdtemp(prefix="zlops-locks-")
 os.environ.pop("SLACK_BOT_TOKEN", None)
 
-PG_HOST = "127.0.0.1"
-PG_PORT = 5432
-PG_USER = "postgres"
 
-
-def pg_admin_connect() -> psycopg.Connection[Any]:
-    """An autocommit connection to the admin database; fails (or skips) the test when unreachable."""
+@pytest.fixture(scope="session")
+def db_templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
+    """Databases built once per session and copied per test (tests/db_templates.py)."""
+    templates = Templates(tmp_path_factory.mktemp("db-templates"))
     try:
-        return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres",
-                               autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        reason = (f"PostgreSQL is not reachable at {PG_USER}@{PG_HOST}:{PG_PORT} ({exc}). "
-                  "Start the server, or set ZLOPS_SKIP_POSTGRES=1 to skip the postgres tests.")
-        if os.environ.get("ZLOPS_SKIP_POSTGRES") == "1":
-            pytest.skip(reason)
-        pytest.fail(reason, pytrace=False)
+        yield templates
+    finally:
+        templates.close()
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_databases() -> Iterator[PgDatabases]:
+    """This test's PostgreSQL databases (empty, or copies of a template), dropped after the test."""
+    databases = PgDatabases()
+    try:
+        yield databases
+    finally:
+        databases.drop_all()
+
+
+@pytest.fixture
+def pg_url(pg_databases: PgDatabases) -> str:
     """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
-    name = f"zlops_test_{secrets.token_hex(6)}"
-    with pg_admin_connect() as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            yield f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-        finally:
-            # engines should be disposed by now; terminate stragglers so DROP cannot hang
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+    return pg_databases.create()
+
+
+@pytest.fixture
+def migrated_sqlite_url(tmp_path: Path, db_templates: Templates) -> str:
+    """The URL of ``tmp_path / "zlops.db"``: this test's copy of a SQLite store migrated once per session."""
+    template = db_templates.get("migrated", "sqlite", migrated)
+    return db_templates.copy(template, sqlite_path=tmp_path / "zlops.db", pg=None)

@@ -184,7 +184,8 @@ class FakeForge:
         self.state = ForgeState()
         handler = type("Handler", (_Handler,), {"state": self.state, "lock": threading.Lock()})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # shutdown() waits for serve_forever's next poll: 0.05 s, not the default 0.5 s, after every test
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
         port = self.server.server_address[1]
         self.github_url = f"http://127.0.0.1:{port}/gh"

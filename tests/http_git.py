@@ -48,7 +48,8 @@ def serve_bare(upstream: Path, root: Path, *, user: str, password: str) -> Itera
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     handler = type("Handler", (_AuthHandler,), {"expected": f"Basic {token}", "seen": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: 0.05 s, not the default 0.5 s
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/up.git", handler.seen

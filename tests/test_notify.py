@@ -185,8 +185,8 @@ def _client(fake: Any) -> Any:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(f"sqlite:///{tmp_path / 'zlops.db'}")
+def store(migrated_sqlite_url: str) -> Iterator[Store]:
+    s = Store.open(migrated_sqlite_url)
     s.upsert_run(RUN)
     yield s
     s.dispose()

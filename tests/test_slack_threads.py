@@ -43,8 +43,8 @@ def fake() -> Iterator[FakeSlack]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(f"sqlite:///{tmp_path / 'zlops.db'}")
+def store(migrated_sqlite_url: str) -> Iterator[Store]:
+    s = Store.open(migrated_sqlite_url)
     yield s
     s.dispose()
 
@@ -57,8 +57,8 @@ def _client(fake: FakeSlack, **kw: Any) -> Any:
 
 def _cmp(case: str, verdict: Verdict, base: float, head: float, base_sha: str) -> Comparison:
     change = (head - base) / base * 100
-    return Comparison("ops", "npu", case, "time", "ms", True, BaselinePoint("x", base_sha, "ms", base, 1), Summary(head, 1),
-                      Judgement(verdict, change, change, 2.0))
+    return Comparison("ops", "npu", case, "time", "ms", True, BaselinePoint("x", base_sha, "ms", base, 1),
+                      Summary(head, 1), Judgement(verdict, change, change, 2.0))
 
 
 class Nights:

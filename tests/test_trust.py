@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 import yaml
+from db_templates import Templates
 from fake_slack import CHANNEL_ID, TOKEN, fake_slack_server
 from sqlalchemy import Engine, event, select, update
-from triage_nights import BAD_NIGHT, SUITE, T0, Nights, build, run_key, sha
+from triage_nights import BAD_NIGHT, SUITE, T0, Nights, build, copy_nights, run_key, sha
 
 from zlops.alerts import AlertState
 from zlops.announce import update_alerts
@@ -61,9 +62,9 @@ def _alert_id(n: Nights, case: str) -> int:
     return a.id
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def nights(tmp_path: Path, request: pytest.FixtureRequest) -> Nights:
-    n = build(tmp_path, database=request.getfixturevalue("pg_url") if request.param == "postgresql" else None)
+def _week(tmp: Path, *, database: str | None = None) -> Nights:
+    """The stored nights of tests/triage_nights.py, then nights 6 and 7 and people's changes at known times."""
+    n = build(tmp, database=database)
     # night 6: two suspects open unannounced `new` alerts; an unmeasurable and an invalid series
     _night(n, 6, [_row("gelu_1024", Verdict.SUSPECT, 6, change=4.0), _row("relu_64", Verdict.SUSPECT, 6, change=3.5),
                   _gap("exp_32", Verdict.UNMEASURABLE, 6), _gap("log_32", Verdict.INVALID, 6)])
@@ -91,6 +92,13 @@ def nights(tmp_path: Path, request: pytest.FixtureRequest) -> Nights:
                   .values(at=T0 + timedelta(days=7, minutes=40)))
         s.commit()
     return n
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def nights(tmp_path: Path, request: pytest.FixtureRequest, db_templates: Templates) -> Nights:
+    """This test's own copy of :func:`_week`, stored once per session and backend."""
+    pg = request.getfixturevalue("pg_databases") if request.param == "postgresql" else None
+    return copy_nights(tmp_path, db_templates, backend=request.param, pg=pg, key="trust-week", build_nights=_week)
 
 
 def test_the_ledger_of_a_week_counts_what_people_and_the_judge_did(nights: Nights) -> None:

@@ -1,21 +1,27 @@
 """Eight stored nights of a suite on three backends (npu/ascend, cuda, musa), written through zlops' own
-store API and alert lifecycle, for the triage pages' tests (tests/airflow) and the store reads behind them (tests/store).
+store API and alert lifecycle, for the triage pages' tests (tests/airflow) and the store reads behind them
+(tests/store).
 
 ``softmax_8192`` (time, ms) regresses by about 12% at night 5 on npu and musa (confirmed; npu's with a
 same-device A/B: its Figures hold the A/B runs, a CI and a p-value, and its note names the change point),
 and stays put on cuda. Every shard keeps a telemetry summary. The lifecycle (:func:`zlops.announce.update_alerts`)
 opens the alerts and queues their thread announcement in the outbox; the npu thread is then marked sent,
 as a Slack flush would.
+
+:func:`build` stores them through the store API; :func:`copy_nights` gives a test its own copy of what
+:func:`build` (or another builder on top of it) stored once per session (tests/db_templates.py).
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import yaml
+from db_templates import PgDatabases, Templates
 
 from zlops.announce import update_alerts
 from zlops.config import Config, load_config
@@ -138,3 +144,28 @@ def build(tmp: Path, *, database: str | None = None) -> Nights:
     store.mark_notification(root, "sent", ts="1764554400.000100", channel_id="C0PERF")
     store.record_thread(root, "1764554400.000100", "C0PERF")
     return Nights(config, tmp / "zlops.yaml", store, alerts, root)
+
+
+def _template_builder(build_nights: Callable[..., Nights]) -> Callable[[str, Path], tuple[dict[str, int], int]]:
+    def fill(url: str, folder: Path) -> tuple[dict[str, int], int]:
+        nights = build_nights(folder, database=url)
+        nights.store.dispose()  # the template is copied next: no connection may stay open on it
+        return dict(nights.alerts), nights.thread_root
+    return fill
+
+
+def copy_nights(tmp: Path, templates: Templates, *, backend: str = "sqlite", pg: PgDatabases | None = None,
+                key: str = "nights", build_nights: Callable[..., Nights] = build) -> Nights:
+    """This test's own copy of the nights ``build_nights(folder, database=url)`` stored (:func:`build` unless
+    told; ``key`` names another builder's template), with a config under ``tmp`` as :func:`build` writes it:
+    on SQLite the file is the config's default store (``home/zlops.db``), on PostgreSQL a database of
+    ``pg`` (then named in the config). The nights are stored once per session; a test only copies them."""
+    template = templates.get(key, backend, _template_builder(build_nights))
+    database = None
+    url = templates.copy(template, sqlite_path=tmp / "home" / "zlops.db", pg=pg)
+    if backend != "sqlite":
+        database = url
+    config = _config(tmp, database)
+    assert config.database_url == url, (config.database_url, url)
+    alerts, thread_root = template.meta
+    return Nights(config, tmp / "zlops.yaml", open_store(config), dict(alerts), thread_root)

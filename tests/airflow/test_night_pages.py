@@ -21,9 +21,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("plotly")
 
+from db_templates import Templates
 from fastapi import HTTPException, Request
 from fastapi.testclient import TestClient
-from triage_nights import BAD_NIGHT, NIGHTS, POOLS, SUITE, T0, Nights, build, run_key, sha
+from triage_nights import BAD_NIGHT, NIGHTS, POOLS, SUITE, T0, Nights, copy_nights, run_key, sha
 
 from zlops.airflow.ui import COOKIE, create_app
 from zlops.model import (
@@ -61,8 +62,8 @@ def _logged_in(request: Request) -> User:
 
 
 @pytest.fixture
-def nights(tmp_path: Path) -> Nights:
-    return build(tmp_path)
+def nights(tmp_path: Path, db_templates: Templates) -> Nights:
+    return copy_nights(tmp_path, db_templates)
 
 
 def _client(nights: Nights, *, login: bool = True) -> TestClient:

@@ -21,10 +21,11 @@ pytest.importorskip("fastapi")
 pytest.importorskip("plotly")
 
 from annotated_types import Ge, Le, MaxLen, MinLen
+from db_templates import Templates
 from fastapi.dependencies.utils import get_flat_dependant
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
-from triage_nights import BAD_NIGHT, SUITE, Nights, build, run_key
+from triage_nights import BAD_NIGHT, SUITE, Nights, copy_nights, run_key
 
 from zlops.airflow.ui import COOKIE, create_app
 
@@ -40,8 +41,8 @@ class User:
 
 
 @pytest.fixture
-def nights(tmp_path: Path) -> Nights:
-    return build(tmp_path)
+def nights(tmp_path: Path, db_templates: Templates) -> Nights:
+    return copy_nights(tmp_path, db_templates)
 
 
 def _constraint(field: Any, kind: type) -> Any:

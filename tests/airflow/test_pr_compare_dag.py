@@ -61,6 +61,7 @@ def test_unsafe_refs_are_refused_by_the_trigger_form(setup: tuple[Path, Upstream
         pr_dag().test(run_conf={"suite": "fake", "ref": ref})
 
 
+@pytest.mark.slow  # a real dag.test() run: the first one in a process starts the in-process execution API (~6 s)
 def test_unknown_conf_keys_fail_the_first_task_and_nothing_runs(setup: tuple[Path, Upstream]) -> None:
     path, up = setup
     up.commit({"alpha": 1.0})

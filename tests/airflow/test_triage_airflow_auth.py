@@ -20,8 +20,9 @@ import pytest
 pytest.importorskip("airflow")
 pytest.importorskip("plotly")
 
+from db_templates import Templates
 from sqlalchemy import select
-from triage_nights import SUITE, Nights, build
+from triage_nights import SUITE, Nights, copy_nights
 
 from zlops.alerts import AlertState
 from zlops.store.models import Notification
@@ -58,8 +59,8 @@ def airflow_client() -> Iterator[Any]:
 
 
 @pytest.fixture
-def nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Nights:
-    stored = build(tmp_path)
+def nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_templates: Templates) -> Nights:
+    stored = copy_nights(tmp_path, db_templates)
     monkeypatch.setenv("ZLOPS_CONFIG", str(stored.config_path))
     return stored
 

@@ -30,8 +30,9 @@ pytest.importorskip("airflow")
 pytest.importorskip("plotly")
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
 
+from db_templates import Templates
 from playwright import sync_api as playwright_api
-from triage_nights import BAD_NIGHT, NIGHTS, SUITE, Nights, build, run_key
+from triage_nights import BAD_NIGHT, NIGHTS, SUITE, Nights, copy_nights, run_key
 
 from zlops.alerts import AlertState
 
@@ -62,8 +63,8 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Nights:
-    stored = build(tmp_path)
+def nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_templates: Templates) -> Nights:
+    stored = copy_nights(tmp_path, db_templates)
     monkeypatch.setenv("ZLOPS_CONFIG", str(stored.config_path))
     return stored
 

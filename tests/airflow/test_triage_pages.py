@@ -18,9 +18,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("plotly")
 
+from db_templates import Templates
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, select
-from triage_nights import BAD_NIGHT, NIGHTS, POOLS, SUITE, Nights, build, run_key, sha
+from triage_nights import BAD_NIGHT, NIGHTS, POOLS, SUITE, Nights, copy_nights, run_key, sha
 
 from zlops.airflow.ui import COOKIE, create_app
 from zlops.alerts import AlertState
@@ -42,8 +43,8 @@ class User:
 
 
 @pytest.fixture
-def nights(tmp_path: Path) -> Nights:
-    return build(tmp_path)
+def nights(tmp_path: Path, db_templates: Templates) -> Nights:
+    return copy_nights(tmp_path, db_templates)
 
 
 def _client(nights: Nights, *, user: str = "ana", may: bool = True) -> TestClient:

@@ -55,6 +55,7 @@ def test_overlapping_gangs_and_single_device_holders_never_share_a_device(tmp_pa
             assert a["t1"] <= b["t0"], f"device {d} held by {a['tag']} and {b['tag']} at once"
 
 
+@pytest.mark.slow  # real processes, one holding a device for 3 s while the gang waits (~3.5 s)
 def test_a_waiting_gang_holds_none_of_its_devices(tmp_path: Path) -> None:
     locks = tmp_path / "locks"
     holder = _spawn(tmp_path, [1], "s1", hold_s=3.0)

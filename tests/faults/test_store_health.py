@@ -96,6 +96,7 @@ def test_store_check_passes_a_healthy_sqlite_store_and_a_restored_backup(tmp_pat
     assert ok.returncode == 0 and "PRAGMA integrity_check: ok" in ok.stdout and "schema at revision" in ok.stdout
 
 
+@pytest.mark.slow  # two zlops processes, the second retrying a closed port until it gives up (~6 s)
 @pytest.mark.postgres
 def test_store_check_on_postgresql_connects_or_says_it_cannot_in_one_line(tmp_path: Path, pg_url: str) -> None:
     Store.open(pg_url).dispose()

@@ -244,6 +244,7 @@ def _fake_load(monkeypatch: pytest.MonkeyPatch, loads: list[float], then: float)
     return seen
 
 
+@pytest.mark.slow  # real benchmark processes in git worktrees, as the other compares here (~4 s)
 def test_a_busy_moment_never_ends_the_compare(upstream: Upstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               caplog: pytest.LogCaptureFixture) -> None:
     """Issue 23: the demo branch's compare ended "measured nothing on HEAD" when the gate made its runs
@@ -264,6 +265,7 @@ def test_a_busy_moment_never_ends_the_compare(upstream: Upstream, tmp_path: Path
     assert "2 pair(s) discarded and measured again" in said and "other processes used 180% CPU" in said
 
 
+@pytest.mark.slow  # 16 real benchmark processes in git worktrees (~5 s)
 def test_on_a_paired_pool_the_gate_judges_the_pair_not_the_hosts_load(upstream: Upstream, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     c1 = upstream.commit(BASE)

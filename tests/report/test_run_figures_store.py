@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from db_templates import Templates
 from report_factories import T0, comparison
 from sqlalchemy import event
 
@@ -58,15 +59,24 @@ def _night(store: Store, key: str, n: int, *, accepted: bool = True, sha_n: int 
                                                                                       (999.0,))])
 
 
+def _nights(url: str, folder: Path) -> None:
+    s = Store.open(url)
+    try:
+        for n in range(1, NIGHTS + 1):
+            _night(s, f"nightly:kernels:n{n}", n)
+        _night(s, "nightly:kernels:unaccepted", 100, accepted=False)          # never history
+        _night(s, "nightly:kernels:off-line", 7, sha_n=999, day=7.5)          # accepted, off the ancestor line
+        _night(s, TONIGHT, NIGHTS + 1, accepted=False)
+        _night(s, "nightly:kernels:later", NIGHTS + 2)                         # after the run: not in its history
+    finally:
+        s.dispose()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(f"sqlite:///{tmp_path / 'zlops.db'}")
-    for n in range(1, NIGHTS + 1):
-        _night(s, f"nightly:kernels:n{n}", n)
-    _night(s, "nightly:kernels:unaccepted", 100, accepted=False)          # never history
-    _night(s, "nightly:kernels:off-line", 7, sha_n=999, day=7.5)          # accepted, off the ancestor line
-    _night(s, TONIGHT, NIGHTS + 1, accepted=False)
-    _night(s, "nightly:kernels:later", NIGHTS + 2)                         # after the run: not in its history
+def store(tmp_path: Path, db_templates: Templates) -> Iterator[Store]:
+    """This test's own copy of the nights :func:`_nights` stored once per session."""
+    template = db_templates.get("run-figures-nights", "sqlite", _nights)
+    s = Store.open(db_templates.copy(template, sqlite_path=tmp_path / "zlops.db", pg=None))
     try:
         yield s
     finally:

@@ -79,6 +79,7 @@ def _descendants(pid: int) -> set[int]:
 
 
 @pytest.mark.skipif(shutil.which("pgrep") is None, reason="pgrep (procps) is not installed")
+@pytest.mark.slow  # a real process tree, one child that ignores SIGTERM until the script's 2 s grace (~4 s)
 def test_airflow_stop_ends_the_whole_tree(tmp_path: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True,
                               start_new_session=True)

@@ -3,16 +3,21 @@
 PostgreSQL: the server on 127.0.0.1:5432 (trust auth, user ``postgres``); each test gets a fresh
 database ``zlops_test_<hex>`` that is dropped afterwards. An unreachable server fails the postgres
 tests with the reason, unless ``ZLOPS_SKIP_POSTGRES=1`` is set (then they are skipped).
+
+``db_url`` is an empty database (the migration tests start there); ``store`` opens a copy of a database
+migrated once per session (tests/db_templates.py), so a test pays a file copy or a ``CREATE DATABASE ...
+TEMPLATE`` instead of running every migration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from db_templates import Templates, migrated
 
 from zlops.model import CaseResult, RunRecord, RunStatus, ShardOutcome, ShardStatus
 from zlops.store import Store
@@ -21,22 +26,56 @@ T0 = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend of this run of the test: ``sqlite`` or ``postgres``."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database on each backend; the SQLite file's folder does not exist yet."""
-    if request.param == "sqlite":
+    if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'state' / 'zlops.db'}"
     url: str = request.getfixturevalue("pg_url")
     return url
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    """A migrated store on each backend."""
-    s = Store.open(db_url)
+def stored(backend: str, request: pytest.FixtureRequest, tmp_path: Path,
+           db_templates: Templates) -> Iterator[Callable[..., Store]]:
+    """A factory: ``stored(key, fill)`` opens this test's own copy of a migrated store that ``fill(store)``
+    wrote into once per session (``key`` names that state; no ``fill``: the schema alone), at the SQLite
+    path ``db_url`` would name or in a PostgreSQL database of its own."""
+    opened: list[Store] = []
+
+    def open_copy(key: str, fill: Callable[[Store], None] | None = None) -> Store:
+        def build(url: str, folder: Path) -> None:
+            migrated(url, folder)
+            if fill is not None:
+                s = Store.open(url)
+                try:
+                    fill(s)
+                finally:
+                    s.dispose()
+
+        template = db_templates.get(key, "sqlite" if backend == "sqlite" else "postgresql", build)
+        pg = None if backend == "sqlite" else request.getfixturevalue("pg_databases")
+        s = Store.open(db_templates.copy(template, sqlite_path=tmp_path / "state" / "zlops.db", pg=pg))
+        opened.append(s)
+        return s
+
     try:
-        yield s
+        yield open_copy
     finally:
-        s.dispose()
+        for s in opened:
+            s.dispose()
+
+
+@pytest.fixture
+def store(stored: Callable[..., Store]) -> Store:
+    """A migrated store on each backend (a copy of the schema migrated once per session)."""
+    return stored("migrated")
 
 
 class Make:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from triage_nights import CASES, NIGHTS, POOLS, SUITE, build, run_key
+from db_templates import Templates
+from triage_nights import CASES, NIGHTS, POOLS, SUITE, Nights, copy_nights, run_key
 
 from zlops.alerts import AlertError, AlertState
 from zlops.store import alerts as store_alerts
@@ -15,8 +16,15 @@ from zlops.store import pages
 from zlops.triage import change_alert
 
 
-def test_one_series_reads_agree_with_the_whole_suite_and_per_run_reads(db_url: str, tmp_path: Path) -> None:
-    nights = build(tmp_path, database=db_url)
+@pytest.fixture
+def nights(backend: str, tmp_path: Path, request: pytest.FixtureRequest, db_templates: Templates) -> Nights:
+    """This test's own copy of the stored nights, on each backend."""
+    if backend == "sqlite":
+        return copy_nights(tmp_path, db_templates)
+    return copy_nights(tmp_path, db_templates, backend="postgresql", pg=request.getfixturevalue("pg_databases"))
+
+
+def test_one_series_reads_agree_with_the_whole_suite_and_per_run_reads(nights: Nights) -> None:
     store = nights.store
     shas = {r.sha for r in store.accepted_runs(SUITE)}
     whole = store.history_frame(SUITE, ancestors=shas, window=5)
@@ -44,9 +52,7 @@ def test_one_series_reads_agree_with_the_whole_suite_and_per_run_reads(db_url: s
                                                                         for c in opened.values())
 
 
-def test_a_change_made_meanwhile_is_refused_not_doubled(db_url: str, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    nights = build(tmp_path, database=db_url)
+def test_a_change_made_meanwhile_is_refused_not_doubled(nights: Nights, monkeypatch: pytest.MonkeyPatch) -> None:
     alert_id = nights.alerts["npu"]
     stale = nights.store.alert(alert_id)  # what a second request read before the first one committed
     change_alert(nights.store, alert_id, AlertState.ACKED, note="first", actor="ana")

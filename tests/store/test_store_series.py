@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from zlops.model import BaselinePoint, ShardStatus
@@ -131,15 +133,21 @@ def _gappy_store(store: Store, make) -> None:
     _nightly(store, make, "tonight", sha=60, day=20, accepted=False, base=90)
 
 
+@pytest.fixture
+def gappy(stored: Callable[..., Store], make) -> Store:
+    """This test's own copy of a store that :func:`_gappy_store` filled once per session and backend."""
+    return stored("gappy", lambda s: _gappy_store(s, make))
+
+
 KEYS = [("npu", "add", LAT), ("npu", "mul", LAT), ("npu", "div", LAT), ("cpu", "add", LAT), ("cpu", "mul", LAT),
         ("npu", "nope", LAT), ("gpu", "add", LAT)]
 
 
 @pytest.mark.parametrize("limit", [1, 3, 5, 60])
 @pytest.mark.parametrize("before_day", [None, 7.5])
-def test_series_histories_equal_series_history_of_each_series(store: Store, make, limit: int,
+def test_series_histories_equal_series_history_of_each_series(gappy: Store, make, limit: int,
                                                               before_day: float | None) -> None:
-    _gappy_store(store, make)
+    store = gappy
     before = None if before_day is None else make.when(before_day)
     got = store.series_histories("ops", KEYS, limit=limit, before=before)
     for key in KEYS:
@@ -157,8 +165,8 @@ def test_series_histories_equal_series_history_of_each_series(store: Store, make
                                                                             ("cpu", "add", LAT))}
 
 
-def test_series_histories_look_back_at_most_depth_runs_of_the_pool(store: Store, make) -> None:
-    _gappy_store(store, make)
+def test_series_histories_look_back_at_most_depth_runs_of_the_pool(gappy: Store) -> None:
+    store = gappy
     # mul is on even nights: its 3 newest points need 6 runs; a depth of 4 runs finds two of them
     assert [p.run_key for p in store.series_histories("ops", [("npu", "mul", LAT)], limit=3, depth=4)[
         ("npu", "mul", LAT)]] == ["n8", "n10"]
