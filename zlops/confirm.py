@@ -366,10 +366,13 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     # and the +18% suspect's A/B came last and was cut off; ordering by the suspects' size instead gives a
     # carried-over noisy small shape (+329%) the budget before a quiet series' +99.7% (the abs replay,
     # tests/pipeline/test_flaggems_replay.py).
+    started: dict[str, float] = {}   # one read per distinct base run (a group or two), not per suspect
+    for key in {c.base.run_key for c in suspects if c.base is not None}:
+        run_ = store.get_run(key)
+        started[key] = run_.started_at.timestamp() if run_ is not None and run_.started_at is not None else 0.0
+
     def base_started(members: list[Comparison]) -> float:
-        times = [r.started_at.timestamp() for c in members if c.base is not None
-                 and (r := store.get_run(c.base.run_key)) is not None and r.started_at is not None]
-        return max(times, default=0.0)
+        return max((started.get(c.base.run_key, 0.0) for c in members if c.base is not None), default=0.0)
 
     order = sorted(groups, key=lambda k: (k[0], -base_started(groups[k]), -max(_excess(c) for c in groups[k]),
                                           k[1]))
