@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from zlops import proc
 from zlops.backends import (
     SPECS,
     backend_names,
@@ -18,7 +17,8 @@ from zlops.backends import (
     resolve_backend_name,
 )
 from zlops.errors import BackendUnavailable
-from zlops.telemetry import COLUMNS, CSV_NAME, ERR_NAME, read_csv
+from zlops.host import proc
+from zlops.host.telemetry import COLUMNS, CSV_NAME, ERR_NAME, read_csv
 
 
 @pytest.mark.parametrize(("name", "canonical"), [

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zlops.airflow import device_task_id
 from zlops.airflow.bounds import RUN_KEY, SUITE, text, wants_html, whole
-from zlops.config import Config, config_from_env
+from zlops.config.settings import Config, config_from_env
 from zlops.model import RunRecord
 
 #: The Airflow cookie that holds the UI's JWT (airflow.api_fastapi.auth.tokens COOKIE_NAME_JWT_TOKEN).
@@ -177,7 +177,7 @@ class Pages:
 
         env = jinja2.Environment(loader=jinja2.PackageLoader("zlops.airflow", "templates"),
                                  autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
-        from zlops.partition import fmt_duration
+        from zlops.run.partition import fmt_duration
 
         env.globals.update(link=link, fmt_value=cells.fmt_value, fmt_change=cells.fmt_change,
                            reference_text=cells.reference_text, reference_name=cells.reference_name,
@@ -245,12 +245,12 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
 
     def run_page(request: Request, run: RunRecord) -> HTMLResponse:
         from zlops.model import CompareSummary
-        from zlops.night_views import run_view
         from zlops.report import cells
         from zlops.report.ab_cost import ab_cost_lines
         from zlops.report.html import comparison_tables, flagged_items
         from zlops.report.table import caliber_lines
         from zlops.steps.context import context_for
+        from zlops.triage.night import run_view
 
         store = pages.store()
         run_dir = context_for(pages.config, run.suite, run.run_key).run_dir

@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from zlops.config import Config, ForgeConfig
+from zlops.config.settings import Config, ForgeConfig
 from zlops.forge.check import CheckReport, build_check, changed
 from zlops.forge.client import ForgeError, client_for
 from zlops.redact import redact_text
 from zlops.store.outbox import FORGE_KIND
 
 if TYPE_CHECKING:
-    from zlops.prcompare import PrOutcome
-    from zlops.slack import FlushReport
+    from zlops.forge.prcompare import PrOutcome
+    from zlops.slack.outbox import FlushReport
     from zlops.store import Store
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class ForgeResult:
 
 def check_of(config: Config, outcome: PrOutcome, *, report_path: str | None = None) -> CheckReport:
     """The check of a finished PR compare (its suite must have a ``forge`` section)."""
-    from zlops.prcompare import render
+    from zlops.forge.prcompare import render
 
     plan, req = outcome.plan, outcome.plan.request
     forge = config.suite(req.suite).forge
@@ -114,7 +114,7 @@ def post_outcome(config: Config, store: Store, outcome: PrOutcome, *, secrets: S
 def flush_checks(store: Store, config: Config, secrets: SecretSource = env_secrets, *,
                  now: datetime | None = None) -> FlushReport:
     """Send the checks the outbox holds (see the module docstring)."""
-    from zlops.slack import FlushReport
+    from zlops.slack.outbox import FlushReport
 
     report = FlushReport()
     with store.outbox_lock() as held:
@@ -127,7 +127,7 @@ def flush_checks(store: Store, config: Config, secrets: SecretSource = env_secre
 
 
 def _flush(store: Store, config: Config, secrets: SecretSource, report: FlushReport, now: datetime) -> None:
-    from zlops.slack import MAX_AGE
+    from zlops.slack.outbox import MAX_AGE
 
     down: dict[str, str] = {}
     tokens: dict[str, str | None] = {}

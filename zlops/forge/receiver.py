@@ -12,7 +12,7 @@ are public on purpose: the forge cannot log in to Airflow; the signature is the 
 from collections.abc import Callable
 from typing import Any
 
-from zlops.config import Config
+from zlops.config.settings import Config
 from zlops.forge.deliver import SecretSource, env_secrets
 from zlops.forge.webhook import MAX_BODY, Answer, Receiver, TriggerFn
 
@@ -64,13 +64,13 @@ def local_trigger(config_path: str) -> TriggerFn:
     import threading
     import uuid
 
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
 
     lock = threading.Lock()
 
     def run(conf: dict, label: str) -> None:
-        from zlops.prcompare import report, run_compare
-        from zlops.slack import client_for
+        from zlops.forge.prcompare import report, run_compare
+        from zlops.slack.outbox import client_for
 
         with lock:
             config = load_config(config_path)
@@ -89,7 +89,7 @@ def serve(config_path: str, *, host: str = "127.0.0.1", port: int = 8795) -> Non
     """``zlops forge serve``: the receiver alone under uvicorn, secrets from the environment."""
     import uvicorn
 
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
 
     load_config(config_path)   # a config error stops it here, in one line, not at the first delivery
     app = create_app(lambda: load_config(config_path), trigger=local_trigger(config_path))

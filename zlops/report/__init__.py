@@ -1,8 +1,8 @@
 """Rendering of a run's results: the text compare table, the markdown and HTML reports, trend plots
 and the run's figures (:mod:`.figures`).
 
-Everything here renders data (strings, PNG files); sending them anywhere is :mod:`zlops.slack`'s
-job (:mod:`zlops.announce` decides what). matplotlib is only imported when a plot is drawn.
+Everything here renders data (strings, PNG files); sending them anywhere is :mod:`zlops.slack.outbox`'s
+job (:mod:`zlops.slack.announce` decides what). matplotlib is only imported when a plot is drawn.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Airflow task           call                                        module
 ``env``                :func:`zlops.steps.prepare.env`               worktree + venv, tonight's partition plan
 ``run_<pool>_<dev>``   :func:`zlops.steps.run_device.run_device`     one benchmark process on one device
 ``ingest``             :func:`zlops.steps.ingest.ingest`             every planned shard has a stored record
-``compare``            :func:`zlops.steps.compare.compare`           verdicts of every series (zlops.evidence)
+``compare``            :func:`zlops.steps.compare.compare`           verdicts of every series (zlops.judge.evidence)
 ``confirm_<pool>``     :func:`zlops.steps.confirm.confirm_pool`      same-device A/B of the pool's suspects
 ``report``             :func:`zlops.steps.report.report`             tables, figures, alerts, Slack
 ``promote_baseline``   :func:`zlops.steps.promote.promote`           accept the run as a baseline (or not)
@@ -16,7 +16,7 @@ Airflow task           call                                        module
 
 :mod:`zlops.steps.context` holds the run context (config, suite, run key, commit, devices) that every
 step after fetch rebuilds from the store, so a task retried on another worker rebuilds what it needs;
-it imports no step. ``zlops nightly`` (:func:`zlops.nightly.run_nightly`) runs the same calls in one
+it imports no step. ``zlops nightly`` (:func:`zlops.steps.nightly.run_nightly`) runs the same calls in one
 process. Every step is idempotent for a given run key: a retried task updates rows, never adds them.
 
 This package's ``__init__`` imports nothing, so a module that needs only the context (sharding,

@@ -1,0 +1,1 @@
+"""The regression alert: its lifecycle and what it says (docs/design/layers.md)."""

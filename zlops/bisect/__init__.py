@@ -1,0 +1,1 @@
+"""Bisection of a confirmed regression (docs/design/layers.md)."""

@@ -1,0 +1,1 @@
+"""Collective campaigns: gang shards of one case on P devices (docs/design/layers.md)."""

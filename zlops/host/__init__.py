@@ -1,0 +1,1 @@
+"""What zlops does on the machine it runs on (docs/design/layers.md)."""

@@ -1,0 +1,1 @@
+"""Running benchmark shards on devices, and everything a run needs on the host (docs/design/layers.md)."""

@@ -1,0 +1,1 @@
+"""The data behind the triage pages and the digest (docs/design/layers.md)."""
