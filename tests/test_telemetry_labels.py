@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from zlops.host.telemetry import clock_axis_label, clock_label, clock_name
+from zlops.backends.clocks import clock_axis_label, clock_label, clock_name
 from zlops.model import BaselinePoint, Comparison, HistoryPoint, Judgement, Summary, Verdict
 from zlops.report.figures import telemetry_timeline
 from zlops.report.markdown import telemetry_line

@@ -11,26 +11,13 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from zlops.backends.spec import BackendSpec
 from zlops.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """What a backend is, as data: nothing here touches a device."""
-
-    name: str
-    aliases: tuple[str, ...]
-    visibility_env: str | None          # None: the backend pins nothing (cpu)
-    query_command: tuple[str, ...] | None
-    supports_graph_capture: bool
-    default_timer: str                  # "graph" | "direct"
-    module: str
 
 
 SPECS: dict[str, BackendSpec] = {

@@ -12,7 +12,7 @@ from zlops.errors import ZlopsError
 from zlops.host.telemetry import TelemetrySampler
 
 if TYPE_CHECKING:
-    from zlops.backends import BackendSpec
+    from zlops.backends.spec import BackendSpec
 
 log = logging.getLogger(__name__)
 

@@ -36,11 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zlops.host.telemetry import PollingSampler, TelemetrySample, TelemetrySampler
+from zlops.host.telemetry import CONTENTION_FILE, PollingSampler, TelemetrySample, TelemetrySampler
 
 log = logging.getLogger(__name__)
 
-CONTENTION_FILE = "contention.json"
 #: a read this soon after the previous one is too short a window for a CPU share
 _MIN_WINDOW_S = 0.2
 _TOP = 5
@@ -390,14 +389,6 @@ def merge_contention(out_dir: Path, values: Mapping[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
     os.replace(tmp, path)
-
-
-def read_contention(out_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((out_dir / CONTENTION_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 # --- foreign processes on an accelerator --------------------------------------------------------

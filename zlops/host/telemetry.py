@@ -5,11 +5,13 @@ mem_used_mib, and the host beside the benchmark (the cpu backend; :mod:`zlops.ho
 foreign_cpu_pct (other processes' CPU, % of one CPU), steal_pct (empty cell = not reported).
 Telemetry is evidence: a missing or unpermitted sampler writes its reason to ``telemetry.err`` and the
 benchmark runs unchanged; whether a contended run can be judged is :mod:`zlops.host.contention`'s call.
+What each backend calls its clock is :mod:`zlops.backends.clocks`' (this module imports no backend).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import stat
 import statistics
@@ -26,6 +28,8 @@ COLUMNS = ("timestamp", "index", "sm_clock_mhz", "mem_clock_mhz", "temp_c", "pow
            "load1", "foreign_cpu_pct", "steal_pct")
 CSV_NAME = "telemetry.csv"
 ERR_NAME = "telemetry.err"
+#: what the contention watch keeps beside the CSV (:mod:`zlops.host.contention` writes it)
+CONTENTION_FILE = "contention.json"
 
 
 @dataclass(frozen=True)
@@ -149,34 +153,6 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return rows
 
 
-#: What each backend's ``sm_clock_mhz`` column measures (one registry; every rendering asks it): a
-#: CPU pool's clock is the CPU's, an Ascend NPU's the AI Core's, the GPUs' the streaming multiprocessors'.
-CLOCK_NAMES: dict[str, str] = {"cpu": "CPU", "cuda": "SM", "musa": "SM", "rocm": "SM", "ascend": "AI Core"}
-
-
-def clock_name(backend: str | None) -> str:
-    """``CPU``, ``SM`` or ``AI Core`` for a backend (or an alias of one); ``device`` when unknown."""
-    if not backend:
-        return "device"
-    from zlops.backends import resolve_backend_name
-    from zlops.errors import BackendUnavailable
-
-    try:
-        return CLOCK_NAMES.get(resolve_backend_name(backend), "device")
-    except BackendUnavailable:
-        return "device"
-
-
-def clock_label(backend: str | None) -> str:
-    """The clock in prose: ``CPU clock``, ``SM clock``, ``AI Core clock``."""
-    return f"{clock_name(backend)} clock"
-
-
-def clock_axis_label(backend: str | None) -> str:
-    """The clock on a figure's axis: ``CPU MHz``, ``SM MHz``, ``AI Core MHz``."""
-    return f"{clock_name(backend)} MHz"
-
-
 #: a sample counts as "busy" when the device reports at least this utilization
 BUSY_UTIL_PCT = 5.0
 
@@ -226,8 +202,6 @@ def summarize_dir(out_dir: Path) -> dict[str, Any]:
     """The shard's summary: its telemetry.csv, what the contention watch kept (``contention.json``:
     the run's mean foreign CPU, the busiest foreign processes, foreign device processes), and the
     reason telemetry is missing (``telemetry.err``)."""
-    from zlops.host.contention import CONTENTION_FILE, read_contention
-
     for name in (CSV_NAME, ERR_NAME, CONTENTION_FILE):  # a benchmark may have put a FIFO there: never block on it
         try:
             if not stat.S_ISREG((out_dir / name).lstat().st_mode):
@@ -241,3 +215,12 @@ def summarize_dir(out_dir: Path) -> dict[str, Any]:
     if err.exists():
         summary["error"] = err.read_text(encoding="utf-8", errors="replace").strip()[-500:]
     return summary
+
+
+def read_contention(out_dir: Path) -> dict[str, Any]:
+    """The shard's ``contention.json`` as written by :mod:`zlops.host.contention` ({} when absent or unreadable)."""
+    try:
+        data = json.loads((out_dir / CONTENTION_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

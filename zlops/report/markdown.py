@@ -12,7 +12,7 @@ from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
-from zlops.host.telemetry import clock_label
+from zlops.backends.clocks import clock_label
 from zlops.model import (
     CompareSummary,
     Comparison,

@@ -26,7 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from zlops.host.telemetry import CSV_NAME, clock_axis_label, clock_label, read_csv
+from zlops.backends.clocks import clock_axis_label, clock_label
+from zlops.host.telemetry import CSV_NAME, read_csv
 from zlops.model import CompareSummary, HistoryPoint, ShardOutcome, ShardStatus, Verdict
 from zlops.store import Store
 
