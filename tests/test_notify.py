@@ -26,14 +26,12 @@ from zlops.model import (
     Summary,
     Verdict,
 )
-from zlops.slack.notify import (
+from zlops.slack.notify import NotifyResult
+from zlops.slack.outbox import RETRY_COUNT, client_from_env, send_message
+from zlops.slack.summary import (
     MAX_BLOCKS,
     MAX_SECTION_CHARS,
-    RETRY_COUNT,
     AlertDigest,
-    NotifyResult,
-    client_from_env,
-    send_message,
     slack_summary_messages,
     slack_summary_payload,
 )

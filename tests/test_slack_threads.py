@@ -27,8 +27,7 @@ from zlops.model import (
 )
 from zlops.report.night_figures import RunFigures
 from zlops.slack.announce import AnnounceResult, alert_digest, announce, announce_human_change, update_alerts
-from zlops.slack.notify import client_from_env
-from zlops.slack.outbox import RETRY_COUNT, SlackSender, flush_outbox, with_retries
+from zlops.slack.outbox import RETRY_COUNT, SlackSender, client_from_env, flush_outbox, with_retries
 from zlops.store import Store
 
 CHANNEL = "#perf-nightly"

@@ -1,8 +1,8 @@
 """What a notifier leaves behind: :class:`NotifyResult` and the ``slack_payload.json`` record.
 
 Sending is :mod:`zlops.slack.outbox`'s job (the one gateway: the outbox, the client factory
-:func:`~zlops.slack.outbox.client_from_env`, retries, redaction; re-exported here for old imports). The
-nightly summary itself is rendered by :mod:`zlops.slack.summary` (re-exported here).
+:func:`~zlops.slack.outbox.client_from_env`, retries, redaction), and the nightly summary is rendered by
+:mod:`zlops.slack.summary`; this module imports neither (the outbox records its results with it).
 """
 
 from __future__ import annotations
@@ -15,22 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zlops.slack.outbox import RETRY_COUNT, client_from_env, redact, send_message
-from zlops.slack.summary import (
-    MAX_BLOCKS,
-    MAX_HEADER_CHARS,
-    MAX_SECTION_CHARS,
-    AlertDigest,
-    SummaryMessages,
-    slack_summary_messages,
-    slack_summary_payload,
-)
-
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_BLOCKS", "MAX_HEADER_CHARS", "MAX_SECTION_CHARS", "RETRY_COUNT", "AlertDigest", "NotifyResult",
-           "SummaryMessages", "client_from_env", "redact", "send_message", "slack_summary_messages",
-           "slack_summary_payload", "write_payload"]
+__all__ = ["PAYLOAD_FILE", "NotifyResult", "write_payload"]
 
 PAYLOAD_FILE = "slack_payload.json"
 PAYLOAD_SCHEMA_VERSION = 1
