@@ -48,7 +48,7 @@ from zlops.model import CaseResult, Comparison, ShardStatus
 from zlops.run.runner import ShardSpec, run_shard
 
 if TYPE_CHECKING:
-    from zlops.judge.confirm import PoolBudget
+    from zlops.judge.budget import PoolBudget
     from zlops.steps.context import Prepared, RunContext
 
 T = TypeVar("T")
@@ -135,12 +135,12 @@ def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost:
 
 def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison], *,
                 spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
-    """The budget of a campaign pool's A/B (:func:`zlops.judge.confirm.budget_seconds`: the larger of
+    """The budget of a campaign pool's A/B (:func:`zlops.judge.budget.budget_seconds`: the larger of
     ``noise.ab_budget_share`` of tonight's campaign device-seconds on the pool and ``noise.ab_budget_floor_s``
     on each of the pool's devices, or ``noise.ab_budget_s``), less ``spent_s`` (the pool's A/Bs against other
     baseline commits tonight) and ``kept_s`` (kept for its later ones), and the suspects it can afford
     (:func:`choose`; ``ordered`` is most severe first)."""
-    from zlops.judge.confirm import PoolBudget, budget_seconds, less_spent
+    from zlops.judge.budget import PoolBudget, budget_seconds, less_spent
 
     cfg = ctx.config.noise
     run = ctx.store.get_run(ctx.run_key)
@@ -210,7 +210,7 @@ def realised_factor(ctx: RunContext, pool: str) -> tuple[float, str]:
     more device-seconds than the night's (P=1 shards packed side by side on two CPU "devices" slow each
     other, and a night's shards ran beside other lanes' too), so an A/B chosen to afford 5 pairs stopped
     at 4, where no rank test can decide."""
-    from zlops.judge.confirm import COST_HISTORY_RUNS
+    from zlops.judge.budget import COST_HISTORY_RUNS
     from zlops.steps.context import open_store
 
     ratios = []
