@@ -13,8 +13,8 @@ from forge_helpers import HEAD, outcome, row, secrets_for
 
 from zlops.config.settings import Config
 from zlops.forge.check import changed, conclude
-from zlops.forge.deliver import flush_checks, post_outcome
-from zlops.forge.prcompare import render
+from zlops.forge.deliver import flush_checks
+from zlops.forge.prcompare import post_outcome, render
 from zlops.model import Verdict
 from zlops.steps.context import open_store
 

@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zlops import __version__
 from zlops.config.settings import Config
@@ -49,6 +49,11 @@ from zlops.run.runner import ShardSpec, run_shard
 from zlops.steps.cleanup import cleanup
 from zlops.steps.context import Prepared, RunContext, make_run_key, open_store
 from zlops.steps.prepare import prepare
+
+if TYPE_CHECKING:
+    from zlops.forge.check import CheckReport
+    from zlops.forge.deliver import ForgeResult, SecretSource
+    from zlops.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -558,6 +563,43 @@ def render(config: Config, outcome: PrOutcome, *, shown: Any = None) -> str:
                           errors=outcome.errors, shown=shown)
 
 
+def check_of(config: Config, outcome: PrOutcome, *, report_path: str | None = None) -> CheckReport:
+    """The check of a finished PR compare (its suite must have a ``forge`` section)."""
+    from zlops.forge.check import build_check, changed
+
+    plan, req = outcome.plan, outcome.plan.request
+    forge = config.suite(req.suite).forge
+    if forge is None:
+        raise ValueError(f"suite {req.suite} has no forge section")
+    rows = [c for rows in outcome.comparisons.values() for c in rows]
+    table = render(config, outcome, shown=changed)
+    return build_check(suite=req.suite, name=forge.check_name, fail_on=forge.fail_on, head_sha=plan.head_sha,
+                       ref=req.ref, rows=rows, table=table, errors=outcome.errors, compared=plan.mode == "compare",
+                       run_key=plan.head_key, links_url=forge.links_url, report_path=report_path, pr=req.pr)
+
+
+def post_outcome(config: Config, store: Store, outcome: PrOutcome, *, secrets: SecretSource | None = None,
+                 report_path: str | None = None) -> ForgeResult | None:
+    """Queue the compare's check in the outbox and flush (:func:`zlops.forge.deliver.flush_checks`); None
+    when the suite has no forge section. ``secrets``: :func:`zlops.forge.deliver.env_secrets` unless given.
+    Never raises for the forge: a failed post stays in the outbox."""
+    from zlops.forge.deliver import ForgeResult, channel_of, env_secrets, flush_checks
+    from zlops.store.outbox import FORGE_KIND
+
+    forge = config.suite(outcome.plan.request.suite).forge
+    if forge is None:
+        return None
+    check = check_of(config, outcome, report_path=report_path)
+    note = store.queue_notification(outcome.plan.head_key, FORGE_KIND, channel_of(forge), check.to_payload())
+    flush_checks(store, config, secrets or env_secrets)
+    (item,) = store.outbox_items(ids=[note])
+    if item.status == "sent":
+        return ForgeResult("sent", check, note, posted=item.result)
+    if item.attempts == 0:
+        return ForgeResult("written", check, note, error=item.last_error or "no token: waiting in the outbox")
+    return ForgeResult("failed", check, note, error=item.last_error)
+
+
 def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None, forge_secrets: Any = None) -> PrReport:
     """Save the report (text and markdown) in the run's artifacts and send it to Slack through the outbox
     (zlops.slack.outbox: retried like every message; kept for the next flush when Slack is down); with a
@@ -585,9 +627,7 @@ def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None, forg
                           channel=channel, payload=payload, fallback_dir=run_dir)
     forge = None
     if suite_forge := config.suite(plan.request.suite).forge:
-        from zlops.forge.deliver import env_secrets, post_outcome
-
-        forge = post_outcome(config, store, outcome, secrets=forge_secrets or env_secrets, report_path=str(md))
+        forge = post_outcome(config, store, outcome, secrets=forge_secrets, report_path=str(md))
         log.info("PR compare check %s (%s) on %s: %s", suite_forge.check_name, forge.check.conclusion if forge else "",
                  plan.head_sha[:12], forge.status if forge else "")
     return PrReport(text, md, result, forge)
