@@ -512,9 +512,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_forge_serve(args: argparse.Namespace) -> int:
-    from zlops.forge.receiver import serve
+    from zlops.forge.receiver import local_trigger, serve
 
-    serve(str(_found_config(args).path), host=args.host, port=args.port)
+    config_path = str(_found_config(args).path)
+    try:  # Airflow installed: a zlops_pr_compare run, as `airflow dags trigger`; else the compare in-process
+        from zlops.airflow.forge import trigger_pr_compare
+
+        trigger = trigger_pr_compare
+    except ImportError:
+        trigger = local_trigger(config_path)
+    serve(config_path, host=args.host, port=args.port, trigger=trigger)
     return EXIT_OK
 
 
