@@ -23,7 +23,7 @@ _KEY = text(250, what="a run key")
 
 def add_night_routes(app: FastAPI, pages: Any) -> None:
     """Register the matrix, coverage and trust pages on ``app``."""
-    from zlops.airflow.ui import link
+    from zlops.airflow.web import link
 
     def pick_suite(suite: str | None) -> tuple[str, list[str]]:
         names = sorted(pages.config.suites)

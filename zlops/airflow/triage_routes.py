@@ -72,7 +72,7 @@ def flush_outbox_now(config: Any) -> None:
 def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
                       authorize: Callable[[Any, str], bool]) -> None:
     """Register the inbox, its action, the series and cross-backend pages and the plotly bundle on ``app``."""
-    from zlops.airflow.ui import check_csrf, csrf_token, link, user_name
+    from zlops.airflow.web import check_csrf, csrf_token, link, user_name
 
     @app.get("/alerts", response_class=HTMLResponse)
     def alerts_page(request: Request, user: Any = Depends(user_dep), suite: str | None = Query(None, **SUITE),
