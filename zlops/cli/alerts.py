@@ -38,10 +38,10 @@ def _line(a: Alert) -> str:
 
 def cmd_alert_list(args: argparse.Namespace) -> int:
     from zlops.alerts.lifecycle import OPEN_STATES
-    from zlops.cli.app import EXIT_OK, _config
+    from zlops.cli.common import EXIT_OK, config_of
     from zlops.steps.context import open_store
 
-    store = open_store(_config(args), read_only=True)
+    store = open_store(config_of(args), read_only=True)
     alerts = store.alerts(suite=args.suite, states=None if args.all else OPEN_STATES, limit=args.limit)
     for a in alerts:
         print(_line(a))
@@ -52,10 +52,10 @@ def cmd_alert_list(args: argparse.Namespace) -> int:
 
 def cmd_alert_show(args: argparse.Namespace) -> int:
     from zlops.alerts.explain import alert_attribution
-    from zlops.cli.app import EXIT_OK, _config
+    from zlops.cli.common import EXIT_OK, config_of
     from zlops.steps.context import open_store
 
-    config = _config(args)
+    config = config_of(args)
     store = open_store(config, read_only=True)
     alert = store.alert(args.id)
     print(_line(alert))
@@ -75,12 +75,12 @@ def cmd_alert_show(args: argparse.Namespace) -> int:
 
 
 def cmd_alert_set(args: argparse.Namespace) -> int:
-    from zlops.cli.app import EXIT_OK, _config
+    from zlops.cli.common import EXIT_OK, config_of
     from zlops.slack.outbox import client_for, flush_outbox
     from zlops.steps.context import open_store
     from zlops.triage.actions import change_alert
 
-    config = _config(args)
+    config = config_of(args)
     store = open_store(config)
     actor = args.by or os.environ.get("ZLOPS_USER") or getpass.getuser()
     # the same call as the Airflow inbox's buttons: the change and its thread reply in one transaction
@@ -104,11 +104,11 @@ def cmd_alert_set(args: argparse.Namespace) -> int:
 
 def cmd_alert_flush(args: argparse.Namespace) -> int:
     """Send what the outbox holds: exit 0 when it is empty afterwards (or only waits on threads)."""
-    from zlops.cli.app import EXIT_ERROR, EXIT_OK, _config
+    from zlops.cli.common import EXIT_ERROR, EXIT_OK, config_of
     from zlops.slack.outbox import client_for, flush_outbox
     from zlops.steps.context import open_store
 
-    config = _config(args)
+    config = config_of(args)
     forge_failed = False
     if any(s.forge is not None for s in config.suites.values()):  # checks on pull requests (zlops.forge)
         from zlops.forge.deliver import flush_checks
@@ -129,7 +129,7 @@ def cmd_alert_flush(args: argparse.Namespace) -> int:
 
 def add_alert_parser(sub: Any) -> None:
     """Register ``zlops alert ...`` on the top-level subparsers."""
-    from zlops.cli.app import positive
+    from zlops.cli.common import positive
 
     al = sub.add_parser("alert", help="regression alerts: list them, ack / expected / false-positive / wontfix")
     alsub = al.add_subparsers(dest="alert_command", required=True)

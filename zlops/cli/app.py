@@ -19,7 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zlops import __version__
-from zlops.config.path import CONFIG_HELP, DEMO_HOME, ENV_VAR, FoundConfig, find_config
+from zlops.cli.common import (
+    EXIT_CALIBER,
+    EXIT_ERROR,
+    EXIT_FLAGGED,
+    EXIT_OK,
+    EXIT_SHARDS,
+    EXIT_USAGE,
+    config_name,
+    config_of,
+    found_config,
+    positive,
+)
+from zlops.config.path import CONFIG_HELP, DEMO_HOME
 from zlops.errors import (
     BackendUnavailable,
     CaliberMismatch,
@@ -38,7 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zlops.cli.app")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FLAGGED, EXIT_CALIBER, EXIT_SHARDS = 0, 1, 2, 3, 4, 5
 #: when several apply, the first of these wins
 NIGHTLY_EXIT_PRIORITY = (EXIT_ERROR, EXIT_CALIBER, EXIT_FLAGGED, EXIT_SHARDS, EXIT_OK)
 NIGHTLY_EXIT_HELP = ("exit codes: 0 every shard measured and nothing matched --fail-on; 1 a suite produced no "
@@ -57,31 +68,6 @@ def _setup_logging(verbose: int, interactive: bool) -> None:
             handler.addFilter(RedactingFilter())
     if verbose < 2:  # schema migrations narrate every plugin at INFO; only their warnings matter here
         logging.getLogger("alembic").setLevel(logging.WARNING)
-
-
-def _found_config(args: argparse.Namespace) -> FoundConfig:
-    """The config a command reads: ``--config``, else ``$ZLOPS_CONFIG``, else the first of the files
-    :func:`zlops.config.path.find_config` searches (said once on stderr, so a run never reads a config
-    nobody named without saying which)."""
-    found = getattr(args, "_found_config", None)
-    if found is None:
-        found = find_config(getattr(args, "config", None))
-        args._found_config = found
-        if found.searched:
-            print(f"zlops: config {found.path} (found without --config or ${ENV_VAR})", file=sys.stderr)
-    return found
-
-
-def _config(args: argparse.Namespace):
-    from zlops.config.settings import load_config
-
-    return load_config(_found_config(args).path)
-
-
-def config_name(args: argparse.Namespace) -> str:
-    """The config file a command read, for messages."""
-    found = getattr(args, "_found_config", None)
-    return str(found.path) if found is not None else str(args.config or os.environ.get(ENV_VAR) or "the config")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -140,7 +126,7 @@ def _nightly(args: argparse.Namespace) -> int:
     from zlops.slack.outbox import client_for
     from zlops.steps.nightly import run_nightly
 
-    config = _config(args)
+    config = config_of(args)
     if args.allow_caliber_mismatch:
         config = config.model_copy(update={"allow_caliber_mismatch": True})
     suites = [args.suite] if args.suite else sorted(config.suites)
@@ -175,7 +161,7 @@ def _nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = config_of(args)
     print(f"ok: {len(config.pools)} pools, {len(config.suites)} suites; home {config.home}; "
           f"database {redact_url(config.database_url)}")
     for name, suite in sorted(config.suites.items()):
@@ -187,7 +173,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from zlops.steps.context import open_store
 
-    store = open_store(_config(args))
+    store = open_store(config_of(args))
     print(f"schema at revision {store.current_revision()}")
     return EXIT_OK
 
@@ -198,7 +184,7 @@ def cmd_store_check(args: argparse.Namespace) -> int:
     from zlops.store.health import check_store
     from zlops.store.retry import RetryPolicy
 
-    config = _config(args)
+    config = config_of(args)
     store = Store.open(config.database_url, migrate=False, check=False,
                        retry=RetryPolicy(total_s=min(5.0, config.database_retry_s)), connect_timeout_s=5)
     try:
@@ -214,7 +200,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from zlops.model import shown_run_status
     from zlops.steps.context import open_store
 
-    config = _config(args)
+    config = config_of(args)
     store = open_store(config, read_only=True)
     runs = store.list_runs(suite=args.suite, limit=args.limit)
     shards = store.shard_statuses([run.run_key for run in runs]) if runs else {}
@@ -238,7 +224,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from zlops.steps.context import context_for, open_store
     from zlops.steps.report import report
 
-    config = _config(args)
+    config = config_of(args)
     run = open_store(config).get_run(args.run_key)
     if run is None:
         raise ZlopsError(f"unknown run {args.run_key!r}; list runs with `zlops runs`")
@@ -288,7 +274,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_airflow_pools(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = config_of(args)
     if args.dry_run:
         from zlops.airflow.pools import planned_pools
 
@@ -334,22 +320,6 @@ def _run_label(text: str) -> str:
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text
-
-
-def positive(kind: type[int] | type[float], *, zero: bool = False):
-    """An argparse type: a number of ``kind`` above 0 (or at least 0 with ``zero``)."""
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or value < 0 or (value == 0 and not zero) or value != value:
-            what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {what} {'>= 0' if zero else '> 0'}, got {text!r}")
-        return value
-
-    parse.__name__ = f"positive {kind.__name__}"
-    return parse
 
 
 def _device_list(text: str) -> list[int]:
@@ -490,7 +460,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from zlops.model import Verdict
     from zlops.slack.outbox import client_for
 
-    config = _config(args)
+    config = config_of(args)
     conf: dict[str, object] = {"suite": args.suite, "ref": args.ref, "pairs": args.pairs}
     for key in ("devices", "rounds", "pool", "pr"):
         if getattr(args, key) is not None:
@@ -514,7 +484,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_forge_serve(args: argparse.Namespace) -> int:
     from zlops.forge.receiver import local_trigger, serve
 
-    config_path = str(_found_config(args).path)
+    config_path = str(found_config(args).path)
     try:  # Airflow installed: a zlops_pr_compare run, as `airflow dags trigger`; else the compare in-process
         from zlops.airflow.forge import trigger_pr_compare
 
@@ -529,9 +499,9 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     from zlops.steps.rescore import rescore, show_lines
 
     if args.show:
-        print("\n".join(show_lines(_config(args), args.run_key)))
+        print("\n".join(show_lines(config_of(args), args.run_key)))
         return EXIT_OK
-    result = rescore(_config(args), args.run_key)
+    result = rescore(config_of(args), args.run_key)
     print("\n".join(result.lines()))
     return EXIT_OK
 

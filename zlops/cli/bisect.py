@@ -21,7 +21,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from zlops.bisect import messages as bisect_messages
     from zlops.bisect.run import NothingToBisect, bisect_alert, validate_alert_id
     from zlops.bisect.search import State
-    from zlops.cli.app import EXIT_OK, EXIT_USAGE, _config
+    from zlops.cli.common import EXIT_OK, EXIT_USAGE, config_of
     from zlops.errors import ZlopsError
     from zlops.slack.outbox import client_for, flush_outbox
     from zlops.steps.context import open_store
@@ -31,7 +31,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     except ZlopsError as exc:
         print(f"zlops: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    config = _config(args)
+    config = config_of(args)
     try:
         out = bisect_alert(config, alert_id)
     except NothingToBisect as exc:

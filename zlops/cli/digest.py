@@ -29,12 +29,12 @@ def _until(text: str | None) -> datetime | None:
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
-    from zlops.cli.app import EXIT_ERROR, EXIT_OK, EXIT_USAGE, _config
+    from zlops.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, config_of
     from zlops.slack.outbox import client_for
     from zlops.steps.context import open_store
     from zlops.triage.trust import ledger, ledger_lines, post_digest
 
-    config = _config(args)
+    config = config_of(args)
     if args.suite and args.suite not in config.suites:
         print(f"zlops: unknown suite {args.suite!r}; the config has: {', '.join(sorted(config.suites))}",
               file=sys.stderr)
