@@ -5,6 +5,9 @@ plain data (name, aliases, visibility variable, query command, capabilities); th
 enumerates, pins and samples lives in ``zlops.backends.<name>`` and is imported only when that
 backend is used, so no vendor SDK is imported at package import time.
 Anchors: FlagGems ``runtime/backend/_<vendor>/__init__.py`` vendor descriptors; asv ``environment.py``.
+
+May import: host (the subprocess gateway, telemetry samplers, contention) and the vocabulary; the config and
+everything above use it (the layers in docs/design/layers.md; tests/test_layers.py enforces them).
 """
 
 from __future__ import annotations

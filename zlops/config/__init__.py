@@ -5,6 +5,10 @@ turns pydantic's report into sentences, :mod:`.path` finds the file a command re
 stays light (the CLI imports :mod:`.path` at start, without pydantic) and hands the public names of
 ``zlops.config`` on from :mod:`.settings` on first use, so ``from zlops.config import
 config_from_env`` in a DAG file keeps working.
+
+May import: backends, :mod:`zlops.bisect.search`, host, formats, kernels and the vocabulary (it validates
+against them); never the store or anything above (the layers in docs/design/layers.md; tests/test_layers.py
+enforces them).
 """
 
 from __future__ import annotations
