@@ -1,10 +1,10 @@
 """Airflow's per-task overhead: what a task costs beyond calling the zlops function it wraps.
 
-A DAG of N chained tasks, each ONE call of a trivial zlops function (``zlops.partition.lower_bound``
+A DAG of N chained tasks, each ONE call of a trivial zlops function (``zlops.run.partition.lower_bound``
 on one value: microseconds), so everything measured is overhead:
 
 - **direct, in process**: the call itself, N times in this process.
-- **direct, fresh process**: ``python -c "<import zlops.partition; call>"``, the floor for any
+- **direct, fresh process**: ``python -c "<import zlops.run.partition; call>"``, the floor for any
   process-per-task executor (Python start-up + the zlops import).
 - **dag.test()**: Airflow's in-process debug runner (SQLite metadata); wall time over N, and each
   task instance's own start->end.
@@ -49,7 +49,7 @@ DAG_FILE = textwrap.dedent('''
 
     @task
     def step(i: int) -> int:
-        from zlops.partition import lower_bound
+        from zlops.run.partition import lower_bound
 
         return int(lower_bound([float(i)], 1))
 
@@ -74,7 +74,7 @@ DAG_TEST = textwrap.dedent('''
 
 
 def _direct(n: int) -> dict[str, float]:
-    from zlops.partition import lower_bound
+    from zlops.run.partition import lower_bound
 
     t0 = time.perf_counter()
     for i in range(n):
@@ -83,7 +83,7 @@ def _direct(n: int) -> dict[str, float]:
     fresh = []
     for _ in range(5):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "from zlops.partition import lower_bound; lower_bound([1.0], 1)"],
+        subprocess.run([sys.executable, "-c", "from zlops.run.partition import lower_bound; lower_bound([1.0], 1)"],
                        check=True)
         fresh.append(time.perf_counter() - t0)
     return {"in_process_s": in_process, "fresh_process_s": statistics.median(fresh)}
@@ -114,7 +114,7 @@ def _gap_parts(tis: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _dag_test(n: int, dags: Path, root: Path) -> dict[str, Any]:
-    from zlops.proc import build_env
+    from zlops.host.proc import build_env
 
     env = {**build_env(), "AIRFLOW_HOME": str(root / "dagtest"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__DAGS_FOLDER": str(dags), "ZLOPS_OVERHEAD_TASKS": str(n),
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_celery:
             res["celery"] = _celery(args.tasks, dags, root)
     d = res["direct"]
-    print(f"{args.tasks} chained tasks, each one call of zlops.partition.lower_bound")
+    print(f"{args.tasks} chained tasks, each one call of zlops.run.partition.lower_bound")
     print(f"direct: {d['in_process_s'] * 1e6:.1f} us in process; "
           f"{d['fresh_process_s']:.2f} s in a fresh python process")
     for name in ("dag_test", "celery"):

@@ -8,7 +8,7 @@ of unchanged code on one idle H200, 11 kernels x 2 timers = 22 series, one value
 
 What is real and what is simulated:
 
-- **The search is the product's**: :func:`zlops.bisect.bisect_range` with the config's defaults
+- **The search is the product's**: :func:`zlops.bisect.search.bisect_range` with the config's defaults
   (``bisect:`` in docs/config.md): reproduce the ends, steps with adaptive pairs judged by the
   bootstrap CI against a line half-way between the two levels, skips, verify against the parent.
 - **Each benchmark process is a real H200 process value**: a run of any commit draws one of the
@@ -46,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zlops.bisect import Allowance, BisectPolicy, State, Target, bisect_range, builds_bound
-from zlops.config import BisectConfig
+from zlops.bisect.search import Allowance, BisectPolicy, State, Target, bisect_range, builds_bound
+from zlops.config.settings import BisectConfig
 from zlops.stats import Policy, is_measurable, noise_model
 
 HERE = Path(__file__).resolve().parent

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from zlops import envs, gitops
 from zlops.demo import create_upstream
+from zlops.host import envs, gitops
 
 
 def _worktree(mirror: gitops.Mirror, sha: str, root: Path, name: str) -> Path:

@@ -46,12 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zlops.config import Config, parse_config
-from zlops.contention import shard_invalid_reason
+from zlops.config.settings import Config, parse_config
 from zlops.demo import SUITE, create_upstream, demo_config_data
+from zlops.host.contention import shard_invalid_reason
+from zlops.host.telemetry import summarize_dir
 from zlops.model import Comparison, ShardStatus, Verdict
 from zlops.report import cells
-from zlops.telemetry import summarize_dir
 
 JUDGED = {Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE,
           Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED}
@@ -189,8 +189,8 @@ def check_night(config: Config, result: Any, tally: Tally) -> None:
 
 def run_scenario(work: Path, scenario: str, *, judge: str, wait_s: float, rounds: int, workers: int) -> Tally:
     from zlops.cli import main as zlops_main
-    from zlops.nightly import run_nightly
     from zlops.steps.context import open_store
+    from zlops.steps.nightly import run_nightly
 
     tally = Tally(scenario)
     home = work / scenario

@@ -5,7 +5,7 @@ Run:  python benchmarks/kernel_inventory.py [--kernels 100] [--kernel-kib 110] [
 1. ``parse``: :func:`zlops.kernels.triton.parse_cache` of a cache of ``--kernels`` kernels in Triton
    3.x's layout (8 files each; ``--kernel-kib`` per kernel: the real FlagGems capture on the H200 held
    ~1.1 MB for ~10 kernels), cold-ish (first pass) and warm (page cache), median of ``--repeat``.
-2. ``shard``: :func:`zlops.runner.run_shard` of one benchmark process that "compiles" those kernels (and
+2. ``shard``: :func:`zlops.run.runner.run_shard` of one benchmark process that "compiles" those kernels (and
    a launcher module) through Triton's cache protocol (tests/fake_triton, the calls Triton's compiler
    makes: ``get_group`` then ``put`` / ``put_group`` on a miss), spends ``--compile-ms`` of CPU per kernel
    it compiles, and sleeps ``--work-s``; in three variants side by side, their order rotated every
@@ -34,12 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from triton_cache_factory import flaggems_like
 
-from zlops.config import SuiteConfig
+from zlops.config.settings import SuiteConfig
 from zlops.kernels.inventory import Inventory, read_inventory
 from zlops.kernels.providers import TRITON_CACHE_NAME
 from zlops.kernels.seed import SeedPlan
 from zlops.kernels.triton import parse_cache
-from zlops.runner import ShardSpec, run_shard
+from zlops.run.runner import ShardSpec, run_shard
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 FAKE_TRITON = TESTS / "fake_triton"

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from zlops.judge import change_pct, noise_judge
+from zlops.judge.judges import change_pct, noise_judge
 from zlops.model import Thresholds, Verdict
 from zlops.stats import NightResult, Policy, State, confirm_ab, decide
 

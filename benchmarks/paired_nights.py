@@ -7,7 +7,7 @@ night 3, layernorm about -34% at night 5) twice, in alternating order:
   2%/5% rule, the contention gate OFF (with it on, a loaded host makes almost every plain night
   invalid: no verdict at all, the issue's "30 of 30 results invalid");
 - ``paired``: each commit measured beside its baseline commit in interleaved fresh processes and
-  judged from the pairs (zlops.paired), the contention gate ON (it judges each pair's balance).
+  judged from the pairs (zlops.judge.paired), the contention gate ON (it judges each pair's balance).
 
 Optionally a bounded, bursty CPU hog (``--hogs N``: N python busy loops, each on for 1-4 s and off for
 0-3 s at random, for at most ``--hog-s`` seconds, ended at exit) adds load on top of whatever the shared

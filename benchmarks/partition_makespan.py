@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zlops.partition import estimate_weights, hash_partition, lower_bound, lpt
+from zlops.run.partition import estimate_weights, hash_partition, lower_bound, lpt
 
 BATCH = Path(__file__).resolve().parent / "data" / "seed_partition_batch.json"
 

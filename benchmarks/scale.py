@@ -185,7 +185,7 @@ def _rss_mib() -> float:
 
 
 def measure_ingest(url: str, series: int, samples: int, nights: int) -> dict[str, Any]:
-    from zlops.compare import pool_results
+    from zlops.judge.compare import pool_results
     from zlops.model import CaseResult, RunRecord, RunStatus, ShardOutcome, ShardStatus
     from zlops.store import Store
 
@@ -296,8 +296,8 @@ def measure_compare(url: str, series: int, nights: int, window: int) -> dict[str
     """``zlops.compare_step`` then the report step (``zlops.report_step``: figures, markdown, HTML,
     alerts, the Slack payload written to the artifacts) of a fresh night stored through ingest, where
     every 1000th series is 10% slower (git replaced by the ancestry)."""
-    import zlops.gitops as gitops
-    from zlops.config import parse_config
+    import zlops.host.gitops as gitops
+    from zlops.config.settings import parse_config
     from zlops.model import RunRecord, RunStatus, ShardOutcome, ShardStatus
     from zlops.steps.compare import compare as compare_step
     from zlops.steps.context import RunContext

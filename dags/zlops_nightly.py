@@ -13,7 +13,7 @@ from airflow.sdk import DAG
 
 from zlops.airflow.params import nightly_params
 from zlops.airflow.tasks import nightly_pipeline
-from zlops.config import config_from_env
+from zlops.config.settings import config_from_env
 
 config = config_from_env()
 

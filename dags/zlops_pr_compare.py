@@ -14,7 +14,7 @@ from airflow.sdk import DAG
 
 from zlops.airflow.params import pr_compare_params
 from zlops.airflow.pr_tasks import compare, validate
-from zlops.config import config_from_env
+from zlops.config.settings import config_from_env
 
 config = config_from_env()
 suites = sorted(config.suites)

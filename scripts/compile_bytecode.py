@@ -22,8 +22,9 @@ from pathlib import Path
 
 #: what the commands import between them (the nightly, the compare and the report steps load numpy,
 #: scipy, pandas and matplotlib when they run)
-MODULES = ("zlops.cli", "zlops.steps.context", "zlops.triage", "zlops.slack", "zlops.nightly", "zlops.demo",
-           "zlops.prcompare", "zlops.rescore", "zlops.store.migrate", "alembic.command", "alembic.script",
+MODULES = ("zlops.cli.app", "zlops.steps.context", "zlops.triage.actions", "zlops.slack.outbox",
+           "zlops.steps.nightly", "zlops.demo",
+           "zlops.forge.prcompare", "zlops.steps.rescore", "zlops.store.migrate", "alembic.command", "alembic.script",
            "alembic.runtime.migration", "sqlalchemy.dialects.sqlite", "sqlalchemy.dialects.postgresql",
            "zlops.stats", "zlops.stats.frame", "zlops.store.frames", "zlops.report.figures", "scipy.stats",
            "pandas", "matplotlib.pyplot")

@@ -1,4 +1,4 @@
-"""Shard bundles made by hand, laid out as zlops.runner.run_shard leaves them (test_bundle, test_ab)."""
+"""Shard bundles made by hand, laid out as zlops.run.runner.run_shard leaves them (test_bundle, test_ab)."""
 
 from __future__ import annotations
 

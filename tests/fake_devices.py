@@ -1,6 +1,6 @@
 """Put the fake device tools of tests/fakebin on PATH for one test.
 
-zlops runs every tool with an allowlisted environment (zlops.proc.build_env), which drops the fakes'
+zlops runs every tool with an allowlisted environment (zlops.host.proc.build_env), which drops the fakes'
 FAKE_* control variables; tests widen the allowlist for themselves rather than zlops widening it
 for everyone. The interpreter's own directory goes on PATH too, so ``#!/usr/bin/env python3``
 finds a Python even where the system has none.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from zlops import proc
+from zlops.host import proc
 
 FAKEBIN = Path(__file__).resolve().parent / "fakebin"
 

@@ -204,7 +204,7 @@ def kill_quietly(pid: int) -> None:
 
 
 def run_status(config_path: Path, run_key: str) -> str | None:
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
     from zlops.steps.context import open_store
 
     run = open_store(load_config(config_path)).get_run(run_key)

@@ -302,7 +302,7 @@ def scaled_noise_defaults(time_scale: float) -> dict[str, float]:
     """The judge's defaults that are absolute seconds (``noise.*_s`` with a number as default, e.g. the A/B
     budget's floor and ceiling), times ``time_scale``: the production defaults in the replay's time unit, where
     a run lasts ``time_scale`` x the real process. Shares and counts are left alone."""
-    from zlops.config import NoiseConfig
+    from zlops.config.settings import NoiseConfig
 
     out = {}
     for name, fld in NoiseConfig.model_fields.items():

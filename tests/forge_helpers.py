@@ -7,10 +7,10 @@ from typing import Any
 
 from fake_forge import GITHUB_TOKEN, GITLAB_TOKEN
 
-from zlops.config import Config
+from zlops.config.settings import Config
 from zlops.forge.deliver import ForgeSecrets
+from zlops.forge.prcompare import PrOutcome, PrPlan, PrRequest
 from zlops.model import BaselinePoint, Comparison, Figures, Judgement, RunRecord, RunStatus, Summary, Verdict
-from zlops.prcompare import PrOutcome, PrPlan, PrRequest
 from zlops.steps.context import open_store
 
 GH_SECRET = "gh-webhook-secret"

@@ -1,6 +1,6 @@
 """Real git repositories built in a temp dir for the gitops, envs and runner tests.
 
-The tests drive git directly (not through zlops.gitops) so a bug in the code under test cannot
+The tests drive git directly (not through zlops.host.gitops) so a bug in the code under test cannot
 hide itself by also building the fixture.
 """
 

@@ -1,4 +1,4 @@
-"""A fake upstream whose benchmark runs a subset of cases (partitioned suites, zlops.partition).
+"""A fake upstream whose benchmark runs a subset of cases (partitioned suites, zlops.run.partition).
 
 ``bench.py --cases a,b`` runs only those cases (none given: every case); each case sleeps
 ``durations.json[case]`` seconds per round, so the wall time a case costs is known exactly, and

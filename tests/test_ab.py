@@ -1,4 +1,4 @@
-"""zlops.ab.compare_bundles and `zlops ab`: caliber first, pairing, fallback marks, SWITCH_NO_IR_DIFF."""
+"""zlops.judge.ab.compare_bundles and `zlops ab`: caliber first, pairing, fallback marks, SWITCH_NO_IR_DIFF."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from bundle_factory import case, identity, make_bundle
 
-from zlops.ab import NO_IR_DIFF, AbRefused, case_slug, compare_bundles, fingerprint, render_ab
 from zlops.cli import main
-from zlops.config import SuiteConfig
+from zlops.config.settings import SuiteConfig
 from zlops.errors import ParseError, ZlopsError
+from zlops.judge.ab import NO_IR_DIFF, AbRefused, case_slug, compare_bundles, fingerprint, render_ab
 from zlops.model import Verdict
-from zlops.runner import ShardSpec, run_shard
+from zlops.run.runner import ShardSpec, run_shard
 
 BASE = [1.00, 1.01, 0.99, 1.00, 1.02]
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from zlops.alerts import (
+from zlops.alerts.lifecycle import (
     Alert,
     AlertError,
     AlertState,
@@ -198,7 +198,7 @@ def test_a_new_alert_is_cleared_when_its_series_turns_unmeasurable_with_the_reas
 
 
 def test_change_range_is_never_empty_and_prefers_where_the_change_was_first_seen() -> None:
-    from zlops.alerts import change_range, previous_commit, series_ranges
+    from zlops.alerts.lifecycle import change_range, previous_commit, series_ranges
 
     prev = "0" * 40
     assert change_range(HEAD_SHA, HEAD_SHA, prev) == "0000000..2222222"   # baseline = tonight's own commit

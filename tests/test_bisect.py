@@ -1,4 +1,4 @@
-"""The bisection search (zlops.bisect) with a fake measurer: positions, skips, unclear steps, resume, budget."""
+"""The bisection search (zlops.bisect.search) with a fake measurer: positions, skips, unclear steps, resume, budget."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from zlops.bisect import (
+from zlops.bisect.search import (
     Allowance,
     BisectPolicy,
     BuildFailed,
@@ -264,7 +264,7 @@ def test_the_shift_ci_is_exact_and_distribution_free() -> None:
 
 
 def test_unclear_steps_extend_then_retest_before_skipping() -> None:
-    from zlops.bisect import worth_extending
+    from zlops.bisect.search import worth_extending
 
     cs = commits(8)
     # commit 4 lands on both levels run by run: its step stays unclear at 24 pairs, the projection says
@@ -314,7 +314,7 @@ def test_unclear_steps_extend_then_retest_before_skipping() -> None:
 
 
 def test_policy_and_config_refuse_a_statistic_that_cannot_decide() -> None:
-    from zlops.config import BisectConfig
+    from zlops.config.settings import BisectConfig
 
     with pytest.raises(ValueError, match="at least 5 pairs"):
         BisectPolicy(confidence=0.99, max_pairs=4, extend_pairs=4)

@@ -2,7 +2,7 @@
 
 The recorded bisection ran `zlops bisect` on a real H200 over 8 first-parent FlagGems commits and found
 "abs: compute twice". Its stored steps hold every benchmark process's value; replaying them through the
-product's search (:func:`zlops.bisect.bisect_range`, the proof's policy) must take the same steps to the
+product's search (:func:`zlops.bisect.search.bisect_range`, the proof's policy) must take the same steps to the
 same verified culprit with the same builds, and the alert page's culprit block must show it.
 """
 
@@ -13,7 +13,8 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from zlops.bisect import (
+from zlops.bisect.messages import culprit_block
+from zlops.bisect.search import (
     Allowance,
     Bisection,
     BisectPolicy,
@@ -27,7 +28,6 @@ from zlops.bisect import (
     builds_bound,
     evidence_from_json,
 )
-from zlops.bisect_messages import culprit_block
 
 DATA = Path(__file__).parent / "data" / "flaggems_h200" / "bisect" / "bisection.json"
 

@@ -1,4 +1,4 @@
-"""What the nightly asks to bisect (zlops.bisect_run.alerts_to_bisect): the same alerts, in a number of store
+"""What the nightly asks to bisect (zlops.bisect.run.alerts_to_bisect): the same alerts, in a number of store
 queries and git calls that does not grow with the number of alerts the night confirmed."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-import zlops.gitops as gitops
-from zlops import bisect_run
-from zlops.alerts import plan_night
-from zlops.bisect import Target
-from zlops.config import Config, parse_config
+import zlops.host.gitops as gitops
+from zlops.alerts.lifecycle import plan_night
+from zlops.bisect import run as bisect_run
+from zlops.bisect.search import Target
+from zlops.config.settings import Config, parse_config
 from zlops.model import BaselinePoint, Comparison, Judgement, RunRecord, RunStatus, Summary, Verdict
 from zlops.steps.context import open_store
 from zlops.store import alerts as store_alerts

@@ -1,4 +1,4 @@
-"""zlops.bundle.verify_bundle and `zlops bundle verify`: what a shard bundle must hold."""
+"""zlops.run.bundle.verify_bundle and `zlops bundle verify`: what a shard bundle must hold."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from bundle_factory import case, identity, make_bundle
 
-from zlops.bundle import find_bundles, verify_bundle
 from zlops.cli import main
-from zlops.config import SuiteConfig
+from zlops.config.settings import SuiteConfig
 from zlops.errors import ZlopsError
-from zlops.runner import ShardSpec, run_shard
+from zlops.run.bundle import find_bundles, verify_bundle
+from zlops.run.runner import ShardSpec, run_shard
 
 CASES = [case("softmax/float16/(4096)", [1.20, 1.21, 1.19]), case("add/float32/(64x64)", [0.05, 0.051])]
 

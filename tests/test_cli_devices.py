@@ -9,7 +9,7 @@ import pytest
 from fake_devices import use_fakebin
 
 from zlops.cli import main
-from zlops.telemetry import COLUMNS, read_csv
+from zlops.host.telemetry import COLUMNS, read_csv
 
 
 def test_devices_table_marks_busy_npus_and_prints_the_auto_range(monkeypatch: pytest.MonkeyPatch,

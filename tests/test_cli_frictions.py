@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zlops import gitops
 from zlops.cli import main
-from zlops.config_path import find_config
+from zlops.config.path import find_config
 from zlops.errors import ConfigError
+from zlops.host import gitops
 from zlops.model import RunRecord, RunStatus, ShardOutcome, ShardStatus
 
 
@@ -100,7 +100,7 @@ def test_an_unknown_backend_is_a_usage_error(capsys: pytest.CaptureFixture[str])
 
 def test_the_cli_and_the_trigger_form_share_one_sha_rule(capsys: pytest.CaptureFixture[str]) -> None:
     from zlops.airflow.params import PARAMS, SHA_PATTERN
-    from zlops.prcompare import validate_ref
+    from zlops.forge.prcompare import validate_ref
 
     assert SHA_PATTERN == gitops.COMMIT_SHA_PATTERN
     assert gitops.COMMIT_SHA_ACCEPTS in PARAMS["sha"].accepts
@@ -147,7 +147,7 @@ def test_a_dead_database_is_reported_in_seconds(argv: list[str], tmp_path: Path,
 
 def test_a_night_the_contention_gate_made_invalid_shows_as_invalid(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
     from zlops.steps.context import open_store
 
     cfg = tmp_path / "zlops.yaml"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zlops.cli import build_parser, main
+from zlops.cli.app import build_parser, main
 from zlops.formats import detect_formats, format_descriptions, format_names
 from zlops.model import RunRecord, RunStatus
 from zlops.steps.context import open_store
@@ -31,7 +31,7 @@ def _config(tmp_path: Path) -> Path:
 
 def test_runs_prints_a_header_row_above_aligned_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path)
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
 
     store = open_store(load_config(config))
     store.upsert_run(RunRecord("demo-night-1", "nightly", "demo-ops", "a" * 40, "main", status=RunStatus.DONE,

@@ -21,7 +21,7 @@ import yaml
 #: never loaded by any of the commands below
 HEAVY = ("numpy", "scipy", "pandas", "matplotlib", "alembic", "mako", "airflow", "rich", "jinja2", "psycopg")
 #: not loaded to print help either: the store and the config's model
-STORE_AND_CONFIG = ("sqlalchemy", "pydantic", "yaml", "zlops.store", "zlops.config", "zlops.triage")
+STORE_AND_CONFIG = ("sqlalchemy", "pydantic", "yaml", "zlops.store", "zlops.config.settings", "zlops.triage.actions")
 
 _RUN = """
 import json, sys
@@ -53,7 +53,7 @@ def _present(modules: set[str], names: tuple[str, ...]) -> list[str]:
 @pytest.fixture
 def store_config(tmp_path: Path) -> Path:
     """A config whose SQLite store exists and is at the schema's head (as after any first command)."""
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
     from zlops.steps.context import open_store
 
     path = tmp_path / "zlops.yaml"
@@ -76,7 +76,8 @@ def test_help_loads_neither_the_store_nor_the_config_nor_numerical_libraries(tmp
 
 
 def test_importing_the_cli_loads_nothing_heavy(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", "import sys, zlops.cli, zlops.__main__; print(sorted(sys.modules))"],
+    done = subprocess.run([sys.executable, "-c",
+                           "import sys, zlops.cli.app, zlops.__main__; print(sorted(sys.modules))"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     modules = set(eval(done.stdout))  # a list literal of module names
@@ -87,7 +88,7 @@ def test_read_commands_load_sqlalchemy_and_pydantic_only(store_config: Path) -> 
     argvs = [["--plain", *argv, "--config", str(store_config)] for argv in (["runs"], ["alert", "list", "--all"])]
     codes, modules, out = _loaded(argvs, store_config.parent)
     assert codes == [0, 0], out
-    assert "sqlalchemy" in modules and "zlops.config" in modules  # they did read the store
+    assert "sqlalchemy" in modules and "zlops.config.settings" in modules  # they did read the store
     assert _present(modules, HEAVY) == []
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from zlops.config import Config, config_from_env, load_config, parse_config
+from zlops.config.settings import Config, config_from_env, load_config, parse_config
 from zlops.errors import ConfigError
 from zlops.model import Thresholds
 

@@ -1,4 +1,4 @@
-"""zlops.confirm's judging of an A/B (the runs themselves are covered by the nightly tests)."""
+"""zlops.judge.confirm's judging of an A/B (the runs themselves are covered by the nightly tests)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from zlops import confirm as confirm_mod
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
+from zlops.judge import confirm as confirm_mod
 from zlops.model import BaselinePoint, CompareSummary, Comparison, Judgement, Summary, Verdict
 
 
@@ -59,7 +59,7 @@ def test_a_threshold_above_the_severe_line_is_judged_not_crashed(tmp_path: Path,
 
 
 def test_confirm_suspect_leaves_non_suspects_and_undecidable_a_b_alone() -> None:
-    from zlops.judge import confirm_suspect
+    from zlops.judge.judges import confirm_suspect
     from zlops.stats import Policy
 
     policy = Policy()
@@ -153,7 +153,7 @@ def test_a_suite_that_cannot_select_cases_runs_whole_and_says_so(tmp_path: Path,
 
 def _ab_through_run_pairs(monkeypatch: pytest.MonkeyPatch, values: dict[str, list[float]], ran: list[int]) -> None:
     """confirm_pool replaced by the real run_pairs over scripted runs: run i of side A/B returns values[side][i]."""
-    from zlops.interleave import run_pairs
+    from zlops.judge.interleave import run_pairs
 
     def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, **kw):  # type: ignore[no-untyped-def]
         seen = {"A": 0, "B": 0}

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from fake_devices import use_fakebin
 
-from zlops.config import SuiteConfig, parse_config
-from zlops.contention import (
+from zlops.config.settings import SuiteConfig, parse_config
+from zlops.host.contention import (
     HostLimits,
     HostReading,
     HostSampler,
@@ -31,9 +31,9 @@ from zlops.contention import (
     shard_invalid_reason,
     wait_for_quiet,
 )
+from zlops.host.telemetry import summarize_dir
 from zlops.model import ShardStatus
-from zlops.runner import ShardSpec, process_start, run_shard
-from zlops.telemetry import summarize_dir
+from zlops.run.runner import ShardSpec, process_start, run_shard
 
 HOG = "while True: pass"
 

@@ -7,12 +7,14 @@ import sys
 
 STEPS = ["zlops.steps." + m for m in ("context", "fetch", "prepare", "run_device", "ingest", "compare", "confirm",
                                       "report", "promote", "cleanup")]
-CORE = ["zlops", "zlops.cli", "zlops.config", *STEPS, "zlops.evidence", "zlops.nightly", "zlops.demo", "zlops.runner",
-        "zlops.envs", "zlops.gitops", "zlops.store", "zlops.compare", "zlops.judge", "zlops.report", "zlops.notify",
+CORE = ["zlops", "zlops.cli.app", "zlops.config.settings", *STEPS, "zlops.judge.evidence", "zlops.steps.nightly",
+        "zlops.demo", "zlops.run.runner", "zlops.host.envs", "zlops.host.gitops", "zlops.store", "zlops.judge.compare",
+        "zlops.judge.judges", "zlops.report", "zlops.slack.notify",
         "zlops.formats.zlops_json", "zlops.formats.pytest_benchmark", "zlops.backends.cpu", "zlops.backends.cuda",
-        "zlops.alerts", "zlops.announce", "zlops.slack", "zlops.slack_summary", "zlops.nightly_figures",
-        "zlops.report.figures", "zlops.report.html", "zlops.alerts_cli", "zlops.triage", "zlops.triage_views",
-        "zlops.night_views", "zlops.trust", "zlops.digest_cli"]
+        "zlops.alerts.lifecycle", "zlops.slack.announce", "zlops.slack.outbox", "zlops.slack.summary",
+        "zlops.report.night_figures",
+        "zlops.report.figures", "zlops.report.html", "zlops.cli.alerts", "zlops.triage.actions", "zlops.triage.series",
+        "zlops.triage.night", "zlops.triage.trust", "zlops.cli.digest"]
 
 
 def test_core_modules_import_without_airflow_or_vendor_sdks() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from timing import real_timings
 
-from zlops import gitops
 from zlops.demo import HISTORY, PR_BRANCH, create_upstream, demo_config_data
+from zlops.host import gitops
 
 BRANCH, MESSAGE, FILES, EXPECTED = PR_BRANCH
 
@@ -36,9 +36,9 @@ def test_the_branch_is_one_commit_off_main_changing_softmax_only(tmp_path: Path)
 @pytest.mark.slow
 @real_timings
 def test_a_pr_compare_of_the_branch_finds_softmax_faster(tmp_path: Path) -> None:
-    from zlops.config import parse_config
+    from zlops.config.settings import parse_config
+    from zlops.forge.prcompare import run_compare
     from zlops.model import Verdict
-    from zlops.prcompare import run_compare
 
     home = tmp_path / "demo"
     create_upstream(home / "upstream")

@@ -1,4 +1,4 @@
-"""One verdict per measurement (zlops.derived): derived metrics follow the timing they come from, on real
+"""One verdict per measurement (zlops.judge.derived): derived metrics follow the timing they come from, on real
 FlagGems H200 records (tests/data/flaggems_h200, PROVENANCE.md there), and open no alert of their own."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from zlops import metrics
-from zlops.alerts import plan_night
-from zlops.compare import JudgeInputs, build_comparisons
-from zlops.derived import follow_sources
+from zlops.alerts.lifecycle import plan_night
 from zlops.formats import flaggems_record
-from zlops.judging import JudgingSetup
+from zlops.judge.compare import JudgeInputs, build_comparisons
+from zlops.judge.derived import follow_sources
+from zlops.judge.setup import JudgingSetup
 from zlops.model import BaselinePoint, CaseResult, Comparison, Figures, Thresholds, Verdict
 from zlops.stats import Policy
 

@@ -10,8 +10,8 @@ import pytest
 from zlops.backends import get_spec
 from zlops.backends.base import DeviceBackend, DeviceInfo
 from zlops.backends.parsers.npu_smi import parse_npu_smi
-from zlops.devices import describe, find_device, is_idle, pick_idle_range, resolve_devices, wait_until_idle
 from zlops.errors import BackendUnavailable, DeviceBusy
+from zlops.run.devices import describe, find_device, is_idle, pick_idle_range, resolve_devices, wait_until_idle
 
 NPU_910 = Path(__file__).resolve().parent / "data" / "npu-smi" / \
     "ai-server_atlas-800-training-server_model-9010_version-24.1.RC2.txt"

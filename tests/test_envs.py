@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from local_git import LocalRepo
 
-from zlops import gitops
-from zlops.envs import (
+from zlops.errors import EnvBuildError
+from zlops.host import gitops
+from zlops.host.envs import (
     STAMP,
     EnvRequest,
     base_python,
@@ -26,7 +27,6 @@ from zlops.envs import (
     find_uv,
     install_argv,
 )
-from zlops.errors import EnvBuildError
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]

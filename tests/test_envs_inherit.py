@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zlops import envs
+from zlops.host import envs
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""zlops.evidence.series_histories: what the judge reads of a series' past (issue 22's night rules).
+"""zlops.judge.evidence.series_histories: what the judge reads of a series' past (issue 22's night rules).
 
 A synthetic window of nights (the columns :meth:`Store.history_frame` gives) and the stored verdicts of
 those nights (:meth:`Store.verdict_evidence`, ``only_evidence``): unresolved suspects stay out of the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from zlops.evidence import series_histories
+from zlops.judge.evidence import series_histories
 from zlops.model import Figures, Verdict
 
 KEY = ("p", "op/case", "latency")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from local_git import LocalRepo, git
 
-from zlops import gitops, proc
 from zlops.errors import GitError
+from zlops.host import gitops, proc
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""zlops.ingest.read_shard: the one reader of a finished shard's results (nightly, rescore, A/B, PR compare)."""
+"""zlops.run.ingest.read_shard: the one reader of a finished shard's results (nightly, rescore, A/B, PR compare)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from zlops.config import Config, parse_config
-from zlops.ingest import read_shard
+from zlops.config.settings import Config, parse_config
 from zlops.model import ShardOutcome, ShardStatus
+from zlops.run.ingest import read_shard
 
 
 def _config(tmp_path: Path, **pool: object) -> Config:

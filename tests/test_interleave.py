@@ -1,11 +1,11 @@
-"""zlops.interleave: the cost model, the A/B budget and interleaved pairs (busy pairs re-run, budget, decided)."""
+"""zlops.judge.interleave: the cost model, the A/B budget and interleaved pairs (busy pairs re-run, budget, decided)."""
 
 from __future__ import annotations
 
 import pytest
 
 from zlops.errors import HostBusy
-from zlops.interleave import CostModel, ab_budget, learn_cost, run_pairs
+from zlops.judge.interleave import CostModel, ab_budget, learn_cost, run_pairs
 
 KEY = ("op", "time")
 
@@ -91,9 +91,10 @@ def test_pairs_stop_when_decided_or_when_the_budget_cannot_pay_for_the_next() ->
 
 def test_a_bisection_step_the_gate_spoiled_is_run_again_not_failed(tmp_path, monkeypatch) -> None:
     """#23: "bisection #1 failed: ... invalid: host busy: the hypervisor stole 15% of the CPU time"."""
-    from zlops import bisect_run, confirm
-    from zlops.bisect import Paused
-    from zlops.config import parse_config
+    from zlops.bisect import run as bisect_run
+    from zlops.bisect.search import Paused
+    from zlops.config.settings import parse_config
+    from zlops.judge import confirm
 
     config = parse_config({"home": str(tmp_path), "pools": {"p": {"backend": "cpu", "devices": [0]}},
                            "suites": {"s": {"repo": str(tmp_path / "up"), "command": ["x"], "format": "zlops-json",

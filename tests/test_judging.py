@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from zlops import judging
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
+from zlops.judge import setup as judging
 
 
 def _config(tmp_path: Path, **extra: object):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from zlops.errors import DeviceBusy
-from zlops.locks import device_lock, holder, lock_path
+from zlops.host.locks import device_lock, holder, lock_path
 
 
 def test_second_holder_waits_then_raises_naming_the_owner(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_lock_is_released_when_the_holder_process_dies(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from zlops.locks import device_lock\n"
+        "from zlops.host.locks import device_lock\n"
         f"with device_lock(Path({str(tmp_path)!r}), 'cuda', 2, wait_s=0, owner='doomed-run'):\n"
         "    print('locked', flush=True)\n"
         "    time.sleep(120)\n"

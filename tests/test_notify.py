@@ -26,14 +26,12 @@ from zlops.model import (
     Summary,
     Verdict,
 )
-from zlops.notify import (
+from zlops.slack.notify import NotifyResult
+from zlops.slack.outbox import RETRY_COUNT, client_from_env, send_message
+from zlops.slack.summary import (
     MAX_BLOCKS,
     MAX_SECTION_CHARS,
-    RETRY_COUNT,
     AlertDigest,
-    NotifyResult,
-    client_from_env,
-    send_message,
     slack_summary_messages,
     slack_summary_payload,
 )
@@ -230,7 +228,7 @@ def test_post_sends_the_payload(fake_slack: FakeSlack, tmp_path: Path, caplog: p
 
 def test_one_server_error_is_retried_within_the_call(fake_slack: Any, tmp_path: Path, store: Store,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.2)
+    monkeypatch.setattr("zlops.slack.outbox.SERVER_ERROR_BACKOFF_S", 0.2)
     fake_slack.fail("chat.postMessage", 502)
     result = _send({"channel": "C0PERF", "text": "x"}, _client(fake_slack), fallback_dir=tmp_path, store=store)
     assert result.status == "sent"
@@ -243,7 +241,7 @@ def test_server_errors_past_the_retries_fail_without_raising(fake_slack: Any, tm
                                                              caplog: pytest.LogCaptureFixture,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.DEBUG)
-    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.01)
+    monkeypatch.setattr("zlops.slack.outbox.SERVER_ERROR_BACKOFF_S", 0.01)
     fake_slack.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)
     payload = slack_summary_payload(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF")
     result = _send(payload, _client(fake_slack), fallback_dir=tmp_path, store=store)
@@ -256,7 +254,7 @@ def test_server_errors_past_the_retries_fail_without_raising(fake_slack: Any, tm
     assert record["payload"] == payload
     (kept,) = store.outbox_items()  # kept for the next flush
     assert kept.status == "failed" and kept.kind == "pr-compare"
-    warnings = [r for r in caplog.records if r.name.startswith("zlops.slack") and r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records if r.name.startswith("zlops.slack.outbox") and r.levelno == logging.WARNING]
     assert warnings and any("C0PERF" in w.getMessage() for w in warnings)
     _no_token_anywhere(caplog, result)
 

@@ -1,4 +1,4 @@
-"""Paired nights (zlops.paired): the pair gate, the paired judgement's outcomes, the config, and the rows
+"""Paired nights (zlops.judge.paired): the pair gate, the paired judgement's outcomes, the config, and the rows
 a paired pool's compare gets. No timing: synthetic runs (the real ones: tests/test_demo.py)."""
 
 from __future__ import annotations
@@ -7,11 +7,10 @@ import random
 
 import pytest
 
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
 from zlops.errors import ConfigError, HostBusy
-from zlops.interleave import run_pairs
-from zlops.model import Comparison, Judgement, Summary, Verdict
-from zlops.paired import (
+from zlops.judge.interleave import run_pairs
+from zlops.judge.paired import (
     CLEARED,
     CONFIRMED,
     INCONCLUSIVE,
@@ -23,6 +22,7 @@ from zlops.paired import (
     paired_judgement,
     pairs_to_decide,
 )
+from zlops.model import Comparison, Judgement, Summary, Verdict
 
 
 def _config(**paired: object) -> object:

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from sharded_upstream import ShardedUpstream, sharded_suite
 
-from zlops.config import ConfigError, parse_config
+from zlops.config.settings import ConfigError, parse_config
 from zlops.model import CaseResult, ShardOutcome, ShardStatus
-from zlops.partition import (
+from zlops.run.partition import (
     Plan,
     estimate_weights,
     hash_partition,
@@ -234,7 +234,7 @@ def test_partition_config_is_checked_against_the_command() -> None:
 
 
 def test_the_runner_passes_the_share_as_cases_and_cases_file(tmp_path: Path) -> None:
-    from zlops.runner import ShardSpec, render_command
+    from zlops.run.runner import ShardSpec, render_command
 
     cfg = parse_config({"pools": {"ga": {"backend": "cpu", "devices": [0]}}, "suites": {"ops": {
         **sharded_suite(Path("/up"), ["ga"], cases=["a", "b"]),
@@ -249,7 +249,7 @@ def test_the_runner_passes_the_share_as_cases_and_cases_file(tmp_path: Path) -> 
 def test_run_shard_writes_the_cases_file_the_command_reads(tmp_path: Path) -> None:
     import sys
 
-    from zlops.runner import ShardSpec, run_shard
+    from zlops.run.runner import ShardSpec, run_shard
 
     cfg = parse_config({"pools": {"ga": {"backend": "cpu", "devices": [0]}}, "suites": {"ops": {
         **sharded_suite(Path("/up"), ["ga"], cases=["a", "b"]),
@@ -267,9 +267,9 @@ def test_run_shard_writes_the_cases_file_the_command_reads(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_partitioned_nightly_measures_every_case_once_and_learns_the_weights(tmp_path: Path) -> None:
-    from zlops.nightly import run_nightly
-    from zlops.partition import Plan
+    from zlops.run.partition import Plan
     from zlops.steps.context import open_store
+    from zlops.steps.nightly import run_nightly
 
     up = ShardedUpstream(tmp_path / "upstream")
     timings = {"heavy": 5.0, "mid": 3.0, "l1": 1.0, "l2": 1.0, "l3": 1.0, "l4": 1.0}

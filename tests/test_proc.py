@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from zlops import proc
 from zlops.errors import ProcessError
+from zlops.host import proc
 
 PY = sys.executable
 

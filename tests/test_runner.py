@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from zlops.config import SuiteConfig
-from zlops.locks import device_lock
+from zlops.config.settings import SuiteConfig
+from zlops.host.locks import device_lock
 from zlops.model import ShardStatus
-from zlops.runner import (
+from zlops.run.runner import (
     MANIFEST,
     RUN_LOG,
     ShardSpec,

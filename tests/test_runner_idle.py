@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fake_devices import use_fakebin
 
-from zlops.config import SuiteConfig
+from zlops.config.settings import SuiteConfig
+from zlops.host.telemetry import CSV_NAME, read_csv
 from zlops.model import ShardStatus
-from zlops.runner import ShardSpec, read_manifest, run_shard
-from zlops.telemetry import CSV_NAME, read_csv
+from zlops.run.runner import ShardSpec, read_manifest, run_shard
 
 BENCH = ("import json, os, sys; "
          "json.dump(dict(seen=os.environ.get('ASCEND_RT_VISIBLE_DEVICES')), open(sys.argv[1], 'w'))")

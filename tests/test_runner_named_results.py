@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zlops.config import SuiteConfig
+from zlops.config.settings import SuiteConfig
 from zlops.identity import IDENTITY_FILE, TIMER_SOURCES, build_identity, read_identity, resolve_timer
 from zlops.model import ShardStatus
-from zlops.runner import ShardSpec, read_manifest, run_shard
+from zlops.run.runner import ShardSpec, read_manifest, run_shard
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 DATA = Path(__file__).parent / "data" / "flaggems"

@@ -1,4 +1,4 @@
-"""Case selection (zlops.selection, the suite's ``select:``): what ``{cases}`` becomes for a nightly and for
+"""Case selection (zlops.run.selection, the suite's ``select:``): what ``{cases}`` becomes for a nightly and for
 an A/B of some suspects, with FlagGems' real op marks; and the config checks around it."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from zlops.config import SelectConfig, SuiteConfig, parse_config
+from zlops.config.settings import SelectConfig, SuiteConfig, parse_config
 from zlops.errors import ConfigError
-from zlops.runner import ShardSpec, render_command
-from zlops.selection import cases_value, selected_cases, selection_argv, selection_tokens, selects_cases
+from zlops.run.runner import ShardSpec, render_command
+from zlops.run.selection import cases_value, selected_cases, selection_argv, selection_tokens, selects_cases
 
 FLAGGEMS_CMD = ["python", "-m", "pytest", "{worktree}/benchmark", "-m", "{cases}", "--level", "core",
                 "--dtypes", "float16", "--record", "log"]

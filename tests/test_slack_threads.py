@@ -13,8 +13,7 @@ import pytest
 from fake_slack import CHANNEL_ID, TOKEN, FakeSlack, fake_slack_server
 from test_notify import _golden
 
-from zlops.alerts import AlertState
-from zlops.announce import AnnounceResult, alert_digest, announce, announce_human_change, update_alerts
+from zlops.alerts.lifecycle import AlertState
 from zlops.model import (
     BaselinePoint,
     CompareSummary,
@@ -26,9 +25,9 @@ from zlops.model import (
     Summary,
     Verdict,
 )
-from zlops.nightly_figures import RunFigures
-from zlops.notify import client_from_env
-from zlops.slack import RETRY_COUNT, SlackSender, flush_outbox, with_retries
+from zlops.report.night_figures import RunFigures
+from zlops.slack.announce import AnnounceResult, alert_digest, announce, announce_human_change, update_alerts
+from zlops.slack.outbox import RETRY_COUNT, SlackSender, client_from_env, flush_outbox, with_retries
 from zlops.store import Store
 
 CHANNEL = "#perf-nightly"
@@ -168,7 +167,7 @@ def test_5xx_past_the_retries_keeps_the_message_for_the_next_flush(fake: FakeSla
                                                                    caplog: pytest.LogCaptureFixture,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.DEBUG)
-    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.01)
+    monkeypatch.setattr("zlops.slack.outbox.SERVER_ERROR_BACKOFF_S", 0.01)
     client, nights = _client(fake), Nights(store, tmp_path)
     nights.night(client, STEADY)
     fake.seen.clear()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zlops.telemetry import (
+from zlops.host.telemetry import (
     COLUMNS,
     CSV_NAME,
     ERR_NAME,

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
+from zlops.backends.clocks import clock_axis_label, clock_label, clock_name
 from zlops.model import BaselinePoint, Comparison, HistoryPoint, Judgement, Summary, Verdict
-from zlops.nightly_figures import draw_run_figures
 from zlops.report.figures import telemetry_timeline
 from zlops.report.markdown import telemetry_line
+from zlops.report.night_figures import draw_run_figures
 from zlops.report.plots import trend_plot
-from zlops.telemetry import clock_axis_label, clock_label, clock_name
 
 
 @pytest.mark.parametrize(("backend", "name"), [("cpu", "CPU"), ("cuda", "SM"), ("nvidia", "SM"), ("musa", "SM"),

@@ -1,6 +1,6 @@
-"""The trust ledger (zlops.trust) on a constructed store: the stored nights of tests/triage_nights.py, two more
+"""The trust ledger (zlops.triage.trust) on a constructed store: the stored nights of tests/triage_nights.py, two more
 alerts through the real lifecycle (one cleared by the judge, one a person calls a false positive), people's
-changes through zlops.triage, coverage gaps in the compare tables, and event times set to known values.
+changes through zlops.triage.actions, coverage gaps in the compare tables, and event times set to known values.
 
 And the weekly digest: the CLI prints the page's lines, queues one message per window in the outbox and
 sends it with a real slack_sdk client to the fake Slack API (tests/fake_slack.py).
@@ -22,13 +22,13 @@ from fake_slack import CHANNEL_ID, TOKEN, fake_slack_server
 from sqlalchemy import Engine, event, select, update
 from triage_nights import BAD_NIGHT, SUITE, T0, Nights, build, copy_nights, run_key, sha
 
-from zlops.alerts import AlertState
-from zlops.announce import update_alerts
+from zlops.alerts.lifecycle import AlertState
 from zlops.cli import main
 from zlops.model import BaselinePoint, CompareSummary, Comparison, Figures, Judgement, Summary, Verdict
+from zlops.slack.announce import update_alerts
 from zlops.store.models import AlertEvent, AlertRow, Notification
-from zlops.triage import change_alert
-from zlops.trust import compute_ledger, ledger, ledger_lines, queue_digest
+from zlops.triage.actions import change_alert
+from zlops.triage.trust import compute_ledger, ledger, ledger_lines, queue_digest
 
 CONFIRMED_AT = T0 + timedelta(days=BAD_NIGHT, minutes=40)
 

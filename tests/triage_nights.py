@@ -4,7 +4,7 @@ store API and alert lifecycle, for the triage pages' tests (tests/airflow) and t
 
 ``softmax_8192`` (time, ms) regresses by about 12% at night 5 on npu and musa (confirmed; npu's with a
 same-device A/B: its Figures hold the A/B runs, a CI and a p-value, and its note names the change point),
-and stays put on cuda. Every shard keeps a telemetry summary. The lifecycle (:func:`zlops.announce.update_alerts`)
+and stays put on cuda. Every shard keeps a telemetry summary. The lifecycle (:func:`zlops.slack.announce.update_alerts`)
 opens the alerts and queues their thread announcement in the outbox; the npu thread is then marked sent,
 as a Slack flush would.
 
@@ -23,8 +23,7 @@ from pathlib import Path
 import yaml
 from db_templates import PgDatabases, Templates
 
-from zlops.announce import update_alerts
-from zlops.config import Config, load_config
+from zlops.config.settings import Config, load_config
 from zlops.model import (
     BaselinePoint,
     CaseResult,
@@ -39,6 +38,7 @@ from zlops.model import (
     Summary,
     Verdict,
 )
+from zlops.slack.announce import update_alerts
 from zlops.steps.context import open_store
 from zlops.store import Store
 from zlops.store.points import pool_device_results

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from zlops import gitops, proc
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
+from zlops.host import gitops, proc
 from zlops.model import ShardStatus, Verdict
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def demo_config_data(home: Path, *, rounds: int, workers: int, judge: str = "sim
     suspect make it a few minutes on a 2-core machine. ``contention`` is the config's
     ``contention`` section (default: none, so the host contention gate is on with its defaults).
     ``measure="paired"`` (what ``zlops demo`` runs) measures each night's commit and its baseline commit in
-    interleaved fresh processes (zlops.paired): on a shared, loaded host the load cancels in each pair;
+    interleaved fresh processes (zlops.judge.paired): on a shared, loaded host the load cancels in each pair;
     ``"nightly"`` (this function's default, for tests of the plain night) measures each commit alone.
     """
     extra: dict[str, object] = {"contention": dict(contention)} if contention is not None else {}
@@ -257,12 +257,12 @@ def run_demo(home: Path, *, rounds: int | None = None, workers: int | None = Non
     """Build the upstream, run one nightly per commit, and check the verdicts.
 
     ``measure="paired"`` (default): each night measures its commit and the previous night's in
-    interleaved fresh processes (zlops.paired), so load on a shared host cancels in each pair.
+    interleaved fresh processes (zlops.judge.paired), so load on a shared host cancels in each pair.
     """
     import time
 
-    from zlops.nightly import run_nightly
     from zlops.progress import make_progress
+    from zlops.steps.nightly import run_nightly
 
     t0, load0 = time.monotonic(), os.getloadavg()[0]
     home = home.absolute()

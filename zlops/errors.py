@@ -61,7 +61,7 @@ class RunAlreadyAccepted(ZlopsError):
 
 
 class RunOwned(ZlopsError):
-    """A run id is being run by another live process (zlops.recovery.claim_run): a second one is refused."""
+    """A run id is being run by another live process (zlops.run.recovery.claim_run): a second one is refused."""
 
 
 class StoreCorrupt(StoreError):

@@ -206,7 +206,7 @@ class Derived:
     ``metric`` (say FlagGems ``speedup`` = ``latency_base / latency``, ``tflops`` = FLOPs / ``latency``)
     is a function of ``source`` (the timing it comes from): ``metric`` moves as ``source ** power`` when
     nothing else moves (``power`` -1 for a rate or a speedup, +1 for a time). It gets the verdict of its
-    source and the same change as a ratio (:mod:`zlops.derived`), and opens no alert of its own. A
+    source and the same change as a ratio (:mod:`zlops.judge.derived`), and opens no alert of its own. A
     reference implementation's own timing (FlagGems ``latency_base``) is not derived: it is its own series.
     """
 
@@ -240,7 +240,7 @@ if len(_DERIVED) != len(DERIVED) or any(d.source in _DERIVED for d in DERIVED):
 
 #: Timings of a reference implementation that a harness measures beside the suite's own (FlagGems' ``latency_base``
 #: is torch's time for the same case): series of their own, whose kernels are not the suite's, so no inventory of
-#: the suite's compiled kernels says anything about them (zlops.kernels.explain)
+#: the suite's compiled kernels says anything about them (zlops.alerts.explain)
 REFERENCE_TIMINGS: dict[str, str] = {
     "latency_base": "the reference implementation's own timing (FlagGems: torch's), not the suite's compiled kernels",
 }

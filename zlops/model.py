@@ -72,7 +72,8 @@ class ShardStatus(str, Enum):
     FAILED = "failed"        # non-zero exit, or its results could not be parsed
     TIMEOUT = "timeout"      # killed at the suite's timeout_s (whole process group)
     SKIPPED = "skipped"      # never started: device busy past the wait, or backend unavailable
-    INVALID = "invalid"      # ran, but beside a busy host or a foreign device process: not judged (zlops.contention)
+    #: ran, but beside a busy host or a foreign device process: not judged (zlops.host.contention)
+    INVALID = "invalid"
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ class Figures:
     ``noise_pct`` the series' noise (sigma, % of the value); ``modes`` the levels of a multi-modal
     series (ascending), ``runs_base``/``runs_head`` the per-run values of an A/B (evidence kept
     for the noise model and the pages). ``follows`` names the metric whose verdict this one follows
-    (a derived metric of the same case: :mod:`zlops.derived`); empty for a series judged on its own.
+    (a derived metric of the same case: :mod:`zlops.judge.derived`); empty for a series judged on its own.
     """
 
     reference: float
@@ -399,7 +400,7 @@ class Comparison:
 
     @property
     def follows(self) -> str:
-        """The metric whose verdict this row follows (a derived metric: :mod:`zlops.derived`), else ``""``.
+        """The metric whose verdict this row follows (a derived metric: :mod:`zlops.judge.derived`), else ``""``.
 
         Such a row opens no alert and is not A/B'd on its own: its source is."""
         return self.judgement.figures.follows if self.judgement.figures is not None else ""

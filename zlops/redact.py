@@ -12,7 +12,7 @@
   ``env_public`` (:func:`env_for_record`).
 
 The database URL rule (``zlops.store.retry.redacted_url``) is this one; the Slack token rule
-(``zlops.slack.redact``) calls :func:`redact_text`. Nothing else in zlops redacts.
+(``zlops.slack.outbox.redact``) calls :func:`redact_text`. Nothing else in zlops redacts.
 """
 
 from __future__ import annotations

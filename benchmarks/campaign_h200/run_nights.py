@@ -8,7 +8,7 @@ Then runs ``zlops nightly`` (the library call) once per commit on a ``devices: a
 (the store, reports, figures, lanes, shard bundles, telemetry) under ``--home``; ``--out`` gets a tarball.
 
 The judge is the production one by default (``judge: noise``): a change is a suspect, confirmed or
-cleared by the campaign A/B (zlops.campaign_ab: the suspects' shards re-run interleaved base/head,
+cleared by the campaign A/B (zlops.campaign.ab: the suspects' shards re-run interleaved base/head,
 each run packed over the two devices like a night, every shard on the same gang for both sides),
 with 4 pairs at alpha 0.05 and ``--ab-budget-s`` device-seconds per night. 900 covers the whole grid
 with some room: a shard of 64 MiB took 7-9 s on 2 H200s (a P=2 one costs twice that in device-seconds),
@@ -185,8 +185,8 @@ def main() -> int:
                     "(run one night per device call)")
     a = ap.parse_args()
     os.environ.update(SAFE_ENV)
-    from zlops.config import parse_config
-    from zlops.nightly import run_nightly
+    from zlops.config.settings import parse_config
+    from zlops.steps.nightly import run_nightly
 
     upstream = a.home.parent / "collectives-upstream"
     if a.resume and (a.home / "zlops.json").is_file():

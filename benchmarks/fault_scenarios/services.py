@@ -131,7 +131,7 @@ def _when_started(gate: Path, fault: Callable[[], None]) -> threading.Thread:
 
 def _stored(cfg: Path, run_key: str) -> tuple[int, int]:
     """(samples stored, duplicate result rows) of a run."""
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
     from zlops.steps.context import open_store
 
     rows = open_store(load_config(cfg)).results(run_key)
@@ -177,8 +177,8 @@ def db_sqlite_unusable() -> Row:
 
 def db_terminated_mid_run() -> Row:
     """``pg_terminate_backend`` of every store connection while the benchmark runs: retried, the night ends."""
-    from zlops.config import load_config
-    from zlops.nightly import run_nightly
+    from zlops.config.settings import load_config
+    from zlops.steps.nightly import run_nightly
 
     with tempfile.TemporaryDirectory() as d, _pg_database() as (url, name):
         tmp = Path(d)
@@ -278,9 +278,9 @@ def slack_5xx_once() -> Row:
 def slack_down_then_flush() -> Row:
     from fake_slack import TOKEN, fake_slack_server
 
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
     from zlops.model import RunRecord, RunStatus
-    from zlops.slack import RETRY_COUNT
+    from zlops.slack.outbox import RETRY_COUNT
     from zlops.steps.context import open_store
 
     with tempfile.TemporaryDirectory() as d, fake_slack_server() as slack:
@@ -328,7 +328,7 @@ href = html.unescape(re.findall(r"""href=["'](run\?key=[^"']+)["']""", index.tex
 page = c.get("/zlops/" + href, headers=h)
 print(json.dumps({"anon": anon, "index": index.status_code, "page": page.status_code, "href": href}))
 '''
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
     from zlops.model import RunRecord, RunStatus
     from zlops.steps.context import open_store
 

@@ -85,8 +85,8 @@ done
 python3 -m zlops.cli alert list --config "$E/zlops.yaml" > "$E/alerts.txt" 2>&1
 ALERT=$(python3 - "$E/zlops.yaml" <<'PY'
 import sys
-from zlops.alerts import AlertState
-from zlops.config import load_config
+from zlops.alerts.lifecycle import AlertState
+from zlops.config.settings import load_config
 from zlops.steps.context import open_store
 store = open_store(load_config(sys.argv[1]))
 confirmed = sorted(store.alerts(suite="flaggems", states={AlertState.CONFIRMED}), key=lambda a: a.id)
@@ -105,8 +105,8 @@ if [ -n "$ALERT" ]; then
 fi
 python3 - "$E/zlops.yaml" "${ALERT:-0}" > "$E/bisection.json" <<'PY'
 import json, sys
-from zlops.bisect import evidence_to_json
-from zlops.config import load_config
+from zlops.bisect.search import evidence_to_json
+from zlops.config.settings import load_config
 from zlops.steps.context import open_store
 store = open_store(load_config(sys.argv[1]))
 aid = int(sys.argv[2])

@@ -1,6 +1,6 @@
 """Does nvidia-smi name compute processes by pids of zlops' own pid namespace? (issue 12, item 2)
 
-zlops.contention calls a process on the shard's GPU foreign when it is not of zlops' process tree
+zlops.host.contention calls a process on the shard's GPU foreign when it is not of zlops' process tree
 and its pid exists in zlops' namespace. This checks both halves on a real GPU: a torch child of
 this process (own) and a torch process started outside its tree (foreign) each hold GPU memory;
 nvidia-smi's compute-apps list must name both by the pids this process sees. Needs torch, psutil.

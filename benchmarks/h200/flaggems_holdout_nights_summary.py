@@ -47,7 +47,7 @@ def row(c: Any) -> dict[str, Any]:
 
 
 def main() -> int:
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
     from zlops.steps.context import open_store
 
     config_path, nights_tsv, out_dir = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
@@ -84,7 +84,7 @@ def main() -> int:
         night = scrub(night)
         nights.append(night)
         (out_dir / f"night{index}-{label}.json").write_text(json.dumps(night, indent=1, default=str) + "\n")
-    from zlops.kernels.explain import attribution_texts
+    from zlops.alerts.explain import attribution_texts
 
     stored = list(store.alerts(suite="flaggems", states=None, limit=None))
     kernels = store.read(attribution_texts, stored, config)   # issue 25's line per alert (suites with kernels:)

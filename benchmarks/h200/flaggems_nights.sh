@@ -80,7 +80,7 @@ done
 python3 - "$E/zlops.yaml" > "$E/verdicts.json" <<'PY'
 import json, sys
 from pathlib import Path
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.steps.context import open_store
 config = load_config(sys.argv[1])
 store = open_store(config)

@@ -52,7 +52,7 @@ python3 -m zlops.cli --plain nightly --config /tmp/zh.yaml --sha "$C2" --run-id 
 echo "exit $?" >> "$E/nightly2.txt"
 python3 - > "$E/store_summary.json" 2>&1 <<'PY'
 import json
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.steps.context import open_store
 store = open_store(load_config("/tmp/zh.yaml"))
 out = []

@@ -54,7 +54,7 @@ cp "$LAST/report.txt" "$LAST/report.md" "$E/" 2>/dev/null
 ls "$LAST/ab/h200" > "$E/ab_runs.txt" 2>&1
 python3 - > "$E/verdicts.json" <<'PY'
 import json
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.steps.context import open_store
 store = open_store(load_config("/tmp/zn.yaml"))
 runs = {r.run_key: r for r in store.list_runs()}

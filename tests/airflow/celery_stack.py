@@ -31,7 +31,7 @@ import psutil
 import psycopg
 from psycopg import sql
 
-from zlops.proc import build_env
+from zlops.host.proc import build_env
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 REDIS = ("127.0.0.1", 6379)

@@ -13,9 +13,9 @@ pytest.importorskip("airflow")
 
 from fake_upstream import Upstream, config_data
 
-from zlops.bisect import State
-from zlops.bisect_run import ids_from_events
-from zlops.config import load_config
+from zlops.bisect.run import ids_from_events
+from zlops.bisect.search import State
+from zlops.config.settings import load_config
 from zlops.errors import ZlopsError
 from zlops.steps.context import open_store
 

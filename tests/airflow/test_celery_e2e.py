@@ -32,7 +32,7 @@ pytest.importorskip("airflow.providers.celery")
 from celery_stack import VENV_BIN, CeleryStack, StackError, Worker, celery_version_ok
 from sharded_upstream import ShardedUpstream, sharded_suite
 
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.model import RunStatus, ShardStatus
 
 pytestmark = [pytest.mark.airflow, pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -178,7 +178,7 @@ def _print_overhead(configs: dict[str, Path], tis: dict[tuple[str, str], list[di
 
 
 def _check_store(root: Path, configs: dict[str, Path], runs: list[tuple[str, str]], sha: str) -> None:
-    from zlops.partition import Plan
+    from zlops.run.partition import Plan
     from zlops.steps.context import make_run_key, open_store
 
     cfg = {h: load_config(p) for h, p in configs.items()}

@@ -38,11 +38,11 @@ from zlops.model import (
     ShardStatus,
     Verdict,
 )
-from zlops.night_views import MatrixCell, MatrixRow, matrix_view
-from zlops.partition import fmt_duration, make_plan
 from zlops.report import cells
 from zlops.report.table import row_cells
-from zlops.trust import ledger, ledger_lines
+from zlops.run.partition import fmt_duration, make_plan
+from zlops.triage.night import MatrixCell, MatrixRow, matrix_view
+from zlops.triage.trust import ledger, ledger_lines
 
 pytestmark = [pytest.mark.airflow]
 

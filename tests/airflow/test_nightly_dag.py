@@ -15,7 +15,7 @@ pytest.importorskip("airflow")
 
 from fake_upstream import Upstream, config_data
 
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.model import ShardStatus, Verdict
 from zlops.steps.context import make_run_key, open_store
 

@@ -14,7 +14,7 @@ pytest.importorskip("airflow")
 
 from fake_upstream import Upstream, config_data
 
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.steps.context import open_store
 
 pytestmark = [pytest.mark.airflow]

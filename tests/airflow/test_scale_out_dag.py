@@ -14,7 +14,7 @@ pytest.importorskip("airflow")
 
 from sharded_upstream import ShardedUpstream, sharded_suite
 
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.steps.context import make_run_key, open_store
 
 pytestmark = [pytest.mark.airflow]
@@ -83,7 +83,7 @@ def test_sync_pools_names_the_host_and_queue(hosts_config: tuple[Path, ShardedUp
 @pytest.mark.slow
 def test_partitioned_nightly_with_dag_test(hosts_config: tuple[Path, ShardedUpstream]) -> None:
     from zlops.airflow.pools import sync_pools
-    from zlops.partition import Plan
+    from zlops.run.partition import Plan
 
     path, _ = hosts_config
     config = load_config(path)

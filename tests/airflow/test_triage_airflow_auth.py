@@ -24,7 +24,7 @@ from db_templates import Templates
 from sqlalchemy import select
 from triage_nights import SUITE, Nights, copy_nights
 
-from zlops.alerts import AlertState
+from zlops.alerts.lifecycle import AlertState
 from zlops.store.models import Notification
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

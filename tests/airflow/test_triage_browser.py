@@ -34,7 +34,7 @@ from db_templates import Templates
 from playwright import sync_api as playwright_api
 from triage_nights import BAD_NIGHT, NIGHTS, SUITE, Nights, copy_nights, run_key
 
-from zlops.alerts import AlertState
+from zlops.alerts.lifecycle import AlertState
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

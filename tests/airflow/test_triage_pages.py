@@ -24,7 +24,7 @@ from sqlalchemy import Engine, event, select
 from triage_nights import BAD_NIGHT, NIGHTS, POOLS, SUITE, Nights, copy_nights, run_key, sha
 
 from zlops.airflow.ui import COOKIE, create_app
-from zlops.alerts import AlertState
+from zlops.alerts.lifecycle import AlertState
 from zlops.cli import main
 from zlops.report import cells
 from zlops.store.models import Notification
@@ -314,7 +314,7 @@ def test_a_series_draws_an_axis_only_for_the_telemetry_it_has(nights: Nights, cl
     from dataclasses import replace
 
     from zlops.airflow.charts import series_figure
-    from zlops.triage_views import series_view
+    from zlops.triage.series import series_view
 
     view = series_view(nights.store, SUITE, "npu", "softmax_8192", "time")
     view = replace(view, nights=tuple(replace(n, clock_mhz=n.clock_mhz if clock else None,
@@ -330,7 +330,7 @@ def test_a_series_draws_an_axis_only_for_the_telemetry_it_has(nights: Nights, cl
 
 def test_a_series_rows_figures_say_which_samples_they_come_from(nights: Nights) -> None:
     from zlops.airflow.charts import night_label
-    from zlops.triage_views import series_view
+    from zlops.triage.series import series_view
 
     page = _client(nights).get("/series", params=SERIES)
     text = html.unescape(page.text)
@@ -435,7 +435,7 @@ def test_plotly_js_is_served_from_the_plugin(nights: Nights) -> None:
 def test_a_bisections_culprit_shows_in_the_inbox_and_on_the_series_page(nights: Nights) -> None:
     """A finished bisection's verified culprit replaces the change point's guess in the inbox, and the
     alert's series page shows the culprit block (sha, subject, author, steps) from the store."""
-    from zlops.bisect import Outcome, State, StepKind, StepRecord, Target
+    from zlops.bisect.search import Outcome, State, StepKind, StepRecord, Target
 
     alert_id = nights.alerts["npu"]
     commits = [sha(n) for n in range(BAD_NIGHT - 1, BAD_NIGHT + 1)]

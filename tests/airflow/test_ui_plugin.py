@@ -13,8 +13,8 @@ from fake_upstream import Upstream, config_data
 from fastapi.testclient import TestClient
 
 from zlops.airflow.ui import create_app
-from zlops.config import load_config
-from zlops.nightly import run_nightly
+from zlops.config.settings import load_config
+from zlops.steps.nightly import run_nightly
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -12,9 +12,9 @@ import pytest
 from fake_devices import use_fakebin
 
 from zlops.backends import get_backend
-from zlops.devices import pick_idle_range, resolve_devices
 from zlops.errors import BackendUnavailable
-from zlops.telemetry import COLUMNS, CSV_NAME, ERR_NAME, TelemetrySampler, read_csv
+from zlops.host.telemetry import COLUMNS, CSV_NAME, ERR_NAME, TelemetrySampler, read_csv
+from zlops.run.devices import pick_idle_range, resolve_devices
 
 
 def sample(sampler: TelemetrySampler, seconds: float = 0.4) -> None:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from zlops import devices, proc
 from zlops.backends import get_backend
 from zlops.backends.cuda import nvml_devices, smi_devices
-from zlops.telemetry import COLUMNS, CSV_NAME, ERR_NAME, read_csv
+from zlops.host import proc
+from zlops.host.telemetry import COLUMNS, CSV_NAME, ERR_NAME, read_csv
+from zlops.run import devices
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no nvidia-smi on this host")]

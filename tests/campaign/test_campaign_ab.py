@@ -1,4 +1,4 @@
-"""The noise judge's same-gang A/B on a campaign suite (zlops.campaign_ab through zlops.confirm).
+"""The noise judge's same-gang A/B on a campaign suite (zlops.campaign.ab through zlops.judge.confirm).
 
 Real git, real venvs, real gang-leased processes, SQLite; the fake harness (tests/campaign_upstream.py)
 reports its commit's timings times a scripted per-night process noise. Nights 2 and 3 move setup_s
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from campaign_upstream import CampaignUpstream, campaign_config, timings
 
-from zlops.campaign import CampaignCase, grid_cases
-from zlops.campaign_ab import shards_of
-from zlops.config import parse_config
+from zlops.campaign.ab import shards_of
+from zlops.campaign.plan import CampaignCase, grid_cases
+from zlops.config.settings import parse_config
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import RunContext, open_store
+from zlops.steps.nightly import run_nightly
 
 GRID = dict(cases=["allreduce"], ps=[1, 2], variants=["ring", "tree"], stacks=["nccl", "ring"])
 K = "allreduce/p{p}/{v}/{s}"  # the fake harness' timing / noise keys
@@ -138,7 +138,7 @@ def test_noise_judge_ab_clears_process_noise_and_confirms_the_slowed_gang_shard(
 
 
 def test_the_budget_takes_the_most_severe_suspects_whose_shards_fit_and_free_riders() -> None:
-    from zlops.campaign_ab import choose
+    from zlops.campaign.ab import choose
     from zlops.model import Comparison, Judgement
 
     shards = [_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring")]
@@ -165,7 +165,7 @@ def test_the_budget_takes_the_most_severe_suspects_whose_shards_fit_and_free_rid
 
 
 def test_an_ab_run_packs_its_shards_over_the_pool_like_a_night_and_the_same_for_both_sides() -> None:
-    from zlops.campaign_ab import ab_plan
+    from zlops.campaign.ab import ab_plan
 
     shards = [_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring")]
     cost = {s.shard_id: 8.0 * s.p if s.p == 2 else 7.0 for s in shards}   # device-seconds, as measured tonight
@@ -184,7 +184,7 @@ def test_run_packed_runs_lanes_in_parallel_never_two_shards_on_a_device_and_keep
     import threading
     import time as _time
 
-    from zlops.campaign_ab import ab_plan, run_packed
+    from zlops.campaign.ab import ab_plan, run_packed
 
     shards = [_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring")]
     plan = ab_plan("cpu2", shards, [0, 1], {s.shard_id: 1.0 * s.p for s in shards})
@@ -227,7 +227,7 @@ def test_the_gang_estimate_learns_what_earlier_campaign_abs_realised(tmp_path: P
     """A campaign A/B run's estimate is tonight's device-seconds of its shards times the median
     realised/estimated ratio of the pool's earlier A/Bs (issue 22: gloo on 2 shared cores, +42% and +25%
     realised, and the A/B chosen for 5 pairs stopped at 4)."""
-    from zlops.campaign_ab import realised_factor
+    from zlops.campaign.ab import realised_factor
     from zlops.model import RunRecord
 
     data = campaign_config(tmp_path / "home", tmp_path / "up", devices=[0, 1], locks_dir=tmp_path / "locks")

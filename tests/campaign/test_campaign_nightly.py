@@ -16,10 +16,10 @@ import pytest
 import yaml
 from campaign_upstream import CampaignUpstream, campaign_config, timings
 
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
 from zlops.model import ShardStatus, Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 
@@ -130,8 +130,8 @@ def test_a_rescore_reads_each_lane_s_gang_shards_with_today_s_adapter(tmp_path: 
     night's adapter wrote), the derived series follow, and the run's series points are the new ones."""
     from dataclasses import replace
 
-    from zlops import ingest as ingest_mod
-    from zlops.rescore import rescore
+    from zlops.run import ingest as ingest_mod
+    from zlops.steps.rescore import rescore
 
     up = CampaignUpstream(tmp_path / "up")
     c1 = up.commit(timings(**GRID), "first")

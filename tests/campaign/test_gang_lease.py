@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from zlops.errors import DeviceBusy
-from zlops.locks import device_lease, gang_lease, lock_path
+from zlops.host.locks import device_lease, gang_lease, lock_path
 
 HOLDER = textwrap.dedent('''
     import json, sys, time
     from pathlib import Path
-    from zlops.locks import device_lease, gang_lease
+    from zlops.host.locks import device_lease, gang_lease
     locks, devices, hold_s, log, tag = Path(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
     for i in range(int(sys.argv[6])):
         cm = gang_lease(locks, "cpu", devices, wait_s=60, owner=tag) if len(devices) > 1 else \\

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from zlops import scaling
-from zlops.config import Config, NoiseConfig, parse_config
+from zlops.campaign import scaling
+from zlops.config.settings import Config, NoiseConfig, parse_config
 from zlops.formats import parse_results
 from zlops.model import Verdict
 from zlops.stats import State, confirm_ab

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from fake_upstream import GIT_ENV, git
 
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
 from zlops.model import ShardStatus, Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ Every verdict is re-decided here from what was recorded, by today's code: the la
 and the derived series (efficiency, nccl/ring ratio) re-derived must give the values the nights judged;
 the noise judge's screening of each series (its history: the earlier nights, and the earlier A/B runs as
 process evidence) must give the suspects the nights had; each A/B's per-run values, through
-:func:`zlops.judge.confirm_suspect`, must give the verdict the night reported. And the outcome the issue
+:func:`zlops.judge.judges.confirm_suspect`, must give the verdict the night reported. And the outcome the issue
 asks for: the docs night flags nothing, the slowdown night flags the slowed variant's time, bandwidth,
 efficiency and ratio and nothing else.
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from zlops import scaling
-from zlops.config import Config, parse_config
+from zlops.campaign import scaling
+from zlops.config.settings import Config, parse_config
 from zlops.formats import parse_results
-from zlops.judge import confirm_suspect, noise_judge
+from zlops.judge.judges import confirm_suspect, noise_judge
 from zlops.model import Verdict
 from zlops.stats import confirm_ab
 
@@ -86,7 +86,7 @@ def _rejudge(night: int) -> dict[tuple[str, str], tuple[Verdict, Verdict]]:
     for key, row in _rows(night).items():
         earlier = [_rows(n)[key] for n in range(1, night) if key in _rows(n)]
         history = [r["tonight"] for r in earlier]
-        # the process evidence of earlier A/Bs (zlops.evidence.series_histories): both sides' runs of an A/B
+        # the process evidence of earlier A/Bs (zlops.judge.evidence.series_histories): both sides' runs of an A/B
         # that changed nothing, only the head's of one that confirmed a change
         processes = [v for r in earlier for v in (r["ab_head"] if Verdict(r["verdict"]).changes_level
                                                   else r["ab_base"] + r["ab_head"])]

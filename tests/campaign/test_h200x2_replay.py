@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from zlops import scaling
-from zlops.config import parse_config
+from zlops.campaign import scaling
+from zlops.config.settings import parse_config
 from zlops.formats import parse_results
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "campaign_h200x2"

@@ -1,11 +1,11 @@
-"""A campaign gang shard's results file is read exactly as a plain shard's (zlops.ingest.read_shard).
+"""A campaign gang shard's results file is read exactly as a plain shard's (zlops.run.ingest.read_shard).
 
 Each case below puts one results file in a gang shard's artifact folder, beside a manifest saying the
-shard finished OK (what a measured shard leaves; :func:`zlops.campaign_run.run_lane` re-uses it instead
+shard finished OK (what a measured shard leaves; :func:`zlops.campaign.run.run_lane` re-uses it instead
 of running the benchmark again). The lane's verdict on that shard (its row in ``campaign.json`` and
-the lane's own status) must be the one :func:`zlops.ingest.read_shard` gives the same file read as an
+the lane's own status) must be the one :func:`zlops.run.ingest.read_shard` gives the same file read as an
 ordinary shard of a plain suite in the same format on the same pool: same status, same error, word
-for word. The campaign A/B (:func:`zlops.campaign_ab.run_side`) must refuse the same files, and a
+for word. The campaign A/B (:func:`zlops.campaign.ab.run_side`) must refuse the same files, and a
 contended A/B shard, with the same reason. The results files follow the fake campaign harness'
 ``results.json`` (tests/campaign_upstream.py), the collectives format of the real harness.
 """
@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from campaign_upstream import campaign_config
 
-from zlops import campaign_ab
-from zlops.campaign import CampaignCase, make_plan
-from zlops.campaign_run import LANE_FILE, LANE_RESULTS, run_lane, shard_dir
-from zlops.config import Config, parse_config
+from zlops.campaign import ab as campaign_ab
+from zlops.campaign.plan import CampaignCase, make_plan
+from zlops.campaign.run import LANE_FILE, LANE_RESULTS, run_lane, shard_dir
+from zlops.config.settings import Config, parse_config
 from zlops.errors import ZlopsError
-from zlops.ingest import read_shard
 from zlops.model import ShardOutcome, ShardStatus
-from zlops.runner import MANIFEST
+from zlops.run.ingest import read_shard
+from zlops.run.runner import MANIFEST
 from zlops.steps.context import Prepared, RunContext
 
 SHA = "c0ffee" * 6 + "abcd"
@@ -219,8 +219,8 @@ def test_rereading_a_lane_applies_today_s_adapter_to_its_gang_shards(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The lane file holds what the night's adapter made of the gang shards' files; a rescore reads those
     files again (campaign_run.reread_lane), each as the lane read it, so a fixed adapter reaches campaigns."""
-    from zlops import ingest as ingest_mod
-    from zlops.campaign_run import reread_lane
+    from zlops.campaign.run import reread_lane
+    from zlops.run import ingest as ingest_mod
 
     config = _config(tmp_path)
     ctx = RunContext(config, "coll", RUN_KEY, SHA)
@@ -251,9 +251,9 @@ def test_rereading_a_lane_applies_today_s_adapter_to_its_gang_shards(tmp_path: P
 
 def test_rereading_a_lane_turns_a_night_malformed_shard_into_data_and_keeps_a_crash(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from zlops import ingest as ingest_mod
-    from zlops.campaign_run import reread_lane
+    from zlops.campaign.run import reread_lane
     from zlops.formats import parse_text
+    from zlops.run import ingest as ingest_mod
 
     config = _config(tmp_path)
     ctx = RunContext(config, "coll", RUN_KEY, SHA)
@@ -288,7 +288,8 @@ OTHER = CampaignCase("allreduce", 1, "tree", "nccl", 4096)
 def _fake_runs(monkeypatch: pytest.MonkeyPatch, busy: dict[str, int]) -> list[str]:
     """run_shard faked (each run writes GOOD and an OK manifest) and the shard telemetry faked: a shard
     whose id is in ``busy`` reads 180% foreign CPU for its first ``busy[id]`` runs, 3% after."""
-    from zlops import campaign_run, telemetry
+    from zlops.campaign import run as campaign_run
+    from zlops.host import telemetry
 
     ran: list[str] = []
 

@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from zlops.campaign import CampaignCase, CampaignPlan, estimate, gang_lpt, grid_cases, make_plan, parse_generated
-from zlops.config import parse_config
+from zlops.campaign.plan import CampaignCase, CampaignPlan, estimate, gang_lpt, grid_cases, make_plan, parse_generated
+from zlops.config.settings import parse_config
 from zlops.errors import ConfigError, ZlopsError
 
 

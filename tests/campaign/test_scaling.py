@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from zlops import scaling
+from zlops.campaign import scaling
 from zlops.model import CaseResult, Comparison, Figures, Judgement, Summary, Verdict
 
 
@@ -61,8 +61,8 @@ def test_alert_lines_word_derived_series_as_scaling_changes() -> None:
     report does; a measured series keeps its signed percentage."""
     from datetime import datetime, timezone
 
-    from zlops import alert_messages
-    from zlops.alerts import Alert, AlertState, EventKind, Step
+    from zlops.alerts import messages as alert_messages
+    from zlops.alerts.lifecycle import Alert, AlertState, EventKind, Step
     from zlops.model import BaselinePoint, Comparison, Judgement, Verdict
 
     t0 = datetime(2026, 11, 30, tzinfo=timezone.utc)

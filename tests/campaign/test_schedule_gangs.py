@@ -1,4 +1,4 @@
-"""A campaign run's Schedule counts a gang shard on every device it held (zlops.partition.gang_busy).
+"""A campaign run's Schedule counts a gang shard on every device it held (zlops.run.partition.gang_busy).
 
 Seen on the 2xH200 proof (tests/data/campaign_h200x2/noise_2026-12-01): the lane process of device 0 led
 the P=2 shards, so device 1, held by them too, was shown ~35% idle."""
@@ -13,7 +13,7 @@ import pytest
 
 from zlops.formats import parse_results
 from zlops.model import ShardOutcome, ShardStatus
-from zlops.partition import gang_busy, realized, schedule_section
+from zlops.run.partition import gang_busy, realized, schedule_section
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "campaign_h200x2" / "noise_2026-12-01"
 T0 = datetime(2026, 12, 1, 2, 10, tzinfo=timezone.utc)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from zlops.config import load_config
+from zlops.config.settings import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fault_upstream import BENCH, TIMINGS
 
-from zlops.config import SuiteConfig
-from zlops.runner import ShardSpec
+from zlops.config.settings import SuiteConfig
+from zlops.run.runner import ShardSpec
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from fake_upstream import Upstream, config_data
 
-from zlops import cli
+from zlops.cli import app as cli
 from zlops.model import CompareSummary, ShardOutcome, ShardStatus
 
 

@@ -9,8 +9,8 @@ import pytest
 from fault_upstream import alive, wait_gone
 from local_git import LocalRepo
 
-from zlops import gitops, proc
 from zlops.errors import GitError
+from zlops.host import gitops, proc
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fault_upstream import alive
 
-from zlops import proc
 from zlops.errors import ProcessError
+from zlops.host import proc
 
 
 @pytest.fixture(autouse=True)

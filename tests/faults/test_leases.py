@@ -15,16 +15,16 @@ import pytest
 from fake_upstream import config_data
 from fault_upstream import REPO, alive, kill_quietly, overlaps, wait_gone, wait_started
 
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
 from zlops.errors import DeviceBusy
-from zlops.locks import default_locks_dir, device_lease, holder
+from zlops.host.locks import default_locks_dir, device_lease, holder
 from zlops.model import ShardStatus
-from zlops.runner import ShardSpec, run_shard
+from zlops.run.runner import ShardSpec, run_shard
 
 CHILD = """
 import pickle, sys
 from pathlib import Path
-from zlops.runner import run_shard
+from zlops.run.runner import run_shard
 spec = pickle.loads(bytes.fromhex(sys.argv[1]))
 run_shard(spec, locks_dir=Path(sys.argv[2]), device_wait_s=0, telemetry_interval_s=0.05)
 """

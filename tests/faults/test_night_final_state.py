@@ -12,9 +12,10 @@ import pytest
 import yaml
 from fake_upstream import Upstream, config_data
 
-from zlops import cli, nightly
-from zlops.config import parse_config
+from zlops.cli import app as cli
+from zlops.config.settings import parse_config
 from zlops.model import RunStatus, ShardStatus
+from zlops.steps import nightly
 from zlops.steps.context import RunContext, open_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -53,7 +54,7 @@ def test_a_full_disk_under_one_shard_fails_that_shard_and_the_night_goes_on(tmp_
     assert by_device[1].status is ShardStatus.FAILED
     assert by_device[1].error is not None and by_device[1].error.startswith(f"no space left under {shard1}")
     run = open_store(config).get_run(result.run_key)
-    # done (judged with what was measured), but half the pool failed: never a baseline (zlops.promotion)
+    # done (judged with what was measured), but half the pool failed: never a baseline (zlops.judge.promotion)
     assert run is not None and run.status is RunStatus.DONE and not run.accepted
     assert "1 of 2 shards of pool local ended OK" in run.meta["promotion"]["reason"]
     assert {c.case for c in result.summary.comparisons} == {"alpha", "beta"}
@@ -103,7 +104,7 @@ def test_an_os_error_without_a_path_names_the_operation_and_step_and_vv_shows_th
     err = capsys.readouterr().err
     line = next(x for x in err.splitlines() if x.startswith("zlops: "))
     assert line.startswith("zlops: Invalid argument (EINVAL) in clock_call() at test_night_final_state.py:"), line
-    assert "called from _night() at zlops/nightly.py:" in line
+    assert "called from _night() at zlops/steps/nightly.py:" in line
     assert "(step compare [suite=fake])" in line and "-vv shows the traceback" in line and "Traceback" not in err
     run = open_store(parse_config(data, source="t.yaml")).get_run("nightly:fake:r1")
     assert run is not None and run.status is RunStatus.FAILED and "Invalid argument" in run.meta["failed"]["reason"]

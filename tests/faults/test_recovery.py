@@ -15,10 +15,10 @@ import pytest
 from fake_upstream import config_data
 from fault_upstream import alive, kill_quietly, wait_gone
 
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.model import RunRecord, RunStatus
-from zlops.recovery import owner_dead, owner_meta, recover
-from zlops.runner import process_start
+from zlops.run.recovery import owner_dead, owner_meta, recover
+from zlops.run.runner import process_start
 from zlops.steps.context import open_store, slug
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

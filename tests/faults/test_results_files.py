@@ -13,11 +13,11 @@ import pytest
 from fake_upstream import config_data
 from fault_upstream import overlaps
 
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
 from zlops.errors import ParseError
 from zlops.formats import _bounded, parse_results
 from zlops.model import RunRecord, RunStatus, ShardStatus
-from zlops.runner import ShardSpec, run_shard
+from zlops.run.runner import ShardSpec, run_shard
 from zlops.steps.context import RunContext, open_store
 from zlops.steps.run_device import ingest_shard
 

@@ -1,5 +1,5 @@
 """A run id is owned by one live process: a second ``zlops nightly`` of a running run id is refused in one
-line naming the owner, and takes the run over only once the owner is dead (zlops.recovery decides).
+line naming the owner, and takes the run over only once the owner is dead (zlops.run.recovery decides).
 Real ``zlops nightly`` subprocesses, a real SIGKILL."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from fault_upstream import (
     write_config,
 )
 
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.errors import RunOwned
 from zlops.steps.fetch import fetch
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from zlops import cli
+from zlops.cli import app as cli
 from zlops.errors import DatabaseUnavailable
 from zlops.model import RunRecord, RunStatus
 from zlops.store import Store

@@ -16,8 +16,8 @@ import yaml
 from fake_slack import TOKEN, fake_slack_server
 from fake_upstream import BENCH, Upstream, config_data
 
-from zlops import cli
-from zlops.config import load_config
+from zlops.cli import app as cli
+from zlops.config.settings import load_config
 from zlops.model import RunStatus, ShardStatus
 from zlops.steps.context import make_run_key, open_store
 
@@ -147,7 +147,7 @@ def test_rerun_of_an_accepted_run_is_refused_without_replace(
 @pytest.mark.postgres
 def test_pg_terminate_backend_during_a_nightly_is_survived(tmp_path: Path, pg_url: str) -> None:
     """Every store connection is terminated while the benchmark runs: the night still ends accepted."""
-    from zlops.nightly import run_nightly
+    from zlops.steps.nightly import run_nightly
 
     cfg, sha, count = _setup(tmp_path, database=pg_url, gated=True)
     name = pg_url.rsplit("/", 1)[1]

@@ -14,10 +14,10 @@ import yaml
 from fake_slack import TOKEN, FakeSlack, fake_slack_server
 from fake_upstream import Upstream, config_data
 
-from zlops import cli
-from zlops.config import load_config
+from zlops.cli import app as cli
+from zlops.config.settings import load_config
 from zlops.model import RunRecord, RunStatus
-from zlops.slack import RETRY_COUNT
+from zlops.slack.outbox import RETRY_COUNT
 from zlops.steps.context import RunContext, open_store
 
 
@@ -65,7 +65,7 @@ def test_a_5xx_then_success_is_retried_within_the_report_step(
 def test_alert_flush_sends_what_an_outage_left(tmp_path: Path, fake: FakeSlack, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
-    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.01)
+    monkeypatch.setattr("zlops.slack.outbox.SERVER_ERROR_BACKOFF_S", 0.01)
     cfg = _config(tmp_path, fake)
     note = _queue(cfg, "last night's summary")
     fake.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)  # Slack is down for the whole first flush
@@ -98,7 +98,7 @@ def test_two_flushers_never_post_one_message_twice(tmp_path: Path, fake: FakeSla
     """The report step and the outbox DAG flushing at the same moment (the outbox lock)."""
     import threading
 
-    from zlops.slack import client_from_env, flush_outbox
+    from zlops.slack.outbox import client_from_env, flush_outbox
 
     cfg = _config(tmp_path, fake, database=request.getfixturevalue("pg_url") if database == "postgresql" else None)
     for n in range(5):
@@ -145,7 +145,7 @@ def test_the_outbox_dag_flushes_every_15_minutes(tmp_path: Path, fake: FakeSlack
 @pytest.mark.parametrize("database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_a_flush_never_waits_forever_for_another(tmp_path: Path, fake: FakeSlack, database: str,
                                                  request: pytest.FixtureRequest) -> None:
-    from zlops.slack import client_from_env, flush_outbox
+    from zlops.slack.outbox import client_from_env, flush_outbox
 
     cfg = _config(tmp_path, fake, database=request.getfixturevalue("pg_url") if database == "postgresql" else None)
     _queue(cfg, "x")

@@ -23,7 +23,7 @@ pytest.importorskip("airflow")
 
 from fake_upstream import config_data
 
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.model import RunRecord, RunStatus
 from zlops.steps.context import RunContext, open_store
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fake_forge import FakeForge
 
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 
 
 @pytest.fixture

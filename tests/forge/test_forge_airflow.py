@@ -28,7 +28,7 @@ def test_a_signed_comment_creates_a_pr_compare_run_with_the_connections_secrets(
     from airflow.utils.session import create_session
 
     from zlops.airflow.forge import URL_PREFIX, connection_secrets, create_forge_app
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
 
     forge = FakeForge()
     try:

@@ -20,7 +20,7 @@ from fake_forge import GITHUB_TOKEN, GITLAB_TOKEN, AppServer, FakeForge, deliver
 from fake_upstream import Upstream, config_data
 
 from zlops.cli import main
-from zlops.config import load_config
+from zlops.config.settings import load_config
 from zlops.forge.receiver import create_app
 from zlops.model import CaseResult, RunRecord, RunStatus, ShardOutcome, ShardStatus
 from zlops.steps.context import open_store

@@ -11,11 +11,11 @@ import pytest
 from fake_forge import GITHUB_TOKEN, GITLAB_TOKEN, FakeForge
 from forge_helpers import HEAD, outcome, row, secrets_for
 
-from zlops.config import Config
+from zlops.config.settings import Config
 from zlops.forge.check import changed, conclude
-from zlops.forge.deliver import flush_checks, post_outcome
+from zlops.forge.deliver import flush_checks
+from zlops.forge.prcompare import post_outcome, render
 from zlops.model import Verdict
-from zlops.prcompare import render
 from zlops.steps.context import open_store
 
 
@@ -141,7 +141,7 @@ def test_a_forge_outage_keeps_the_check_in_the_outbox_until_a_flush_delivers_it(
 def test_without_a_token_the_check_waits_and_slack_flushes_never_take_it(
         forge: FakeForge, forge_config: Callable[..., Config]) -> None:
     from zlops.forge.deliver import ForgeSecrets
-    from zlops.slack import flush_outbox
+    from zlops.slack.outbox import flush_outbox
 
     config = forge_config()
     store = open_store(config)

@@ -11,7 +11,7 @@ import pytest
 from fake_forge import AppServer, FakeForge, deliver, github_delivery, mr_note, pr_comment
 from forge_helpers import GH_SECRET, GL_SECRET, HEAD, secrets_for
 
-from zlops.config import Config
+from zlops.config.settings import Config
 from zlops.forge.receiver import create_app
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from triton_cache_factory import flaggems_like
 
-from zlops.bisect import Allowance, BisectPolicy, Key, Outcome, State, StepKind, StepRecord, Target, bisect_range
+from zlops.bisect.search import Allowance, BisectPolicy, Key, Outcome, State, StepKind, StepRecord, Target, bisect_range
 from zlops.kernels.attribution import kernel_side, same_op_kernels
 from zlops.kernels.triton import parse_cache
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from zlops.config import SuiteConfig
+from zlops.config.settings import SuiteConfig
 from zlops.kernels.inventory import read_inventory
 from zlops.model import ShardStatus
-from zlops.runner import ShardSpec, read_manifest, run_shard
+from zlops.run.runner import ShardSpec, read_manifest, run_shard
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 HERE = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ def test_config_refuses_unknown_provider_and_bad_regex(tmp_path: Path) -> None:
 
 
 def test_bundle_verify_reads_the_inventory(tmp_path: Path) -> None:
-    from zlops.bundle import verify_bundle
+    from zlops.run.bundle import verify_bundle
 
     spec = _spec(tmp_path, "triton")
     run_shard(spec, locks_dir=tmp_path / "locks", device_wait_s=0, telemetry_interval_s=0.05)

@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 from triton_cache_factory import write_autotune, write_kernel
 
-from zlops.config import SuiteConfig
+from zlops.config.settings import SuiteConfig
 from zlops.kernels import seed as seeding
 from zlops.kernels.attribution import KERNEL_CHANGED, OUTSIDE, attribute
 from zlops.kernels.inventory import INVENTORY_FILE, Inventory, read_inventory
 from zlops.kernels.seed import SeedPlan, stage
 from zlops.kernels.triton import parse_cache
 from zlops.model import ShardStatus
-from zlops.runner import ShardSpec, read_manifest, run_shard
+from zlops.run.runner import ShardSpec, read_manifest, run_shard
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 TESTS = Path(__file__).resolve().parents[1]

@@ -18,15 +18,15 @@ from sqlalchemy import select
 from triage_nights import BAD_NIGHT, T0, _comparison, _samples, run_key, sha
 from triton_cache_factory import write_kernel
 
-from zlops.announce import update_alerts
 from zlops.cli import main
-from zlops.config import Config, load_config
+from zlops.config.settings import Config, load_config
 from zlops.kernels.triton import parse_cache
 from zlops.model import CaseResult, CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus
+from zlops.slack.announce import update_alerts
 from zlops.steps.context import open_store
 from zlops.store import Store
 from zlops.store.models import Notification
-from zlops.triage import inbox
+from zlops.triage.actions import inbox
 
 POOLS = {"npu": "ascend", "musa": "musa"}
 KERNELS = ("softmax_kernel_inner", "matmul_kernel", "fill_scalar_kernel")

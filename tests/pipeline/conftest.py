@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from fake_upstream import Upstream, config_data
 
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 
 
 @pytest.fixture

@@ -15,13 +15,13 @@ import pytest
 from bisect_upstream import BisectUpstream
 from fake_upstream import config_data
 
-from zlops import bisect_run
-from zlops.bisect import Outcome, State, StepKind, Target, builds_bound
+from zlops.bisect import run as bisect_run
+from zlops.bisect.search import Outcome, State, StepKind, Target, builds_bound
 from zlops.cli import main
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.errors import ZlopsError
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +105,7 @@ def test_bisection_finds_verifies_and_groups_the_culprit(tmp_path: Path, capsys:
     assert len(_culprit_messages(config)) == 3
 
     # the alert page's culprit block: the culprit, the verify A/B's stored figures, every step
-    from zlops.bisect_messages import alert_culprit_block
+    from zlops.bisect.messages import alert_culprit_block
 
     block = alert_culprit_block(store, alerts[0].id)
     verify_e = steps[-1].evidence[0]

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from sqlalchemy import event, inspect, text
 
-import zlops.gitops as gitops
-from zlops.compare import pool_results
-from zlops.config import Config, parse_config
-from zlops.evidence import caliber_walls, judge_inputs
+import zlops.host.gitops as gitops
+from zlops.config.settings import Config, parse_config
 from zlops.identity import build_identity
+from zlops.judge.compare import pool_results
+from zlops.judge.evidence import caliber_walls, judge_inputs
 from zlops.model import (
     CaseResult,
     Comparison,

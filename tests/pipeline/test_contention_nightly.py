@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from test_contention import detached
 
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
 from zlops.demo import POOL, SUITE, create_upstream, demo_config_data
 from zlops.model import ShardStatus, Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("taskset") is None, reason="pins the benchmark with taskset")]

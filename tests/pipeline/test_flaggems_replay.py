@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from flaggems_replay import DATA, FlaggemsReplay, config_data, processes
 
-from zlops.config import parse_config
+from zlops.config.settings import parse_config
 from zlops.formats import flaggems_record
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 UNARY = ("abs", "exp", "neg", "relu")
 SHAPES = ("(1073741824)", "(64x64)", "(4096x4096)", "(64x512x512)", "(1024x1024x1024)")

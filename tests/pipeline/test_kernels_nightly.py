@@ -21,7 +21,7 @@ import yaml
 from fake_upstream import Upstream
 
 from zlops.cli import main
-from zlops.config import Config
+from zlops.config.settings import Config
 from zlops.kernels.inventory import read_inventory
 from zlops.steps.context import open_store
 

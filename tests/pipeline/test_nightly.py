@@ -14,15 +14,15 @@ import pytest
 import sqlalchemy as sa
 from fake_upstream import Upstream, config_data
 
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.errors import GitError
 from zlops.model import RunStatus, ShardStatus, Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.cleanup import cleanup
 from zlops.steps.compare import compare
 from zlops.steps.context import open_store, slug
 from zlops.steps.fetch import fetch
 from zlops.steps.ingest import ingest
+from zlops.steps.nightly import run_nightly
 from zlops.steps.promote import promote
 from zlops.steps.run_device import run_device
 

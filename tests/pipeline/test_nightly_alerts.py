@@ -19,10 +19,10 @@ import yaml
 from fake_slack import CHANNEL_ID, TOKEN, FakeSlack, fake_slack_server
 from fake_upstream import Upstream
 
-from zlops.alerts import AlertState
+from zlops.alerts.lifecycle import AlertState
 from zlops.cli import main
-from zlops.config import Config
-from zlops.slack import RETRY_COUNT
+from zlops.config.settings import Config
+from zlops.slack.outbox import RETRY_COUNT
 from zlops.steps.context import RunContext, open_store
 
 pytestmark = pytest.mark.slow
@@ -95,7 +95,7 @@ def test_threads_outbox_and_ack_over_four_nights(upstream: Upstream, make_config
 
     # night 3: nothing new to announce (alpha still slow, delta worse but acked); Slack 500s the summary,
     # also both retries within the step
-    monkeypatch.setattr("zlops.slack.SERVER_ERROR_BACKOFF_S", 0.05)
+    monkeypatch.setattr("zlops.slack.outbox.SERVER_ERROR_BACKOFF_S", 0.05)
     fake.fail("chat.postMessage", 500, times=1 + RETRY_COUNT)
     night(3)  # the nightly still succeeds
     assert fake.methods() == ["chat.postMessage"] * (1 + RETRY_COUNT)

@@ -11,10 +11,10 @@ import pytest
 from fake_devices import use_fakebin
 from fake_upstream import Upstream
 
-from zlops.config import Config
+from zlops.config.settings import Config
+from zlops.host.telemetry import CSV_NAME, ERR_NAME, read_csv
 from zlops.model import ShardStatus, Verdict
-from zlops.nightly import run_nightly
-from zlops.telemetry import CSV_NAME, ERR_NAME, read_csv
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +58,7 @@ def test_auto_devices_pick_the_idle_range_once_per_run(
     config = make_config(backend="ascend")
     data = config.model_dump()
     data["pools"]["local"]["devices"] = "auto"
-    from zlops.config import parse_config
+    from zlops.config.settings import parse_config
 
     auto_cfg = parse_config(data)
     n1 = run_nightly(auto_cfg, "fake", sha=c1, run_label="auto1")
@@ -76,7 +76,7 @@ def test_auto_devices_pick_the_idle_range_once_per_run(
 def test_a_dag_refuses_auto_devices(make_config: Callable[..., Config]) -> None:
     pytest.importorskip("airflow")
     from zlops.airflow.pools import planned_pools
-    from zlops.config import parse_config
+    from zlops.config.settings import parse_config
 
     data = make_config().model_dump()
     data["pools"]["local"]["devices"] = "auto"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from fake_upstream import Upstream
 
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_a_caliber_change_refuses_the_comparison_and_says_which_axis(
     assert "!!! [caliber] rounds: 5 != 7" in verdicts["alpha"].judgement.note
     assert "!!! [caliber] rounds: 5 != 7 (pool local)" in n2.report.table
     assert n2.summary.overall_line() == "Overall: 0 of 0 cases improved, 0 regressed; 2 incomparable (caliber)"
-    assert not n2.accepted  # a caliber break never becomes the baseline by itself (zlops.promotion)
+    assert not n2.accepted  # a caliber break never becomes the baseline by itself (zlops.judge.promotion)
     # released explicitly: judged, and still says what it found
     allowed = _with(more_rounds, allow_caliber_mismatch=True)
     n3 = run_nightly(allowed, "fake", sha=c2, run_label="n3")
@@ -111,7 +111,7 @@ def test_ab_confirms_a_real_step_the_same_night(tmp_path: Path, upstream: Upstre
     assert cost["runs"] == 10 and cost["stopped"] == "decided" and cost["cases"] == "all"
     # a rescore re-derives the night from its artifacts and decides the suspect by the night's own A/B
     # runs again (issue 12: "unchanged became suspect again" on a rescore)
-    from zlops.rescore import rescore
+    from zlops.steps.rescore import rescore
 
     again = {c.case: c for c in rescore(config, night.summary.run_key).summary.comparisons}["alpha"]
     assert again.verdict is Verdict.SEVERE and again.figures is not None

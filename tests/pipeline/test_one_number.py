@@ -19,10 +19,10 @@ import pytest
 from fake_upstream import Upstream
 
 from zlops.cli import main
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
 from zlops.report import cells
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 

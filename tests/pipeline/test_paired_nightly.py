@@ -1,4 +1,4 @@
-"""Paired nights through the real nightly (zlops.paired; issue 23): the fake upstream's scripted timings,
+"""Paired nights through the real nightly (zlops.judge.paired; issue 23): the fake upstream's scripted timings,
 its commits measured beside their baseline commit in interleaved fresh processes, the contention gate
 on and judging each pair (the telemetry's load figures are scripted: how busy the CI host is is not
 what these tests judge)."""
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from fake_upstream import Upstream, config_data
 
-import zlops.paired
-import zlops.telemetry
-from zlops.config import Config, parse_config
+import zlops.host.telemetry
+import zlops.judge.paired
+from zlops.config.settings import Config, parse_config
 from zlops.model import ShardStatus, Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def _config(tmp_path: Path, upstream: Upstream, *, judge: str = "simple", **pair
 
 def _loads(monkeypatch: pytest.MonkeyPatch, loads: list[float], then: float) -> list[float]:
     """Each run's telemetry says other processes used the next of ``loads`` (% of one CPU), then ``then``."""
-    real = zlops.telemetry.summarize_dir
+    real = zlops.host.telemetry.summarize_dir
     seen: list[float] = []
 
     def summarize(path: Path) -> dict[str, object]:
@@ -38,8 +38,8 @@ def _loads(monkeypatch: pytest.MonkeyPatch, loads: list[float], then: float) -> 
         seen.append(load)
         return {**real(path), "foreign_cpu_mean_pct": load, "foreign_top": [], "steal_max_pct": 0.0}
 
-    monkeypatch.setattr(zlops.telemetry, "summarize_dir", summarize)
-    monkeypatch.setattr(zlops.paired, "quiet_fn", lambda config, pool: lambda: None)
+    monkeypatch.setattr(zlops.host.telemetry, "summarize_dir", summarize)
+    monkeypatch.setattr(zlops.judge.paired, "quiet_fn", lambda config, pool: lambda: None)
     return seen
 
 

@@ -10,12 +10,12 @@ import pytest
 import yaml
 from fake_upstream import Upstream, config_data, git
 
-from zlops import proc
 from zlops.cli import main
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.errors import ConfigError
+from zlops.forge.prcompare import report, run_compare, validate_ref
+from zlops.host import proc
 from zlops.model import Verdict
-from zlops.prcompare import report, run_compare, validate_ref
 from zlops.steps.context import RunContext, open_store
 
 BASE = {"alpha": 1.0, "beta": 2.0}
@@ -177,7 +177,7 @@ def test_a_device_held_by_another_benchmark_is_waited_for(upstream: Upstream, ma
     upstream.checkout("main")
     config = parse_config({**make_config().model_dump(mode="json"), "device_wait_s": 60})
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from zlops.locks import device_lock\n"
+        "import sys, time; from pathlib import Path; from zlops.host.locks import device_lock\n"
         f"with device_lock(Path({str(config.locks_dir)!r}), 'cpu', 0, wait_s=5, owner='nightly:fake:other'):\n"
         "    print('held', flush=True); time.sleep(9)\n")], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -215,8 +215,8 @@ def test_a_compare_with_its_defaults_confirms_a_2x_change_by_adding_pairs(upstre
     meta = open_store(config).get_run(outcome.plan.head_key).meta
     pairs_run = meta["pairs_run"]
     assert config.noise.ab_min_pairs <= pairs_run <= config.noise.ab_pairs
-    # the PR's head run keeps the judging setup it was judged with, as a nightly run does (zlops.judging)
-    from zlops.judging import JudgingSetup, from_config
+    # the PR's head run keeps the judging setup it was judged with, as a nightly run does (zlops.judge.setup)
+    from zlops.judge.setup import JudgingSetup, from_config
 
     assert JudgingSetup.from_dict(meta["judging"]) == from_config(config)
     assert len(figures.runs_base) == len(figures.runs_head) == pairs_run
@@ -227,10 +227,10 @@ def test_a_compare_with_its_defaults_confirms_a_2x_change_by_adding_pairs(upstre
 def _fake_load(monkeypatch: pytest.MonkeyPatch, loads: list[float], then: float) -> list[float]:
     """Every PR-compare run's telemetry says other processes used the next of ``loads`` (% of one CPU),
     then ``then``: the gate judges scripted figures, not how busy the CI host is. No quiet wait."""
-    import zlops.paired
-    import zlops.prcompare
+    import zlops.forge.prcompare
+    import zlops.judge.paired
 
-    real = zlops.prcompare.summarize_dir
+    real = zlops.forge.prcompare.summarize_dir
     seen: list[float] = []
 
     def summarize(path: Path) -> dict[str, object]:
@@ -239,8 +239,8 @@ def _fake_load(monkeypatch: pytest.MonkeyPatch, loads: list[float], then: float)
         return {**real(path), "foreign_cpu_mean_pct": load, "foreign_top": [["hog", 1, load]],
                 "steal_max_pct": 0.0}
 
-    monkeypatch.setattr(zlops.prcompare, "summarize_dir", summarize)
-    monkeypatch.setattr(zlops.paired, "quiet_fn", lambda config, pool: lambda: None)
+    monkeypatch.setattr(zlops.forge.prcompare, "summarize_dir", summarize)
+    monkeypatch.setattr(zlops.judge.paired, "quiet_fn", lambda config, pool: lambda: None)
     return seen
 
 
@@ -256,7 +256,7 @@ def test_a_busy_moment_never_ends_the_compare(upstream: Upstream, tmp_path: Path
     upstream.checkout("main")
     config = parse_config(config_data(tmp_path / "home", upstream.path, contention_gate=True))
     seen = _fake_load(monkeypatch, [180.0, 170.0], then=3.0)   # the first two runs beside a burst
-    with caplog.at_level("WARNING", logger="zlops.prcompare"):
+    with caplog.at_level("WARNING", logger="zlops.forge.prcompare"):
         outcome = run_compare(config, {"suite": "fake", "ref": "feat"}, label="busy")
     rows = {c.case: c for c in outcome.comparisons["default"]}
     assert rows["alpha"].verdict is Verdict.REGRESSION and rows["beta"].verdict is Verdict.UNCHANGED

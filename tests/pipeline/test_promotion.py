@@ -13,10 +13,10 @@ from collections.abc import Callable
 import pytest
 from fake_upstream import Upstream, git
 
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ import yaml
 from fake_upstream import Upstream
 
 from zlops.cli import main
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import context_for
+from zlops.steps.nightly import run_nightly
 
 pytestmark = pytest.mark.slow
 

@@ -7,13 +7,13 @@ from collections.abc import Callable
 import pytest
 from fake_upstream import Upstream
 
-from zlops import ingest as ingest_mod
-from zlops import rescore as rescore_mod
-from zlops.config import Config, parse_config
+from zlops.config.settings import Config, parse_config
 from zlops.model import CaseResult, ShardStatus, Verdict
-from zlops.nightly import run_nightly
-from zlops.rescore import rescore
+from zlops.run import ingest as ingest_mod
+from zlops.steps import rescore as rescore_mod
 from zlops.steps.context import context_for, open_store
+from zlops.steps.nightly import run_nightly
+from zlops.steps.rescore import rescore
 
 pytestmark = pytest.mark.slow
 

@@ -14,6 +14,7 @@ import pytest
 from report_factories import comparison
 
 from zlops.formats import parse_results
+from zlops.host.telemetry import read_csv
 from zlops.model import CaseResult, Comparison, HistoryPoint, Summary, Verdict
 from zlops.report.figures import (
     BASE_COLOUR,
@@ -29,7 +30,6 @@ from zlops.report.figures import (
     telemetry_timeline,
 )
 from zlops.report.plots import CLOCK_COLOUR, REFERENCE_COLOUR, TEMP_COLOUR, VERDICT_COLOURS, trend_plot
-from zlops.telemetry import read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 H200_TELEMETRY = ROOT / "docs" / "evidence" / "h200" / "night2_telemetry.csv"
@@ -181,7 +181,7 @@ def test_figures_leave_their_inputs_alone(tmp_path: Path) -> None:
 
 def test_a_big_night_draws_a_bounded_number_of_trends_most_important_first() -> None:
     from zlops.model import BaselinePoint, CompareSummary, Comparison, Judgement, Verdict
-    from zlops.nightly_figures import trend_candidates
+    from zlops.report.night_figures import trend_candidates
 
     def row(case: str, verdict: Verdict, worse: float) -> Comparison:
         return Comparison("s", "p", case, "t", "ms", True, BaselinePoint("r", "a" * 40, "ms", 1.0, 1), Summary(1.1, 1),

@@ -15,7 +15,7 @@ from report_factories import T0, comparison
 from sqlalchemy import event
 
 from zlops.model import CaseResult, CompareSummary, RunRecord, RunStatus, ShardOutcome, ShardStatus, Verdict
-from zlops.nightly_figures import draw_run_figures, telemetry_by_pool, trend_candidates
+from zlops.report.night_figures import draw_run_figures, telemetry_by_pool, trend_candidates
 from zlops.store import Store
 
 SUITE = "kernels"

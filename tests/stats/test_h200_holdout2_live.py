@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from flaggems_holdout import DATA2, HOLDOUT2
 
-from zlops.config import NoiseConfig
-from zlops.interleave import ab_budget
+from zlops.config.settings import NoiseConfig
+from zlops.judge.interleave import ab_budget
 from zlops.kernels.attribution import attribute
 from zlops.kernels.triton import parse_cache
 

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from flaggems_holdout import HOLDOUT2, HoldoutReplay, config_data, served
 
-from zlops.config import parse_config
-from zlops.kernels.explain import attribution_texts
+from zlops.alerts.explain import attribution_texts
+from zlops.config.settings import parse_config
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 from zlops.store.kernels import pool_inventory
 
 NIGHTS = ["A", "S", "K"]

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from flaggems_holdout import DATA, SLOWED_CASE, SLOWED_METRICS
 
-from zlops.config import NoiseConfig, ThresholdsConfig
-from zlops.interleave import ab_budget
+from zlops.config.settings import NoiseConfig, ThresholdsConfig
+from zlops.judge.interleave import ab_budget
 
 LIVE = Path(os.environ.get("ZLOPS_HOLDOUT_LIVE", DATA / "live"))
 LOUD = {"improved", "potential", "regression", "severe"}

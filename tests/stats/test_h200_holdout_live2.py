@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from flaggems_holdout import DATA, SLOWED_CASE, SLOWED_METRICS
 
-from zlops.config import NoiseConfig, ThresholdsConfig
-from zlops.interleave import ab_budget
+from zlops.config.settings import NoiseConfig, ThresholdsConfig
+from zlops.judge.interleave import ab_budget
 from zlops.stats import State, confirm_ab
 
 LIVE = DATA / "live2"
@@ -35,7 +35,7 @@ def _ab(night: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rejudge(row: dict[str, Any]) -> Any:
-    """The recorded A/B's runs judged as zlops.judge.confirm_suspect judges them now."""
+    """The recorded A/B's runs judged as zlops.judge.judges.confirm_suspect judges them now."""
     f = row["figures"]
     policy = NoiseConfig().policy(ThresholdsConfig().to_thresholds())   # the production defaults
     threshold = row["threshold_pct"] or policy.potential_pct
@@ -91,7 +91,7 @@ def test_replayed_under_todays_rules_the_ab_confirms_the_change_on_the_first_s_n
 
 
 def test_the_second_s_nights_ab_ran_s_against_s_as_recorded() -> None:
-    """What the fix in zlops.compare (a suspect's base is the night before its unresolved suspect nights)
+    """What the fix in zlops.judge.compare (a suspect's base is the night before its unresolved suspect nights)
     prevents; its unit test: tests/stats/test_stats_night_rules.py."""
     (row,) = [r for r in NIGHTS[4]["ab_rows"] if (r["case"], r["metric"]) == (SLOWED_CASE, "latency")]
     assert row["verdict"] == "unchanged" and row["figures"]["reference_label"].startswith(f"A/B base {SHAS['S'][:7]}")

@@ -32,12 +32,12 @@ from typing import Any
 import pytest
 from flaggems_holdout import DATA, SLOWED_CASE, SLOWED_METRICS, HoldoutReplay, config_data, served
 
-from zlops.alerts import AlertState
-from zlops.config import parse_config
+from zlops.alerts.lifecycle import AlertState
+from zlops.config.settings import parse_config
 from zlops.formats import flaggems_record
 from zlops.model import Verdict
-from zlops.nightly import run_nightly
 from zlops.steps.context import open_store
+from zlops.steps.nightly import run_nightly
 
 NIGHTS = ["A", "A", "D1", "D2", "D3", "D4", "D5", "S", "S", "S"]
 FIRST_S = NIGHTS.index("S")

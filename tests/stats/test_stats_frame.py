@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zlops.judge import noise_judge
+from zlops.judge.judges import noise_judge
 from zlops.model import Thresholds
 from zlops.stats import Policy, State
 from zlops.stats.frame import judge_many

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zlops.judge import noise_judge
+from zlops.judge.judges import noise_judge
 from zlops.model import Thresholds, Verdict
 from zlops.stats import Policy
 

@@ -1,10 +1,10 @@
-"""The pluggable noise-aware judge (zlops.judge.noise_judge) and the Verdict members it needs."""
+"""The pluggable noise-aware judge (zlops.judge.judges.noise_judge) and the Verdict members it needs."""
 
 from __future__ import annotations
 
 import pytest
 
-from zlops.judge import JUDGES, get_judge, noise_judge, simple_judge
+from zlops.judge.judges import JUDGES, get_judge, noise_judge, simple_judge
 from zlops.model import Thresholds, Verdict
 from zlops.stats import Policy
 
@@ -60,7 +60,7 @@ def test_verdict_additions_keep_the_old_semantics() -> None:
 
 
 def test_every_stats_state_has_a_verdict() -> None:
-    from zlops.judge import STATE_VERDICTS
+    from zlops.judge.judges import STATE_VERDICTS
     from zlops.stats import State
 
     # INCONCLUSIVE is an A/B's outcome only: decide() turns it into the suspect's own state, with its figures

@@ -1,6 +1,6 @@
 """Issue 22's rules of the nightly screening, walked night by night as the nightly applies them.
 
-Each night: the series' history as ``zlops.evidence.series_histories`` builds it from the nights so far
+Each night: the series' history as ``zlops.judge.evidence.series_histories`` builds it from the nights so far
 and their stored verdicts (a confirmed change restarts it, unresolved suspects stay out), judged by the
 vectorized judge (``noise_judge_many``, the production path) and by the per-series one, which must agree;
 the verdict is stored as the nightly stores it. No A/B runs here: what nights alone may decide.
@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from zlops.evidence import series_histories
-from zlops.judge import noise_judge, noise_judge_many
+from zlops.judge.evidence import series_histories
+from zlops.judge.judges import noise_judge, noise_judge_many
 from zlops.model import Judgement, Summary, Thresholds, Verdict
 from zlops.stats import Policy
 
@@ -134,8 +134,8 @@ def test_a_suspect_after_unresolved_suspect_nights_takes_the_night_before_them_a
     next night of S took last night's commit, S itself, as its baseline, and the A/B ran S against S and
     "cleared" the change (+0.00%). The base of a suspect after unresolved suspect nights is the newest night
     before them: the nights it is judged against."""
-    from zlops.compare import JudgeInputs, build_comparisons
-    from zlops.judging import JudgingSetup
+    from zlops.judge.compare import JudgeInputs, build_comparisons
+    from zlops.judge.setup import JudgingSetup
     from zlops.model import BaselinePoint, CaseResult
 
     medians = [1.000, 1.001, 0.999, 1.029]           # A, A, D1, then S (a suspect, unresolved)

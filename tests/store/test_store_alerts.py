@@ -6,7 +6,7 @@ import pytest
 from alembic import command
 from sqlalchemy import inspect, select, text
 
-from zlops.alerts import AlertError, AlertState, plan_night
+from zlops.alerts.lifecycle import AlertError, AlertState, plan_night
 from zlops.model import BaselinePoint, Comparison, Judgement, Summary, Verdict
 from zlops.store import Store
 from zlops.store import alerts as store_alerts
@@ -150,7 +150,7 @@ def test_a_night_of_many_alerts_takes_the_statements_of_a_night_of_few(store: St
 def test_a_suite_with_more_open_alerts_than_a_page_counts_them_all(store: Store, make) -> None:
     """The night's digest ("N still open") and the report's references read every open alert: a capped
     list (500, the CLI's page) silently dropped the oldest and the count went wrong."""
-    from zlops.announce import alert_digest
+    from zlops.slack.announce import alert_digest
 
     for n in (2, 3):
         store.upsert_run(make.run(f"n{n}", sha=n, day=n))

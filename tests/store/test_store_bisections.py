@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import event
 
-from zlops.alerts import plan_night
-from zlops.bisect import Target
+from zlops.alerts.lifecycle import plan_night
+from zlops.bisect.search import Target
 from zlops.model import BaselinePoint, Comparison, Judgement, Summary, Verdict
 from zlops.store import Store
 from zlops.store import alerts as store_alerts

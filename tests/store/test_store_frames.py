@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import event, text
 
-from zlops.compare import pool_results
 from zlops.errors import StoreError
+from zlops.judge.compare import pool_results
 from zlops.model import Comparison, Judgement, ShardStatus, Summary, Verdict
 from zlops.stats.noise import robust_relative_spread
 from zlops.store import Store

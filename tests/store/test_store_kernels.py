@@ -8,10 +8,10 @@ from typing import Any
 
 from triton_cache_factory import flaggems_like
 
-from zlops.alerts import Alert, AlertState
-from zlops.config import parse_config
+from zlops.alerts.explain import alert_attribution
+from zlops.alerts.lifecycle import Alert, AlertState
+from zlops.config.settings import parse_config
 from zlops.kernels.attribution import KERNEL_CHANGED, NO_INVENTORY, OUTSIDE
-from zlops.kernels.explain import alert_attribution
 from zlops.kernels.inventory import Inventory, capped, none
 from zlops.kernels.triton import parse_cache
 from zlops.model import RunStatus

@@ -162,7 +162,7 @@ def test_upgrade_from_0001_keeps_the_data(store: Store) -> None:
 
 def test_upgrade_from_0003_backfills_summaries_and_series_points(store: Store, make) -> None:
     """0005 fills results.spread_pct and series_points of a store written before it, as ingest would."""
-    from zlops.compare import pool_results
+    from zlops.judge.compare import pool_results
     from zlops.model import ShardStatus
     from zlops.stats.noise import robust_relative_spread
     from zlops.store.points import point_rows

@@ -10,10 +10,10 @@ import pytest
 from db_templates import Templates
 from triage_nights import CASES, NIGHTS, POOLS, SUITE, Nights, copy_nights, run_key
 
-from zlops.alerts import AlertError, AlertState
+from zlops.alerts.lifecycle import AlertError, AlertState
 from zlops.store import alerts as store_alerts
 from zlops.store import pages
-from zlops.triage import change_alert
+from zlops.triage.actions import change_alert
 
 
 @pytest.fixture

@@ -3,6 +3,10 @@
 :mod:`zlops.airflow.tasks` holds the reusable tasks (fetch, prepare, run one device, ingest,
 compare, report, promote, cleanup) and :func:`zlops.airflow.tasks.nightly_pipeline` wires them for
 one suite; the DAG files in ``dags/`` only choose schedules, params and pools.
+
+May import: every layer below it (steps, triage, forge, bisect, slack, report, ...); nothing in zlops imports
+it but the CLI, and the core imports without Airflow installed (the layers in docs/design/layers.md;
+tests/test_layers.py enforces them).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ over a range of more than one commit (and open alerts whose bisection is paused)
 event on :data:`BISECT_REQUESTS`, or is skipped (no event) when there are none or ``bisect.auto`` is
 off. The ``zlops_bisect`` DAG is scheduled on that asset; its task bisects every alert of the events
 that triggered it, plus the ``alert_id`` param of a manual trigger. Each body is one call into
-:mod:`zlops.bisect_run`; ids from events and params are validated there.
+:mod:`zlops.bisect.run`; ids from events and params are validated there.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def request_bisect(suite: str, *, outlet_events: Any = None) -> dict[str, Any]:
     """Ask the zlops_bisect DAG to bisect tonight's newly confirmed regressions (skipped: none to ask)."""
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from zlops.bisect_run import alerts_to_bisect
-    from zlops.config import config_from_env
+    from zlops.bisect.run import alerts_to_bisect
+    from zlops.config.settings import config_from_env
     from zlops.steps.context import make_run_key
 
     config = config_from_env()
@@ -44,8 +44,8 @@ def request_bisect(suite: str, *, outlet_events: Any = None) -> dict[str, Any]:
 @task(retries=2, retry_delay=timedelta(minutes=5))
 def bisect(*, triggering_asset_events: Any = None) -> dict[str, Any]:
     """Bisect the requested alerts one after another (a retry resumes from the stored steps)."""
-    from zlops.bisect_run import ids_from_events, run_requests, validate_alert_id
-    from zlops.config import config_from_env
+    from zlops.bisect.run import ids_from_events, run_requests, validate_alert_id
+    from zlops.config.settings import config_from_env
 
     params = get_current_context()["params"] or {}
     ids = ids_from_events(triggering_asset_events)

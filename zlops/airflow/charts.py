@@ -1,4 +1,4 @@
-"""Plotly figures of the triage pages, built from :mod:`zlops.triage_views` values (pure: values in, JSON out).
+"""Plotly figures of the triage pages, built from :mod:`zlops.triage.series` values (pure: values in, JSON out).
 
 Plotly (the python package, imported on first use) builds the figure; the page draws it with the
 plotly.js bundle that package ships (served by the plugin itself: nothing is fetched from a CDN).
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from zlops.model import Verdict
-from zlops.night_views import MatrixView
 from zlops.report import cells
 from zlops.report.plots import CLOCK_COLOUR, HISTORY_COLOUR, REFERENCE_COLOUR, TEMP_COLOUR, VERDICT_COLOURS
-from zlops.triage_views import CrossView, Night, SeriesView
+from zlops.triage.night import MatrixView
+from zlops.triage.series import CrossView, Night, SeriesView
 
 NO_VERDICT = "not compared"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from zlops.config import ForgeConfig
+from zlops.config.settings import ForgeConfig
 from zlops.forge.deliver import ForgeSecrets, env_secrets
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def trigger_pr_compare(conf: dict[str, Any]) -> str:
 def create_forge_app() -> Any:
     """The receiver for the plugin: the config from $ZLOPS_CONFIG per delivery, Airflow's connections
     and trigger."""
-    from zlops.config import config_from_env
+    from zlops.config.settings import config_from_env
     from zlops.forge.receiver import create_app
 
     return create_app(config_from_env, trigger=trigger_pr_compare, secrets=connection_secrets)

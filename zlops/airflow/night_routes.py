@@ -1,11 +1,11 @@
 """The night routes of the zlops pages: the cross-backend matrix, a night's coverage, the trust ledger.
 
 ``GET /matrix?suite=S[&run=KEY]``: the op family x pool grid of a night's stored changes
-(:func:`zlops.night_views.matrix_view`), a plotly heatmap (a click opens the worst case's series) and the
+(:func:`zlops.triage.night.matrix_view`), a plotly heatmap (a click opens the worst case's series) and the
 same grid as a table whose cells link to the series and all-backends pages.
 ``GET /coverage?suite=S[&run=KEY]``: the night's unmeasurable, invalid, missing, failed and incomparable
-series and the pools that did not run (:func:`zlops.night_views.coverage_view`).
-``GET /trust[?suite=S][&days=7]``: the trust ledger (:func:`zlops.trust.ledger`), as the weekly digest
+series and the pools that did not run (:func:`zlops.triage.night.coverage_view`).
+``GET /trust[?suite=S][&days=7]``: the trust ledger (:func:`zlops.triage.trust.ledger`), as the weekly digest
 posts it. Every number is a stored one or a count of stored rows shown beside it.
 """
 
@@ -23,7 +23,7 @@ _KEY = text(250, what="a run key")
 
 def add_night_routes(app: FastAPI, pages: Any) -> None:
     """Register the matrix, coverage and trust pages on ``app``."""
-    from zlops.airflow.ui import link
+    from zlops.airflow.web import link
 
     def pick_suite(suite: str | None) -> tuple[str, list[str]]:
         names = sorted(pages.config.suites)
@@ -37,7 +37,7 @@ def add_night_routes(app: FastAPI, pages: Any) -> None:
     def matrix_page(request: Request, suite: str | None = Query(None, **SUITE),
                     run: str | None = Query(None, **_KEY)) -> HTMLResponse:
         from zlops.airflow.charts import matrix_figure
-        from zlops.night_views import matrix_view
+        from zlops.triage.night import matrix_view
 
         name, suites = pick_suite(suite)
         view = matrix_view(pages.store(), name, run_key=run or None)
@@ -50,7 +50,7 @@ def add_night_routes(app: FastAPI, pages: Any) -> None:
     @app.get("/coverage", response_class=HTMLResponse)
     def coverage_page(request: Request, suite: str | None = Query(None, **SUITE),
                       run: str | None = Query(None, **_KEY)) -> HTMLResponse:
-        from zlops.night_views import coverage_view
+        from zlops.triage.night import coverage_view
 
         name, suites = pick_suite(suite)
         configured = pages.config.suites.get(name)
@@ -62,7 +62,7 @@ def add_night_routes(app: FastAPI, pages: Any) -> None:
     @app.get("/trust", response_class=HTMLResponse)
     def trust_page(request: Request, suite: str | None = Query(None, **SUITE),
                    days: int = Query(7, **whole(1, 366))) -> HTMLResponse:
-        from zlops.trust import ledger, ledger_lines
+        from zlops.triage.trust import ledger, ledger_lines
 
         led = ledger(pages.store(), days=days, suite=suite or None)
         return pages.render(request, "trust.html", title="zlops trust ledger", led=led, lines=ledger_lines(led),

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from zlops.gitops import COMMIT_SHA_ACCEPTS, COMMIT_SHA_PATTERN
+from zlops.host.gitops import COMMIT_SHA_ACCEPTS, COMMIT_SHA_PATTERN
 
-#: the trigger form's pattern: the one SHA rule of zlops.gitops (``zlops nightly --sha`` checks the same)
+#: the trigger form's pattern: the one SHA rule of zlops.host.gitops (``zlops nightly --sha`` checks the same)
 SHA_PATTERN = COMMIT_SHA_PATTERN
 #: the DAG ids whose trigger refusals are rewritten
 DAG_PREFIX = "zlops_"
@@ -89,7 +89,7 @@ def nightly_params() -> dict[str, Any]:
 
 def pr_compare_params(suites: list[str]) -> dict[str, Any]:
     """The ``zlops_pr_compare`` trigger form (the repository always comes from the config)."""
-    from zlops.prcompare import MAX_PAIRS, MAX_PR, MAX_ROUNDS, REF_PATTERN
+    from zlops.forge.prcompare import MAX_PAIRS, MAX_PR, MAX_ROUNDS, REF_PATTERN
 
     return {
         "suite": param("suite", suites[0], type="string", enum=suites),

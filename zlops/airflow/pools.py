@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from zlops.airflow import device_pool_name
-from zlops.config import Config
+from zlops.config.settings import Config
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ def _conf() -> dict[str, Any]:
 @task
 def validate() -> dict[str, Any]:
     """Refuse unknown conf keys and unsafe refs before anything touches git (the form validated types)."""
-    from zlops.config import config_from_env
-    from zlops.prcompare import validate_request
+    from zlops.config.settings import config_from_env
+    from zlops.forge.prcompare import validate_request
 
     req = validate_request(config_from_env(), _conf())
     return {"suite": req.suite, "ref": req.ref, "pool": req.pool, "pairs": req.pairs, "variants": list(req.variants)}
@@ -30,8 +30,8 @@ def compare(validated: dict[str, Any]) -> dict[str, Any]:
     """Plan (single or compare mode, devices), run both sides, judge, report (markdown + Slack)."""
     from zlops.airflow.forge import connection_secrets
     from zlops.airflow.tasks import _slack_client
-    from zlops.config import config_from_env
-    from zlops.prcompare import report, run_compare
+    from zlops.config.settings import config_from_env
+    from zlops.forge.prcompare import report, run_compare
 
     config = config_from_env()
     run_id = get_current_context()["dag_run"].run_id

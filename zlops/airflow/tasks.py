@@ -15,13 +15,13 @@ from typing import Any
 from airflow.sdk import TriggerRule, get_current_context, task
 
 from zlops.airflow import device_pool_name, device_task_id
-from zlops.config import Config
+from zlops.config.settings import Config
 
 log = logging.getLogger(__name__)
 
 
 def _config() -> Config:
-    from zlops.config import config_from_env
+    from zlops.config.settings import config_from_env
 
     return config_from_env()
 
@@ -60,7 +60,7 @@ def prepare(suite: str) -> dict[str, Any]:
 
     When it fails, every planned shard is recorded FAILED with the reason before the task fails, so
     the report still says why nothing was measured. A partitioned suite's plan (which device runs
-    which cases, zlops.partition) is made here, once, before the device tasks fan out to their hosts.
+    which cases, zlops.run.partition) is made here, once, before the device tasks fan out to their hosts.
     """
     from zlops.steps.prepare import env
 
@@ -102,7 +102,7 @@ def _slack_client(config: Config) -> Any:
     """The Slack provider's hook client on the configured connection, else a bot token from the env."""
     if config.slack is None:
         return None
-    from zlops.slack import client_from_env, with_retries
+    from zlops.slack.outbox import client_from_env, with_retries
 
     try:
         from airflow.providers.slack.hooks.slack import SlackHook
@@ -130,7 +130,7 @@ def flush_outbox() -> dict[str, Any]:
 
     Never fails for Slack: what is not taken now stays in the outbox for the next run of the DAG.
     """
-    from zlops.slack import flush_outbox as do_flush
+    from zlops.slack.outbox import flush_outbox as do_flush
     from zlops.steps.context import open_store
 
     config = _config()
@@ -151,13 +151,13 @@ def flush_outbox() -> dict[str, Any]:
 
 @task(retries=1, retry_delay=timedelta(minutes=5))
 def post_digest(days: int = 7) -> dict[str, Any]:
-    """The weekly trust ledger (zlops.trust) of the ``days`` before the run's schedule point, queued in the
+    """The weekly trust ledger (zlops.triage.trust) of the ``days`` before the run's schedule point, queued in the
     outbox and flushed: the zlops_digest DAG. Queuing one window again returns the same message."""
     from airflow.configuration import conf
 
     from zlops.steps.context import open_store
-    from zlops.trust import ledger_lines
-    from zlops.trust import post_digest as do_post
+    from zlops.triage.trust import ledger_lines
+    from zlops.triage.trust import post_digest as do_post
 
     config = _config()
     if config.slack is None:
@@ -175,7 +175,7 @@ def post_digest(days: int = 7) -> dict[str, Any]:
 @task
 def promote(suite: str) -> dict[str, Any]:
     """Accept the run as a baseline only when it moves the baseline forward on the branch line
-    (zlops.promotion); the decision's reason is kept in the run's meta and returned."""
+    (zlops.judge.promotion); the decision's reason is kept in the run's meta and returned."""
     from zlops.steps.promote import promote_task
 
     return promote_task(_ctx(suite)).to_xcom()

@@ -1,15 +1,15 @@
 """The triage routes of the zlops pages: the alerts inbox and its actions, the series and cross-backend charts.
 
-``GET /alerts`` lists the open alerts grouped as the Slack summary groups them (:func:`zlops.triage.inbox`).
+``GET /alerts`` lists the open alerts grouped as the Slack summary groups them (:func:`zlops.triage.actions.inbox`).
 ``POST /alerts/{id}`` (form: ``action`` ack | expected | false-positive | wontfix, ``note``, ``csrf_token``)
-changes one with :func:`zlops.triage.change_alert`, the very call ``zlops alert ack`` makes: the change is
+changes one with :func:`zlops.triage.actions.change_alert`, the very call ``zlops alert ack`` makes: the change is
 recorded as the signed-in Airflow user (from Airflow's authentication, never from the form) and its reply
 is queued in the alert's Slack thread in the same transaction; with a Slack token in the api-server's
 environment the outbox is flushed after the answer, else the ``zlops_outbox`` DAG sends it. A browser is
 redirected back to the inbox (303); a client that asks for JSON gets the change as JSON. Retrying the same
 change answers the recorded one and queues nothing more.
 
-``GET /series`` and ``GET /cross`` draw :mod:`zlops.triage_views` values with plotly (:mod:`.charts`);
+``GET /series`` and ``GET /cross`` draw :mod:`zlops.triage.series` values with plotly (:mod:`.charts`);
 ``GET /static/plotly.min.js`` serves the plotly.js bundle of the plotly package, behind the same login.
 """
 
@@ -36,9 +36,9 @@ from zlops.airflow.bounds import (
     text,
     whole,
 )
-from zlops.alerts import OPEN_STATES, AlertError, AlertState
-from zlops.triage import ACTIONS, MAX_NOTE_CHARS
-from zlops.triage_views import MAX_NIGHTS
+from zlops.alerts.lifecycle import OPEN_STATES, AlertError, AlertState
+from zlops.triage.actions import ACTIONS, MAX_NOTE_CHARS
+from zlops.triage.series import MAX_NIGHTS
 
 #: the most pools the cross-backend page draws, and their names' length
 MAX_POOLS, POOL_CHARS = 50, 100
@@ -61,7 +61,7 @@ def _wants_json(request: Request) -> bool:
 
 def flush_outbox_now(config: Any) -> None:
     """Send what the outbox holds when this process has a Slack token (else the zlops_outbox DAG will)."""
-    from zlops.slack import client_for, flush_outbox
+    from zlops.slack.outbox import client_for, flush_outbox
     from zlops.steps.context import open_store
 
     client = client_for(config.slack)
@@ -72,13 +72,13 @@ def flush_outbox_now(config: Any) -> None:
 def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
                       authorize: Callable[[Any, str], bool]) -> None:
     """Register the inbox, its action, the series and cross-backend pages and the plotly bundle on ``app``."""
-    from zlops.airflow.ui import check_csrf, csrf_token, link, user_name
+    from zlops.airflow.web import check_csrf, csrf_token, link, user_name
 
     @app.get("/alerts", response_class=HTMLResponse)
     def alerts_page(request: Request, user: Any = Depends(user_dep), suite: str | None = Query(None, **SUITE),
                     all: bool = Query(False, **flag()),
                     changed: int | None = Query(None, **whole(1, MAX_ID))) -> HTMLResponse:
-        from zlops.triage import inbox
+        from zlops.triage.actions import inbox
 
         store = pages.store()
         groups = inbox(store, suite=suite or None, states=list(AlertState) if all else OPEN_STATES,
@@ -102,7 +102,7 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
                              description=f"text of at most {MAX_NOTE_CHARS:,} characters (newlines and tabs, "
                                          "no other control characters)"),
             csrf_token: str = Form("", **hex_token(128))) -> Response:
-        from zlops.triage import action_state, change_alert, clean_note
+        from zlops.triage.actions import action_state, change_alert, clean_note
 
         check_csrf(request, csrf_token)
         store = pages.store()
@@ -135,15 +135,15 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
                     case: str = Query(..., **CASE), metric: str = Query(..., **METRIC),
                     nights: int = Query(30, **whole(1, MAX_NIGHTS))) -> HTMLResponse:
         from zlops.airflow.charts import night_label, series_figure
-        from zlops.bisect_messages import alert_culprit_block
-        from zlops.triage_views import series_view
+        from zlops.bisect.messages import alert_culprit_block
+        from zlops.triage.series import series_view
 
         store = pages.store()
         view = series_view(store, suite, pool, case, metric, nights=nights)
         culprit = alert_culprit_block(store, view.alert.id) if view.alert is not None else ""
         kernels = None
         if view.alert is not None:
-            from zlops.kernels.explain import alert_attribution
+            from zlops.alerts.explain import alert_attribution
 
             kernels = store.read(alert_attribution, view.alert, pages.config).text
         return pages.render(request, "series.html", title=f"{pool} / {case} ({metric})", view=view, nights=nights,
@@ -156,7 +156,7 @@ def add_triage_routes(app: FastAPI, pages: Any, *, user_dep: Callable[..., Any],
                    metric: str = Query(..., **METRIC), nights: int = Query(14, **whole(1, MAX_NIGHTS)),
                    pool: list[PoolName] | None = Query(None, **_POOLS)) -> HTMLResponse:
         from zlops.airflow.charts import cross_figure, night_label
-        from zlops.triage_views import cross_view
+        from zlops.triage.series import cross_view
 
         view = cross_view(pages.store(), suite, case, metric, nights=nights, pools=pool or None)
         return pages.render(request, "cross.html", title=f"{case} ({metric}) across backends", view=view,

@@ -18,8 +18,6 @@ bounded (:mod:`zlops.airflow.bounds`): a refused one answers 422 with a sentence
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
 from collections.abc import Callable
 from functools import cached_property
@@ -34,11 +32,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from zlops.airflow import device_task_id
 from zlops.airflow.bounds import RUN_KEY, SUITE, text, wants_html, whole
-from zlops.config import Config, config_from_env
+from zlops.airflow.web import COOKIE as COOKIE  # the pages' sign-in cookie, named where the app is
+from zlops.airflow.web import link
+from zlops.config.settings import Config, config_from_env
 from zlops.model import RunRecord
 
-#: The Airflow cookie that holds the UI's JWT (airflow.api_fastapi.auth.tokens COOKIE_NAME_JWT_TOKEN).
-COOKIE = "_token"
 #: Where the plugin mounts the pages in Airflow's api-server (plugins/zlops_plugin.py).
 URL_PREFIX = "/zlops"
 #: Airflow's own route that sends a browser to the auth manager's login page, then to ``next``.
@@ -48,12 +46,6 @@ _SIGNED_OUT = {401: None, 403: "Invalid JWT token"}
 #: DAG id of a suite's nightly (dags/zlops_nightly.py).
 NIGHTLY_DAG_PREFIX = "zlops_nightly_"
 _AIRFLOW_RUN_ID = re.compile(r"(scheduled|manual|backfill|asset_triggered|dataset_triggered)__.+")
-
-
-def link(route: str, **query: str | int) -> str:
-    """A relative link with its query URL-encoded (``+`` and ``:`` of run keys included); the templates
-    escape it for the attribute."""
-    return f"{route}?{urlencode(query, quote_via=quote, safe='')}" if query else route
 
 
 def airflow_run_of(run: RunRecord) -> tuple[str, str] | None:
@@ -126,34 +118,6 @@ def airflow_may_triage(user: Any, suite: str) -> bool:
                                                      user=user))
 
 
-def user_name(user: Any) -> str:
-    """The name Airflow knows the user by (``BaseUser.get_name``)."""
-    get_name = getattr(user, "get_name", None)
-    name = get_name() if callable(get_name) else None
-    if not name:
-        raise HTTPException(403, "the signed-in user has no name to record a change under")
-    return str(name)
-
-
-def csrf_token(request: Request) -> str:
-    """The form token of this browser session: an HMAC keyed by its login cookie (another site can neither
-    read the cookie nor this page, so it cannot forge the token); empty without the cookie."""
-    cookie = request.cookies.get(COOKIE) or ""
-    return hmac.new(cookie.encode(), b"zlops-triage-csrf", hashlib.sha256).hexdigest() if cookie else ""
-
-
-def check_csrf(request: Request, token: str) -> None:
-    """403 unless a state-changing request carries an explicit credential (``Authorization: Bearer``, which
-    a browser never adds on its own) or the session's :func:`csrf_token`, and is not a cross-site fetch."""
-    if request.headers.get("authorization", "").lower().startswith("bearer "):
-        return
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        raise HTTPException(403, "cross-site request refused")
-    expected = csrf_token(request)
-    if not expected or not hmac.compare_digest(expected.encode(), (token or "").encode()):
-        raise HTTPException(403, "missing or wrong CSRF token: reload the page and try again")
-
-
 class Pages:
     """What every route needs: the config (read per request, so edits apply), the store, the templates."""
 
@@ -177,7 +141,7 @@ class Pages:
 
         env = jinja2.Environment(loader=jinja2.PackageLoader("zlops.airflow", "templates"),
                                  autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
-        from zlops.partition import fmt_duration
+        from zlops.run.partition import fmt_duration
 
         env.globals.update(link=link, fmt_value=cells.fmt_value, fmt_change=cells.fmt_change,
                            reference_text=cells.reference_text, reference_name=cells.reference_name,
@@ -245,12 +209,12 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
 
     def run_page(request: Request, run: RunRecord) -> HTMLResponse:
         from zlops.model import CompareSummary
-        from zlops.night_views import run_view
         from zlops.report import cells
         from zlops.report.ab_cost import ab_cost_lines
         from zlops.report.html import comparison_tables, flagged_items
         from zlops.report.table import caliber_lines
         from zlops.steps.context import context_for
+        from zlops.triage.night import run_view
 
         store = pages.store()
         run_dir = context_for(pages.config, run.suite, run.run_key).run_dir

@@ -5,32 +5,22 @@ plain data (name, aliases, visibility variable, query command, capabilities); th
 enumerates, pins and samples lives in ``zlops.backends.<name>`` and is imported only when that
 backend is used, so no vendor SDK is imported at package import time.
 Anchors: FlagGems ``runtime/backend/_<vendor>/__init__.py`` vendor descriptors; asv ``environment.py``.
+
+May import: host (the subprocess gateway, telemetry samplers, contention) and the vocabulary; the config and
+everything above use it (the layers in docs/design/layers.md; tests/test_layers.py enforces them).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from zlops.backends.spec import BackendSpec
 from zlops.errors import BackendUnavailable
 
 if TYPE_CHECKING:
     from zlops.backends.base import DeviceBackend
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """What a backend is, as data: nothing here touches a device."""
-
-    name: str
-    aliases: tuple[str, ...]
-    visibility_env: str | None          # None: the backend pins nothing (cpu)
-    query_command: tuple[str, ...] | None
-    supports_graph_capture: bool
-    default_timer: str                  # "graph" | "direct"
-    module: str
 
 
 SPECS: dict[str, BackendSpec] = {

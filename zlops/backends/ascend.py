@@ -18,7 +18,7 @@ from zlops.backends.base import DeviceBackend, DeviceInfo
 from zlops.backends.parsers.npu_smi import parse_npu_smi, parse_npu_smi_pids, parse_npu_smi_samples
 from zlops.backends.tools import polling_sampler, requested_devices, run_tool
 from zlops.errors import ZlopsError
-from zlops.telemetry import TelemetrySample, TelemetrySampler
+from zlops.host.telemetry import TelemetrySample, TelemetrySampler
 
 SMI = "npu-smi"
 
@@ -54,7 +54,7 @@ class Backend(DeviceBackend):
         sampler = polling_sampler(out_dir, [SMI, "info"], parse, wanted, interval_s=interval_s)
         if not devices:
             return sampler
-        from zlops.contention import DeviceProcessWatch
+        from zlops.host.contention import DeviceProcessWatch
 
         return DeviceProcessWatch(sampler, devices, self.device_processes)  # a foreign process invalidates
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zlops.errors import ZlopsError
-from zlops.telemetry import TelemetrySampler
+from zlops.host.telemetry import TelemetrySampler
 
 if TYPE_CHECKING:
-    from zlops.backends import BackendSpec
+    from zlops.backends.spec import BackendSpec
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class DeviceBackend:
     """Base backend: pinning comes from the spec's visibility variable; subclasses add the rest."""
 
     #: Whether "idle" means something here (device memory and processes are reported per device).
-    #: False for the base and cpu backends, whose memory is never zero; see zlops.devices.
+    #: False for the base and cpu backends, whose memory is never zero; see zlops.run.devices.
     reports_idleness: bool = False
 
     def __init__(self, spec: BackendSpec) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zlops.backends.base import DeviceBackend, DeviceInfo
-from zlops.telemetry import TelemetrySample, TelemetrySampler
+from zlops.host.telemetry import TelemetrySample, TelemetrySampler
 
 
 def _cpu_model() -> str:
@@ -34,10 +34,10 @@ class Backend(DeviceBackend):
 
     def telemetry_sampler(self, devices: Sequence[int], out_dir: Path, *, interval_s: float = 1.0) -> TelemetrySampler:
         """The CPU's clock, temperature, utilization and memory, and beside them what else runs on
-        the host (load average, other processes' CPU, steal; :mod:`zlops.contention`)."""
+        the host (load average, other processes' CPU, steal; :mod:`zlops.host.contention`)."""
         import psutil
 
-        from zlops.contention import HostContentionSampler, HostReading
+        from zlops.host.contention import HostContentionSampler, HostReading
 
         psutil.cpu_percent(None)  # prime the counter: the first call always answers 0.0
 

@@ -26,7 +26,7 @@ from zlops.backends.parsers.nvidia_smi import (
     parse_version,
 )
 from zlops.backends.tools import StreamingSampler, missing_tool, requested_devices, run_tool
-from zlops.telemetry import TelemetrySample, TelemetrySampler
+from zlops.host.telemetry import TelemetrySample, TelemetrySampler
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class Backend(DeviceBackend):
         sampler = StreamingSampler(out_dir, telemetry_argv(wanted, interval_s), parse, wanted)
         if not devices:  # nothing named (zlops telemetry over every GPU): no device is the shard's
             return sampler
-        from zlops.contention import DeviceProcessWatch
+        from zlops.host.contention import DeviceProcessWatch
 
         return DeviceProcessWatch(sampler, devices, self.device_processes)  # a foreign process invalidates
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from zlops.backends.base import DeviceBackend, DeviceInfo
 from zlops.backends.parsers.mthreads_gmi import parse_mthreads_gmi, parse_mthreads_gmi_json, parse_mthreads_gmi_pids
 from zlops.backends.tools import polling_sampler, requested_devices, run_tool
-from zlops.telemetry import TelemetrySampler
+from zlops.host.telemetry import TelemetrySampler
 
 GMI = "mthreads-gmi"
 
@@ -33,7 +33,7 @@ class Backend(DeviceBackend):
         sampler = polling_sampler(out_dir, [GMI, "--json"], parse_mthreads_gmi_json, wanted, interval_s=interval_s)
         if not devices:
             return sampler
-        from zlops.contention import DeviceProcessWatch
+        from zlops.host.contention import DeviceProcessWatch
 
         return DeviceProcessWatch(sampler, devices, self.device_processes)  # a foreign process invalidates
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from zlops.backends.base import DeviceBackend, DeviceInfo
 from zlops.backends.parsers.rocm_smi import parse_rocm_smi, parse_rocm_smi_samples
 from zlops.backends.tools import polling_sampler, requested_devices, run_tool
-from zlops.telemetry import TelemetrySampler
+from zlops.host.telemetry import TelemetrySampler
 
 SMI = "rocm-smi"
 #: gpustack's enumeration query (the recorded fixtures come from it) plus the driver version.

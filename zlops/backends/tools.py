@@ -1,6 +1,6 @@
 """Running a vendor's device tool, and the two telemetry samplers built on it (polled, streaming).
 
-Shared by the cuda, ascend, musa and rocm backends. Every program goes through :mod:`zlops.proc`.
+Shared by the cuda, ascend, musa and rocm backends. Every program goes through :mod:`zlops.host.proc`.
 Telemetry is evidence, not a gate: a missing tool, a permission error, a tool that dies or prints
 nothing for a requested device ends up as a line in ``telemetry.err``; nothing here raises into
 the benchmark once a sampler has been built, and building one never runs a program.
@@ -15,9 +15,9 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from zlops import proc
 from zlops.errors import BackendUnavailable, ProcessError
-from zlops.telemetry import COLUMNS, CSV_NAME, PollingSampler, TelemetrySample, TelemetrySampler, write_err
+from zlops.host import proc
+from zlops.host.telemetry import COLUMNS, CSV_NAME, PollingSampler, TelemetrySample, TelemetrySampler, write_err
 
 log = logging.getLogger(__name__)
 

@@ -10,4 +10,7 @@
 
 Nothing here imports Airflow; its glue (connections, the DAG trigger) is zlops.airflow.forge.
 See docs/forge.md.
+
+May import: judge, the workspace steps, slack, report, run, store, config, backends, host and the vocabulary;
+never airflow (the layers in docs/design/layers.md; tests/test_layers.py enforces them).
 """

@@ -1,6 +1,6 @@
 """What the check on a pull request says: its conclusion, title and summary, from a PR compare's outcome.
 
-Pure functions over the compare's rows. The summary's table is :func:`zlops.prcompare.render` with
+Pure functions over the compare's rows. The summary's table is :func:`zlops.forge.prcompare.render` with
 only the changed cases kept (``zlops.report.prtable.compare_report(shown=...)``): the same cells,
 the same figures and the same Overall line as the report and ``zlops compare`` print; nothing is
 recomputed here. The per-series lines quote the same cells (:mod:`zlops.report.cells`).
@@ -159,7 +159,7 @@ def build_check(*, suite: str, name: str, fail_on: str, head_sha: str, ref: str,
                 table: str, errors: Sequence[str], compared: bool, run_key: str, links_url: str | None,
                 report_path: str | None = None, pr: int | None = None) -> CheckReport:
     """The completed check of one PR compare. ``table`` is the report's text with only the changed cases
-    (:func:`zlops.prcompare.render` with ``shown=changed``)."""
+    (:func:`zlops.forge.prcompare.render` with ``shown=changed``)."""
     conclusion, failing, undecided = conclude(rows, fail_on=fail_on, errors=errors, compared=compared)
     if not compared:
         title = f"nothing to compare: {ref} has no commits beyond the suite's branch"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from zlops.config import ForgeConfig
+from zlops.config.settings import ForgeConfig
 from zlops.errors import ZlopsError
 from zlops.forge.check import FAILURE, NEUTRAL, CheckReport
 

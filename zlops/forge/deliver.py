@@ -1,7 +1,8 @@
 """Delivering a PR compare's check to the forge through the store's outbox, as Slack messages are.
 
-:func:`post_outcome` builds the check from the compare (:mod:`zlops.forge.check`), queues it in the
-outbox (kind ``forge-check``, channel ``<kind>:<repo>``; idempotent per run) and flushes. A post the
+:func:`zlops.forge.prcompare.post_outcome` builds the check from the compare (:mod:`zlops.forge.check`),
+queues it in the outbox (kind ``forge-check``, channel ``<kind>:<repo>``; idempotent per run) and flushes
+it with :func:`flush_checks` (this module knows the outbox and the forge, not the compare). A post the
 forge does not take now stays ``failed`` in the outbox and is sent by the next flush: the
 ``zlops_outbox`` DAG every 15 minutes, ``zlops alert flush``, the next compare. :func:`flush_checks`:
 
@@ -26,15 +27,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from zlops.config import Config, ForgeConfig
-from zlops.forge.check import CheckReport, build_check, changed
+from zlops.config.settings import Config, ForgeConfig
+from zlops.forge.check import CheckReport
 from zlops.forge.client import ForgeError, client_for
 from zlops.redact import redact_text
 from zlops.store.outbox import FORGE_KIND
 
 if TYPE_CHECKING:
-    from zlops.prcompare import PrOutcome
-    from zlops.slack import FlushReport
+    from zlops.slack.outbox import FlushReport
     from zlops.store import Store
 
 log = logging.getLogger(__name__)
@@ -78,43 +78,10 @@ class ForgeResult:
     posted: Mapping[str, Any] | None = None
 
 
-def check_of(config: Config, outcome: PrOutcome, *, report_path: str | None = None) -> CheckReport:
-    """The check of a finished PR compare (its suite must have a ``forge`` section)."""
-    from zlops.prcompare import render
-
-    plan, req = outcome.plan, outcome.plan.request
-    forge = config.suite(req.suite).forge
-    if forge is None:
-        raise ValueError(f"suite {req.suite} has no forge section")
-    rows = [c for rows in outcome.comparisons.values() for c in rows]
-    table = render(config, outcome, shown=changed)
-    return build_check(suite=req.suite, name=forge.check_name, fail_on=forge.fail_on, head_sha=plan.head_sha,
-                       ref=req.ref, rows=rows, table=table, errors=outcome.errors, compared=plan.mode == "compare",
-                       run_key=plan.head_key, links_url=forge.links_url, report_path=report_path, pr=req.pr)
-
-
-def post_outcome(config: Config, store: Store, outcome: PrOutcome, *, secrets: SecretSource = env_secrets,
-                 report_path: str | None = None) -> ForgeResult | None:
-    """Queue the compare's check in the outbox and flush; None when the suite has no forge section.
-    Never raises for the forge: a failed post stays in the outbox."""
-    forge = config.suite(outcome.plan.request.suite).forge
-    if forge is None:
-        return None
-    check = check_of(config, outcome, report_path=report_path)
-    note = store.queue_notification(outcome.plan.head_key, FORGE_KIND, channel_of(forge), check.to_payload())
-    flush_checks(store, config, secrets)
-    (item,) = store.outbox_items(ids=[note])
-    if item.status == "sent":
-        return ForgeResult("sent", check, note, posted=item.result)
-    if item.attempts == 0:
-        return ForgeResult("written", check, note, error=item.last_error or "no token: waiting in the outbox")
-    return ForgeResult("failed", check, note, error=item.last_error)
-
-
 def flush_checks(store: Store, config: Config, secrets: SecretSource = env_secrets, *,
                  now: datetime | None = None) -> FlushReport:
     """Send the checks the outbox holds (see the module docstring)."""
-    from zlops.slack import FlushReport
+    from zlops.slack.outbox import FlushReport
 
     report = FlushReport()
     with store.outbox_lock() as held:
@@ -127,7 +94,7 @@ def flush_checks(store: Store, config: Config, secrets: SecretSource = env_secre
 
 
 def _flush(store: Store, config: Config, secrets: SecretSource, report: FlushReport, now: datetime) -> None:
-    from zlops.slack import MAX_AGE
+    from zlops.slack.outbox import MAX_AGE
 
     down: dict[str, str] = {}
     tokens: dict[str, str | None] = {}

@@ -12,7 +12,7 @@ are public on purpose: the forge cannot log in to Airflow; the signature is the 
 from collections.abc import Callable
 from typing import Any
 
-from zlops.config import Config
+from zlops.config.settings import Config
 from zlops.forge.deliver import SecretSource, env_secrets
 from zlops.forge.webhook import MAX_BODY, Answer, Receiver, TriggerFn
 
@@ -52,25 +52,19 @@ def create_app(config: Callable[[], Config], *, trigger: TriggerFn, secrets: Sec
 
 
 def local_trigger(config_path: str) -> TriggerFn:
-    """A trigger for the standalone receiver: Airflow's API client (a ``zlops_pr_compare`` run, as
-    ``airflow dags trigger``) when Airflow is installed, else ``zlops compare`` in this process, one
-    compare at a time, in a background thread (the answer does not wait for it)."""
-    try:
-        from zlops.airflow.forge import trigger_pr_compare
-
-        return trigger_pr_compare
-    except ImportError:
-        pass
+    """A trigger for the standalone receiver without Airflow: ``zlops compare`` in this process, one
+    compare at a time, in a background thread (the answer does not wait for it). Where Airflow is
+    installed ``zlops forge serve`` passes Airflow's trigger instead (:func:`serve`'s ``trigger``)."""
     import threading
     import uuid
 
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
 
     lock = threading.Lock()
 
     def run(conf: dict, label: str) -> None:
-        from zlops.prcompare import report, run_compare
-        from zlops.slack import client_for
+        from zlops.forge.prcompare import report, run_compare
+        from zlops.slack.outbox import client_for
 
         with lock:
             config = load_config(config_path)
@@ -85,12 +79,13 @@ def local_trigger(config_path: str) -> TriggerFn:
     return trigger
 
 
-def serve(config_path: str, *, host: str = "127.0.0.1", port: int = 8795) -> None:
-    """``zlops forge serve``: the receiver alone under uvicorn, secrets from the environment."""
+def serve(config_path: str, *, host: str = "127.0.0.1", port: int = 8795, trigger: TriggerFn | None = None) -> None:
+    """``zlops forge serve``: the receiver alone under uvicorn, secrets from the environment; ``trigger``
+    starts a compare (default :func:`local_trigger`: in this process)."""
     import uvicorn
 
-    from zlops.config import load_config
+    from zlops.config.settings import load_config
 
     load_config(config_path)   # a config error stops it here, in one line, not at the first delivery
-    app = create_app(lambda: load_config(config_path), trigger=local_trigger(config_path))
+    app = create_app(lambda: load_config(config_path), trigger=trigger or local_trigger(config_path))
     uvicorn.run(app, host=host, port=port, log_level="info")

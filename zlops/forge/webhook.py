@@ -13,7 +13,7 @@ both compared in constant time (``hmac.compare_digest``). Then the forge is aske
 may write to the repository (GitHub: collaborator permission admin/maintain/write; GitLab: member
 access level >= 30); a refusal is said in a check of its own (``<check> / trigger``) and in the
 answer. The PR's head branch (GitHub forks: ``pull/N/head``) and the suite go through the PR compare's
-own validators (:func:`zlops.prcompare.validate_request`) and reach Airflow as params, never a shell.
+own validators (:func:`zlops.forge.prcompare.validate_request`) and reach Airflow as params, never a shell.
 
 Anything else is refused or ignored with one sentence (the HTTP answer's ``message``).
 """
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from zlops.config import Config, ForgeConfig
+from zlops.config.settings import Config, ForgeConfig
 from zlops.errors import ConfigError
 from zlops.forge.check import refused_check, running_check
 from zlops.forge.client import ForgeError, GitHub, GitLab, client_for
@@ -277,7 +277,7 @@ class Receiver:
             f = forges[name]
             conf: dict[str, Any] = {"suite": name, "ref": ref, "pr": req.number}
             try:
-                from zlops.prcompare import validate_request
+                from zlops.forge.prcompare import validate_request
 
                 validate_request(config, conf)
             except ConfigError as exc:

@@ -3,6 +3,9 @@
 Each adapter is ``parse(text: str, *, source: str) -> list[CaseResult]``: no I/O, no device,
 tested on recorded real output. :func:`parse_results` reads the file and calls the adapter.
 Anchor: conbench ``benchadapt`` adapters (run, then a pure ``_transform_results``).
+
+May import: the vocabulary only (errors, model, metrics, safefiles) (the layers in docs/design/layers.md;
+tests/test_layers.py enforces them).
 """
 
 from __future__ import annotations

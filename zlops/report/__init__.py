@@ -1,8 +1,12 @@
 """Rendering of a run's results: the text compare table, the markdown and HTML reports, trend plots
 and the run's figures (:mod:`.figures`).
 
-Everything here renders data (strings, PNG files); sending them anywhere is :mod:`zlops.slack`'s
-job (:mod:`zlops.announce` decides what). matplotlib is only imported when a plot is drawn.
+Everything here renders data (strings, PNG files); sending them anywhere is :mod:`zlops.slack.outbox`'s
+job (:mod:`zlops.slack.announce` decides what). matplotlib is only imported when a plot is drawn.
+
+May import: campaign, run, store, backends (the clock names), host, :mod:`zlops.alerts.lifecycle` and the
+vocabulary; never judge, alerts' messages, slack or anything above (the layers in docs/design/layers.md;
+tests/test_layers.py enforces them).
 """
 
 from __future__ import annotations

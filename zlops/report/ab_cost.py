@@ -1,7 +1,7 @@
 """What each pool's A/B cost tonight against what it was estimated to cost (run meta ``ab``), in one place.
 
-The confirm step (:mod:`zlops.confirm`) stores per pool: the budget and the rule that set it, the cost
-model (start-up + per-case seconds, :mod:`zlops.interleave`), the estimate of one run made before the
+The confirm step (:mod:`zlops.judge.confirm`) stores per pool: the budget and the rule that set it, the cost
+model (start-up + per-case seconds, :mod:`zlops.judge.interleave`), the estimate of one run made before the
 first one ran, the realised seconds, the runs and pairs, why it stopped, busy pairs re-run and the
 three outcomes. Every rendering (report, run page) prints these lines; none computes its own.
 """
@@ -49,7 +49,7 @@ def ab_cost_line(pool: str, entry: Mapping[str, Any]) -> str:
     if entry.get("discarded"):
         parts.append(f"{len(entry['discarded'])} busy pair(s) discarded and run again")
     groups = [g for g in entry.get("groups") or () if isinstance(g, Mapping)]
-    if len(groups) > 1:   # one A/B per baseline commit, sharing the pool's budget (zlops.confirm.pool_entry)
+    if len(groups) > 1:   # one A/B per baseline commit, sharing the pool's budget (zlops.judge.confirm.pool_entry)
         each = [f"base {str(g.get('base', '?'))[:7]} " + (f"failed: {g['error']}" if "error" in g else
                 f"{int(g.get('runs') or 0)} runs, {_num(g.get('seconds')) or 0.0:.0f} {unit}")
                 for g in groups]

@@ -287,10 +287,10 @@ class FamilyGroup:
 
 
 def family_groups(comparisons: Iterable[Comparison]) -> list[FamilyGroup]:
-    """One pool's rows grouped by operator family (:func:`zlops.alerts.op_family`, as the Slack summary and
+    """One pool's rows grouped by operator family (:func:`zlops.alerts.lifecycle.op_family`, as the Slack summary and
     alerts group them): families holding the most urgent row first, then by name; rows inside a family
     by :func:`attention_key`. A 20,000-row table reads from its regressions down, not alphabetically."""
-    from zlops.alerts import op_family
+    from zlops.alerts.lifecycle import op_family
 
     groups: dict[str, list[Comparison]] = {}
     for c in comparisons:

@@ -80,7 +80,7 @@ def _rc() -> Any:
 
 def cost_ratio(c: Comparison) -> float | None:
     """HEAD / base, turned so that > 1 is always worse (base / HEAD for a higher-is-better metric)."""
-    from zlops.alerts import reference_value
+    from zlops.alerts.lifecycle import reference_value
 
     base, head = reference_value(c), c.head_value
     if base is None or head is None or base <= 0 or head <= 0:

@@ -100,7 +100,7 @@ def html_report(
         css=markupsafe.Markup(_CSS), suite=summary.suite, head=cells.short_sha(run.sha), run=run,
         header=cells.header_line(summary, None, None), ran=ran, invalid=invalid, missing=missing,
         pools_text=_pools_text, overall=summary.overall_line(),
-        promotion=promotion_line(promotion) if isinstance(promotion, dict) else None,  # zlops.promotion
+        promotion=promotion_line(promotion) if isinstance(promotion, dict) else None,  # zlops.judge.promotion
         alerts=list(alerts), overview=[(title, _src(p, artifacts_root)) for title, p in overview],
         caliber=caliber_lines(summary.comparisons),  # a caliber break is a wall: said before any delta
         flagged=flagged_items(summary, plots, artifacts_root), tables=comparison_tables(summary),

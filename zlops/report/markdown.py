@@ -12,6 +12,7 @@ from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
+from zlops.backends.clocks import clock_label
 from zlops.model import (
     CompareSummary,
     Comparison,
@@ -21,11 +22,10 @@ from zlops.model import (
     Verdict,
     class_bounds,
 )
-from zlops.partition import schedule_section
 from zlops.report import cells
 from zlops.report.ab_cost import ab_section
 from zlops.report.table import caliber_lines, row_cells
-from zlops.telemetry import clock_label
+from zlops.run.partition import schedule_section
 
 PlotKey = tuple[str, str, str]  # (pool, case, metric)
 
@@ -47,7 +47,7 @@ def markdown_report(
 ) -> str:
     """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
 
-    ``gang_busy``: a campaign run's device-seconds per (pool, device) (:func:`zlops.partition.gang_busy`),
+    ``gang_busy``: a campaign run's device-seconds per (pool, device) (:func:`zlops.run.partition.gang_busy`),
     so its Schedule counts a gang shard on every device it held.
 
     ``plots`` maps ``(pool, case, metric)`` to a trend plot file, shown under "Flagged";
@@ -68,16 +68,16 @@ def markdown_report(
         f"- Run status: {run.status.value}" + (" (baseline promotion follows this report)"
                                                 if run.status.value == "running" else ""),
         *([f"- Baseline: {promotion_line(run.meta['promotion'])}"]
-          if isinstance(run.meta.get("promotion"), dict) else []),  # zlops.promotion: whether and why
+          if isinstance(run.meta.get("promotion"), dict) else []),  # zlops.judge.promotion: whether and why
         "",
     ]
-    if alerts:  # the regression lifecycle's changes tonight (zlops.announce)
+    if alerts:  # the regression lifecycle's changes tonight (zlops.slack.announce)
         out += ["## Alerts", "", *(f"- {_cell(line)}" for line in alerts), ""]
     out += _shard_section(shards, artifacts_root)
-    # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.partition)
+    # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.run.partition)
     out += schedule_section(run.meta.get("partition"), shards, gang_busy)
     out += campaign_section(run.meta.get("campaign"), summary)
-    out += ab_section(run.meta)   # what each pool's A/B cost against its estimate and budget (zlops.confirm)
+    out += ab_section(run.meta)   # what each pool's A/B cost against its estimate and budget (zlops.judge.confirm)
     out += _telemetry_section(telemetry or {})
     caliber = caliber_lines(summary.comparisons)
     if caliber:   # a caliber break is a wall: said before any delta
@@ -102,10 +102,10 @@ def markdown_report(
 
 
 def campaign_section(plans: Mapping[str, Any] | None, summary: CompareSummary) -> list[str]:
-    """A campaign's plan (gang LPT per pool) and tonight's scaling verdicts in words (zlops.scaling);
+    """A campaign's plan (gang LPT per pool) and tonight's scaling verdicts in words (zlops.campaign.scaling);
     every number is the plan's or a verdict's own figures."""
-    from zlops.campaign import CampaignPlan
-    from zlops.scaling import derived_kind, scaling_lines
+    from zlops.campaign.plan import CampaignPlan
+    from zlops.campaign.scaling import derived_kind, scaling_lines
 
     derived = [c for c in summary.comparisons if derived_kind(c.metric)]
     if not plans and not derived:

@@ -73,7 +73,7 @@ def trend_plot(
     twin axis, so a step in the series can be set against throttling or heat at a glance.
     ``reference`` = (value, unit, label) draws another level as a dotted line, e.g. the reference of
     an open alert (back within its band = fixed) when the rolling baseline has moved on.
-    ``clock_label`` names the clock axis by the pool's backend (:func:`zlops.telemetry.clock_axis_label`).
+    ``clock_label`` names the clock axis by the pool's backend (:func:`zlops.backends.clocks.clock_axis_label`).
     Inputs are not modified.
     """
     series = [(cells.short_sha(p.sha), _in_unit(p.samples, p.unit, comparison.unit, p.run_key))

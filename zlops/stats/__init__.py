@@ -7,6 +7,9 @@
 - :mod:`zlops.stats.changepoint`: E-divisive change points (Otava/Hunter) and the first bad night.
 
 Methods, references, defaults and their measured behaviour on real H200 noise: docs/statistics.md.
+
+May import: nothing of zlops: numpy and scipy only, pure (the layers in docs/design/layers.md;
+tests/test_layers.py enforces them).
 """
 
 from __future__ import annotations

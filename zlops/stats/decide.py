@@ -169,7 +169,7 @@ def _values(values: Sequence[float] | None, name: str) -> np.ndarray:
 
 def telemetry_problem(telemetry: Mapping[str, Any] | None, *, max_throttle_share: float,
                       temp_limit_c: float | None) -> str | None:
-    """Why a shard's telemetry summary (``zlops.telemetry.summarize``) makes its timings untrustworthy.
+    """Why a shard's telemetry summary (``zlops.host.telemetry.summarize``) makes its timings untrustworthy.
 
     Throttling: more than ``max_throttle_share`` of the samples ran below 90% of the shard's peak SM
     clock. Heat: ``temp_max_c`` at or above ``temp_limit_c``. A summary without these keys (no
@@ -408,7 +408,7 @@ def judge_tonight(history: Sequence[float], tonight: Sequence[float], baseline: 
     change it belongs to). HUD likewise keeps the comparison window out of its baseline window.
     Earlier nights of the same unresolved run of suspects are the caller's to leave out, from their
     stored verdicts (:func:`unresolved_suspects`, :func:`without_pending`; the nightly does it in
-    ``zlops.evidence.series_histories``), so that last night and tonight are both judged against the
+    ``zlops.judge.evidence.series_histories``), so that last night and tonight are both judged against the
     nights before the run. ``last_settled``: last night's stored verdict says it is no unresolved suspect
     (an A/B cleared it, or found process levels: ``unmeasurable``); then it is neither held out nor
     re-judged, whatever its figures (issue 22: real FlagGems, a night an A/B labelled unmeasurable was

@@ -12,7 +12,7 @@ on a rank test and a resampling interval rather than a t-test:
   interval is reproducible.
 - The Hodges-Lehmann shift of head's level from base's (on log values: a ratio) with the
   distribution-free CI from inverting Mann-Whitney (Hodges & Lehmann 1963): the bisection's step
-  statistic (zlops.bisect).
+  statistic (zlops.bisect.search).
 """
 
 from __future__ import annotations

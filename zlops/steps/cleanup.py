@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from zlops import gitops
-from zlops.config import Config
+from zlops.config.settings import Config
+from zlops.host import gitops
 from zlops.steps.context import RunContext, context_for, open_store
 
 log = logging.getLogger(__name__)

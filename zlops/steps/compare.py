@@ -1,9 +1,9 @@
 """The ``compare`` task: judge every series of the run against its baseline and store the rows.
 
 The past is read once (:meth:`Store.compare_window`: the judge's window of nights and every series'
-baseline from the stored series points, never raw samples); the evidence is :mod:`zlops.evidence`'s;
-the judge and its thresholds are the run's :class:`zlops.judging.JudgingSetup`, stored with the run.
-A rescore (:mod:`zlops.rescore`) calls the same :func:`compare` with ``save=False``.
+baseline from the stored series points, never raw samples); the evidence is :mod:`zlops.judge.evidence`'s;
+the judge and its thresholds are the run's :class:`zlops.judge.setup.JudgingSetup`, stored with the run.
+A rescore (:mod:`zlops.steps.rescore`) calls the same :func:`compare` with ``save=False``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from zlops import compare as cmp
-from zlops import evidence, gitops, judging
+from zlops.host import gitops
+from zlops.judge import compare as cmp
+from zlops.judge import evidence
+from zlops.judge import setup as judging
 from zlops.model import CompareSummary, ShardStatus, Summary, Verdict
 from zlops.progress import LogProgress, Progress
 from zlops.steps.context import RunContext
@@ -66,8 +68,8 @@ def compare(ctx: RunContext, *, progress: Progress | None = None,
                                      head_summaries={(p.pool, p.case, p.metric): Summary(p.median, p.n)
                                                      for p in points})
         if any(ctx.config.measures_paired(p) for p in ctx.suite.pools):  # judged from tonight's pairs
-            from zlops.derived import follow_sources
-            from zlops.paired import judge_rows
+            from zlops.judge.derived import follow_sources
+            from zlops.judge.paired import judge_rows
 
             run = store.get_run(ctx.run_key)
             rows = follow_sources(judge_rows(ctx.config, run.meta if run is not None else {}, rows,

@@ -1,4 +1,4 @@
-"""The ``confirm_<pool>`` tasks: a same-device A/B of the pool's suspects (:func:`zlops.confirm.confirm`).
+"""The ``confirm_<pool>`` tasks: a same-device A/B of the pool's suspects (:func:`zlops.judge.confirm.confirm`).
 
 One task per pool, one after another (each rewrites the run's comparison rows); each runs in the Airflow
 pool of its pool's first device, so the A/B never shares a device with a benchmark.
@@ -26,7 +26,7 @@ class Confirmed:
 
 def confirm_pool(ctx: RunContext, pool: str) -> Confirmed:
     """Confirm or clear the suspects of ``pool`` in the run's stored comparison rows."""
-    from zlops.confirm import confirm
+    from zlops.judge.confirm import confirm
 
     rows = tuple(ctx.store.comparisons(ctx.run_key))
     out = confirm(ctx, CompareSummary(ctx.run_key, ctx.suite_name, ctx.sha, rows), pools=[pool])

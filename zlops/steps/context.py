@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from zlops.config import Config, SuiteConfig
+from zlops.config.settings import Config, SuiteConfig
 from zlops.errors import ZlopsError
 from zlops.store import Store
 from zlops.store.engine import CONNECT_TIMEOUT_S

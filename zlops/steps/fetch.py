@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from zlops import __version__, gitops
-from zlops.config import Config
+from zlops import __version__
+from zlops.config.settings import Config
 from zlops.errors import RunAlreadyAccepted, ZlopsError
+from zlops.host import gitops
 from zlops.model import RunRecord, RunStatus
 from zlops.progress import LogProgress, Progress
 from zlops.steps.context import RunContext, open_store
@@ -66,8 +67,8 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
     (:class:`RunAlreadyAccepted`) unless ``replace``: then it is demoted until promoted again and
     every shard is measured anew (its report and Slack summary are posted again, marked as a re-run).
     ``promote`` (recorded in the run's meta) makes the promote step accept the run although it is
-    not newer on the branch line or breaks the caliber (:mod:`zlops.promotion`): backfills.
-    ``owner`` ({host, pid, start}: the one process that runs the whole night, zlops.recovery) goes
+    not newer on the branch line or breaks the caliber (:mod:`zlops.judge.promotion`): backfills.
+    ``owner`` ({host, pid, start}: the one process that runs the whole night, zlops.run.recovery) goes
     into the run's meta, so a later start can tell a run whose owner died from one still running.
     """
     if not isinstance(promote, bool):
@@ -79,7 +80,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
         mirror = gitops.ensure_mirror(suite.repo, config.mirrors_dir / f"{suite_name}.git")
         head = gitops.fetch_branch(mirror, suite.branch, timeout=config.git_timeout_s)
         existing = store.get_run(run_key)
-        from zlops.recovery import refuse_if_owned
+        from zlops.run.recovery import refuse_if_owned
 
         refuse_if_owned(existing)  # another live process runs it: never two of one run at once
         if sha is None and existing is not None:
@@ -122,7 +123,7 @@ def fetch(config: Config, suite_name: str, *, run_key: str, sha: str | None = No
 def resolve_auto_devices(config: Config, suite_name: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """Pick the devices of every ``devices: auto`` pool of a suite (longest idle run, at most 4)."""
     from zlops.backends import get_backend
-    from zlops.devices import resolve_devices
+    from zlops.run.devices import resolve_devices
 
     out = []
     for name in config.suite(suite_name).pools:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zlops.model import ShardOutcome, ShardStatus
-from zlops.runner import outcome_from_manifest, read_manifest
+from zlops.run.runner import outcome_from_manifest, read_manifest
 from zlops.steps.context import RunContext
 from zlops.steps.run_device import ingest_shard
 
@@ -29,7 +29,7 @@ def ingest(ctx: RunContext) -> dict[str, int]:
                 exit_code=None, started_at=None, ended_at=None,
                 error="the device task never reported (crashed or killed before writing its manifest)"))
     if ctx.suite.campaign is not None:  # efficiency and stack ratios need every lane's results
-        from zlops.campaign_run import store_derived
+        from zlops.campaign.run import store_derived
 
         store_derived(ctx, store)
     counts: dict[str, int] = {}

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from zlops import envs, gitops
 from zlops.errors import ZlopsError
-from zlops.locks import host_lock
+from zlops.host import envs, gitops
+from zlops.host.locks import host_lock
 from zlops.model import ShardOutcome, ShardStatus
-from zlops.partition import Plan
 from zlops.progress import LogProgress, Progress
+from zlops.run.partition import Plan
 from zlops.steps.context import Prepared, RunContext
 
 READY = ".zlops-ready.json"
@@ -60,10 +60,10 @@ def _prepare(ctx: RunContext, *, progress: Progress | None, use_cache: bool) -> 
 
 def plan_partition(ctx: RunContext, prepared: Prepared | None = None) -> dict[str, Plan]:
     """Tonight's partition plan per pool (``{}`` unless the suite has a ``partition`` section):
-    the stored one, else made now and stored (zlops.sharding); one process per host at a time."""
+    the stored one, else made now and stored (zlops.run.sharding); one process per host at a time."""
     if ctx.suite.partition is None:
         return {}
-    from zlops.sharding import plan_run
+    from zlops.run.sharding import plan_run
 
     with host_lock(ctx.lock_path("plan")):
         return plan_run(ctx.store, ctx, worktree=prepared.worktree if prepared else None,
@@ -72,10 +72,10 @@ def plan_partition(ctx: RunContext, prepared: Prepared | None = None) -> dict[st
 
 def plan_campaign(ctx: RunContext, prepared: Prepared | None = None) -> dict[str, Any]:
     """Tonight's campaign plan per pool (``{}`` unless the suite has a ``campaign`` section): the
-    stored one, else made now and stored (zlops.campaign_run); one process per host at a time."""
+    stored one, else made now and stored (zlops.campaign.run); one process per host at a time."""
     if ctx.suite.campaign is None:
         return {}
-    from zlops.campaign_run import plan_campaign as make
+    from zlops.campaign.run import plan_campaign as make
 
     with host_lock(ctx.lock_path("plan")):
         return make(ctx.store, ctx, worktree=prepared.worktree if prepared else None,
@@ -97,7 +97,7 @@ class EnvReady:
 
 def env(ctx: RunContext, *, progress: Progress | None = None) -> EnvReady:
     """Worktree + venv of the commit (reused from the env cache when the dependencies are unchanged), and
-    a partitioned suite's plan (which device runs which cases, zlops.partition), made once, here, before
+    a partitioned suite's plan (which device runs which cases, zlops.run.partition), made once, here, before
     the device tasks fan out to their hosts. On failure every planned shard is recorded FAILED first."""
     try:
         prepared = prepare(ctx, progress=progress)

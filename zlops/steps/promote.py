@@ -1,4 +1,4 @@
-"""The ``promote_baseline`` task: accept the run as a baseline when :func:`zlops.promotion.decide` says so."""
+"""The ``promote_baseline`` task: accept the run as a baseline when :func:`zlops.judge.promotion.decide` says so."""
 
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ def promote_task(ctx: RunContext) -> Promoted:
 
 
 def promote(ctx: RunContext) -> bool:
-    """Accept the run as a baseline when :func:`zlops.promotion.decide` says so (a valid run on the
+    """Accept the run as a baseline when :func:`zlops.judge.promotion.decide` says so (a valid run on the
     branch line, not older than the current baseline, no caliber break, or the explicit promote flag);
     record the decision and its reason in the run's meta (``promotion``); mark the run finished."""
-    from zlops.promotion import decide
+    from zlops.judge.promotion import decide
 
     store = ctx.store
     ok = any(o.status is ShardStatus.OK for o in store.shards(ctx.run_key))

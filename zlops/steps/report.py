@@ -11,15 +11,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zlops import __version__, judging
-from zlops.config import Config
+from zlops import __version__
+from zlops.config.settings import Config
 from zlops.errors import ZlopsError
+from zlops.judge import setup as judging
 from zlops.model import CompareSummary, RunRecord, RunStatus
-from zlops.nightly_figures import RunFigures
-from zlops.notify import NotifyResult
 from zlops.progress import LogProgress, Progress
 from zlops.report.markdown import markdown_report
+from zlops.report.night_figures import RunFigures
 from zlops.report.table import compare_table
+from zlops.slack.notify import NotifyResult
 from zlops.steps.context import RunContext
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,8 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
            rerender: bool = False) -> ReportOutput:
     """Text table, figures, markdown and HTML reports, the alert lifecycle and the Slack summary.
 
-    Figures (:mod:`zlops.nightly_figures`) go to ``plots/``; a nightly run then updates its alerts
-    and queues their thread messages (:func:`zlops.announce.update_alerts`); :func:`zlops.announce.announce`
+    Figures (:mod:`zlops.report.night_figures`) go to ``plots/``; a nightly run then updates its alerts
+    and queues their thread messages (:func:`zlops.slack.announce.update_alerts`); :func:`zlops.slack.announce.announce`
     sends what the outbox holds, then the summary. With ``slack_client`` None (no token/connection
     configured) the payload is written to the run's artifacts instead. A Slack outage never fails the
     run: what was not sent stays in the outbox and goes out on the next run.
@@ -60,11 +61,11 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
     new version folder ``rerender-<n>/`` of the run's artifacts (the run folder itself only when the run
     was never rendered).
     """
-    from zlops.alerts import OPEN_STATES, previous_commit
-    from zlops.announce import alert_digest, announce, update_alerts
-    from zlops.nightly_figures import draw_run_figures
+    from zlops.alerts.lifecycle import OPEN_STATES, previous_commit
     from zlops.report.html import html_report
-    from zlops.slack_summary import AlertDigest
+    from zlops.report.night_figures import draw_run_figures
+    from zlops.slack.announce import alert_digest, announce, update_alerts
+    from zlops.slack.summary import AlertDigest
 
     progress = progress or LogProgress()
     store = ctx.store
@@ -104,7 +105,8 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
                                                for a in watched}, as_of=run.started_at, ancestors=ancestors)
         digest = AlertDigest()
         alert_lines: list[str] = []
-        # where a change's commit range starts when its baseline is tonight's own commit (zlops.alerts.change_range)
+        # where a change's commit range starts when its baseline is tonight's own commit
+        # (zlops.alerts.lifecycle.change_range)
         previous_sha = previous_commit([(r.sha, r.started_at) for r in store.accepted_runs(ctx.suite_name)],
                                        head_sha=run.sha, before=run.started_at, ancestors=ancestors)
         if nightly:
@@ -143,7 +145,7 @@ def run_gang_busy(store: Any, run: RunRecord) -> dict[tuple[str, int], float] | 
     results are not read for it)."""
     if not run.meta.get("campaign"):
         return None
-    from zlops.partition import gang_busy
+    from zlops.run.partition import gang_busy
 
     return gang_busy(store.results(run.run_key))
 
@@ -167,7 +169,7 @@ def next_render_dir(run_dir: Path) -> Path:
 
 
 def run_setup(config: Config, run: RunRecord) -> tuple[judging.JudgingSetup, str]:
-    """The judging setup stored with the run at its compare (:func:`zlops.judging.for_run`), and a note on
+    """The judging setup stored with the run at its compare (:func:`zlops.judge.setup.for_run`), and a note on
     its thresholds for the re-render note; today's config's when the run stored none, saying so."""
     setup, _ = judging.for_run(run.meta, config)
     t = setup.thresholds
@@ -180,8 +182,8 @@ def run_setup(config: Config, run: RunRecord) -> tuple[judging.JudgingSetup, str
 def run_ancestors(ctx: RunContext) -> tuple[frozenset[str] | None, str]:
     """The commits of the run's ancestor line (its history's commits), or None with a note when the
     mirror cannot say (then the history is limited by time only)."""
-    from zlops import gitops
     from zlops.errors import GitError
+    from zlops.host import gitops
 
     try:
         mirror = gitops.mirror_of(ctx.suite.repo, ctx.mirror_path)
@@ -195,7 +197,7 @@ def with_promotion(ctx: RunContext, run: RunRecord) -> tuple[RunRecord, str]:
     """The run with its promotion decision in ``meta["promotion"]`` (the report says whether and why
     it becomes the baseline), and that decision as a line. A finished run keeps the decision its
     promote step stored; a running one (the report step comes before promotion) gets a preview."""
-    from zlops.promotion import decide
+    from zlops.judge.promotion import decide
 
     if run.kind != "nightly":
         return run, ""

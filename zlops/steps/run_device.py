@@ -15,11 +15,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zlops import proc, telemetry
 from zlops.errors import ZlopsError
+from zlops.host import proc, telemetry
 from zlops.model import ShardOutcome, ShardStatus
 from zlops.progress import LogProgress, Progress
-from zlops.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
+from zlops.run.runner import ShardSpec, outcome_from_manifest, read_manifest, run_shard
 from zlops.steps.context import RunContext
 from zlops.steps.prepare import plan_campaign, plan_partition, prepare
 
@@ -54,14 +54,14 @@ def device_task(ctx: RunContext, pool: str, device: int) -> DeviceDone:
 
 
 def ingest_shard(ctx: RunContext, outcome: ShardOutcome) -> ShardOutcome:
-    """Read a finished shard (:func:`zlops.ingest.read_shard`: parse, FAILED on a malformed file, INVALID
+    """Read a finished shard (:func:`zlops.run.ingest.read_shard`: parse, FAILED on a malformed file, INVALID
     beside contention) and store shard + results in one transaction; nothing half-parsed reaches the store.
     """
-    from zlops.ingest import read_shard
+    from zlops.run.ingest import read_shard
 
     manifest = read_manifest(outcome.artifact_dir) or {}
     summary = {**telemetry.summarize_dir(outcome.artifact_dir), "backend": outcome.backend}
-    # a campaign lane's gang shards were each judged on their own telemetry (zlops.campaign_run.lane_shard):
+    # a campaign lane's gang shards were each judged on their own telemetry (zlops.campaign.run.lane_shard):
     # its merged telemetry is kept, never a reason to drop every shard of the lane
     lane = bool(manifest.get("campaign_lane"))
     read = read_shard(ctx.config, ctx.suite_name, outcome, telemetry=None if lane else summary)
@@ -126,8 +126,8 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
         progress.note(f"shard {pool}/{device}: measured by an earlier attempt of this run; ingesting its artifacts")
         return ingest_shard(ctx, done)
     prepared = prepare(ctx, progress=progress)
-    if ctx.suite.campaign is not None:  # this device's lane of gang shards (zlops.campaign_run)
-        from zlops.campaign_run import run_lane
+    if ctx.suite.campaign is not None:  # this device's lane of gang shards (zlops.campaign.run)
+        from zlops.campaign.run import run_lane
 
         plan = plan_campaign(ctx, prepared).get(pool)
         if plan is None:
@@ -137,7 +137,7 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
             progress.note(f"campaign lane {pool}/{device} {outcome.status.value}: {outcome.error}")
         return outcome
     cases = None
-    if ctx.suite.partition is not None:  # this device's share of the cases (zlops.sharding)
+    if ctx.suite.partition is not None:  # this device's share of the cases (zlops.run.sharding)
         plan = plan_partition(ctx, prepared).get(pool)
         cases = plan.cases_of(device) if plan is not None else None
         if cases is not None and not cases:
@@ -147,18 +147,18 @@ def run_device(ctx: RunContext, pool: str, device: int, *, progress: Progress | 
                                    ended_at=None)
             ctx.store.record_shard(ctx.run_key, outcome)
             return outcome
-    if cases is None and ctx.config.measures_paired(pool):  # base and head interleaved (zlops.paired)
-        from zlops.paired import run_paired_device
+    if cases is None and ctx.config.measures_paired(pool):  # base and head interleaved (zlops.judge.paired)
+        from zlops.judge.paired import run_paired_device
 
         paired = run_paired_device(ctx, pool, device, prepared, progress=progress)
         if paired is not None:
             if paired.status is not ShardStatus.OK:
                 progress.note(f"shard {pool}/{device} {paired.status.value}: {paired.error}")
             return paired
-        from zlops.paired import relaxed_config
+        from zlops.judge.paired import relaxed_config
 
         ctx = dataclasses.replace(ctx, config=relaxed_config(ctx.config, pool))   # the pool's first night
-    from zlops.contention import quiet_before_run  # let a busy host quiet down first (bounded)
+    from zlops.host.contention import quiet_before_run  # let a busy host quiet down first (bounded)
 
     quiet_before_run(ctx.config.host_limits(pool), locks_dir=ctx.config.locks_dir, note=progress.note,
                      where=f"shard {pool}/{device}")
@@ -204,7 +204,7 @@ def free_full_disk(ctx: RunContext, shard: str, progress: Progress) -> bool:
     the worktree (and the venv inside it) now, not at the end of the night: the shard's results, the
     store (often on the same disk) and the report need that space. A later step that needs the
     worktree (an A/B) prepares it again. True when it was removed."""
-    from zlops.runner import disk_full
+    from zlops.run.runner import disk_full
     from zlops.steps.cleanup import cleanup
 
     if not ctx.worktree.exists() or not disk_full(ctx.worktree):

@@ -1,7 +1,7 @@
 """Regression alerts and their history: session-level reads and writes (the caller owns the transaction).
 
-The lifecycle rules are pure (:mod:`zlops.alerts`); this module only stores what they decided:
-:func:`apply_steps` writes one night's :class:`~zlops.alerts.Step` list, :func:`set_alert_state`
+The lifecycle rules are pure (:mod:`zlops.alerts.lifecycle`); this module only stores what they decided:
+:func:`apply_steps` writes one night's :class:`~zlops.alerts.lifecycle.Step` list, :func:`set_alert_state`
 a person's change. Idempotency comes from :func:`night_state`: a series already evaluated at a run
 (or a later one) is reported as done, so the plan for a re-run report step is empty.
 """
@@ -15,8 +15,17 @@ from typing import Any
 from sqlalchemy import Select, bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from zlops.alerts import OPEN_STATES, Alert, AlertError, AlertState, EventKind, SeriesKey, Step, check_human_transition
-from zlops.alerts import reference_value as _reference
+from zlops.alerts.lifecycle import (
+    OPEN_STATES,
+    Alert,
+    AlertError,
+    AlertState,
+    EventKind,
+    SeriesKey,
+    Step,
+    check_human_transition,
+)
+from zlops.alerts.lifecycle import reference_value as _reference
 from zlops.store.models import AlertEvent, AlertRow, Run, utcnow
 from zlops.store.runs import require_run
 
@@ -77,7 +86,7 @@ def apply_steps(session: Session, run_key: str, suite: str, steps: Sequence[Step
     the changed ones updated and the events inserted each in one executemany, and the alerts as they
     now are read back in IN lists. A step that cannot be written (no baseline, an unknown alert) raises
     AlertError before anything is written. A new alert's commit range starts at its baseline's commit, or at
-    ``previous_sha`` when the baseline is tonight's own commit (:func:`zlops.alerts.change_range`).
+    ``previous_sha`` when the baseline is tonight's own commit (:func:`zlops.alerts.lifecycle.change_range`).
     """
     run = require_run(session, run_key)
     now = utcnow()

@@ -13,7 +13,16 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from zlops.bisect import Bisection, Outcome, State, StepKind, StepRecord, Target, evidence_from_json, evidence_to_json
+from zlops.bisect.search import (
+    Bisection,
+    Outcome,
+    State,
+    StepKind,
+    StepRecord,
+    Target,
+    evidence_from_json,
+    evidence_to_json,
+)
 from zlops.store.engine import dialect_insert
 from zlops.store.models import BisectionAlert, BisectionRow, BisectionStep, utcnow
 

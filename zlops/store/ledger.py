@@ -1,4 +1,4 @@
-"""Bulk reads behind the trust ledger (zlops.trust): a window's alerts, their events, its verdict counts.
+"""Bulk reads behind the trust ledger (zlops.triage.trust): a window's alerts, their events, its verdict counts.
 
 Three queries for any window (the alerts' events in IN lists cut into :data:`~zlops.store.frames.CHUNK`s):
 the alerts opened in ``[since, until)``, every event of those alerts up to ``until`` (in order), and the

@@ -40,7 +40,7 @@ NAMING_CONVENTION = {
 #: Values of ``notifications.status``; the outbox moves pending -> sent | failed (failed retries), or
 #: abandoned when a message can never be sent (its files are gone, it is stale, its thread was abandoned).
 NOTIFICATION_STATUSES = ("pending", "sent", "failed", "abandoned")
-#: Values of ``alerts.state`` (see :class:`zlops.alerts.AlertState`).
+#: Values of ``alerts.state`` (see :class:`zlops.alerts.lifecycle.AlertState`).
 ALERT_STATES = ("new", "confirmed", "acked", "expected", "false_positive", "fixed", "wontfix", "cleared")
 
 
@@ -335,12 +335,12 @@ class AlertEvent(Base):
     announced: Mapped[bool] = mapped_column(Boolean)
 
 
-#: Values of ``bisections.state`` (see :class:`zlops.bisect.State`).
+#: Values of ``bisections.state`` (see :class:`zlops.bisect.search.State`).
 BISECTION_STATES = ("running", "found", "unverified", "ambiguous", "not_reproduced", "paused", "failed")
 
 
 class BisectionRow(Base):
-    """One bisection of a commit range on one pool (zlops.bisect_run): its targets, budget use and culprit.
+    """One bisection of a commit range on one pool (zlops.bisect.run): its targets, budget use and culprit.
 
     Keyed by (suite, pool, good_sha, bad_sha): alerts of the same range and pool share it (one
     search, one message), and a rerun finds it instead of starting another. ``targets`` holds the

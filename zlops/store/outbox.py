@@ -2,7 +2,7 @@
 
 A notifier queues (idempotent per run, kind and channel), tries to send, and marks the outcome;
 whatever is still pending or failed is retried later from :func:`pending_notifications` (or, with
-threads and uploads, :func:`outbox_items` and :mod:`zlops.slack`). The caller owns the transaction.
+threads and uploads, :func:`outbox_items` and :mod:`zlops.slack.outbox`). The caller owns the transaction.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bulk reads behind the triage pages (zlops.triage_views): one series over a window of nights, in a few queries.
+"""Bulk reads behind the triage pages (zlops.triage.series): one series over a window of nights, in a few queries.
 
 Each read takes the window's run keys at once (IN lists cut into :data:`~zlops.store.frames.CHUNK`s), so
 a page costs a number of queries that does not grow with the number of nights: the raw samples of one

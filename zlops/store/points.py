@@ -5,7 +5,7 @@
   1974), vectorized over many samples of equal size (a suite's cases usually share a round count).
   None for fewer than two samples or any sample <= 0 (a log needs positive values).
 - :func:`pool_device_results`: the samples of one run's series pooled over the pool's devices exactly
-  as :func:`zlops.compare.pool_results` pools them (device order; later devices converted to the first
+  as :func:`zlops.judge.compare.pool_results` pools them (device order; later devices converted to the first
   device's unit, which names the series' unit and direction).
 - :func:`point_rows`: rows of the ``series_points`` table from pooled results or plain rows.
 
@@ -60,7 +60,7 @@ def spreads(samples: Sequence[Sequence[float]]) -> list[float | None]:
 
 
 def pool_device_results(rows: Iterable[tuple[str, int, CaseResult]]) -> dict[SeriesKey, CaseResult]:
-    """(pool, device, result) rows pooled per series, as :func:`zlops.compare.pool_results` does."""
+    """(pool, device, result) rows pooled per series, as :func:`zlops.judge.compare.pool_results` does."""
     params: dict[SeriesKey, Mapping[str, Any]] = {}
 
     def flat() -> Iterator[tuple[str, int, str, str, str, bool, Sequence[float]]]:
@@ -137,7 +137,7 @@ def series_points(pooled: Mapping[SeriesKey, CaseResult]) -> list[SeriesPoint]:
 
 def point_rows(points: Mapping[SeriesKey, CaseResult] | Iterable[SeriesPoint | Mapping[str, Any]],
                ) -> list[dict[str, Any]]:
-    """``series_points`` rows (without ``run_id``) from :func:`zlops.compare.pool_results`' output, or
+    """``series_points`` rows (without ``run_id``) from :func:`zlops.judge.compare.pool_results`' output, or
     from :class:`SeriesPoint` values or plain mappings with the fields of :class:`SeriesPoint`
     (a mapping without ``spread_pct`` stores NULL). A repeated series is an error."""
     if isinstance(points, Mapping):

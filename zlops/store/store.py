@@ -20,7 +20,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from zlops.alerts import Alert, AlertState
+from zlops.alerts.lifecycle import Alert, AlertState
 from zlops.model import (
     BaselinePoint,
     CaseResult,
@@ -479,7 +479,7 @@ class Store:
                            targets=targets, alert_ids=alert_ids)
 
     def bisection(self, bisection_id: int) -> Any:
-        """One bisection (:class:`zlops.bisect.Bisection`), or None."""
+        """One bisection (:class:`zlops.bisect.search.Bisection`), or None."""
         return self._query(_bisections.get_bisection, bisection_id)
 
     def bisection_of_alert(self, alert_id: int) -> Any:
@@ -487,7 +487,7 @@ class Store:
         return self._query(_bisections.bisection_of_alert, alert_id)
 
     def bisections_of_alerts(self, alert_ids: Collection[int]) -> dict[int, Any]:
-        """alert id -> its bisection (:class:`zlops.bisect.Bisection`) for the alerts in one, in bulk."""
+        """alert id -> its bisection (:class:`zlops.bisect.search.Bisection`) for the alerts in one, in bulk."""
         return self._query(_bisections.bisections_of_alerts, alert_ids)
 
     def culprits_of_alerts(self, alert_ids: list[int]) -> dict[int, str]:
@@ -495,7 +495,7 @@ class Store:
         return self._query(_bisections.culprits_of_alerts, alert_ids)
 
     def bisection_steps(self, bisection_id: int) -> list[Any]:
-        """The stored steps of a bisection (:class:`zlops.bisect.StepRecord`), in order."""
+        """The stored steps of a bisection (:class:`zlops.bisect.search.StepRecord`), in order."""
         return self._query(_bisections.steps, bisection_id)
 
     def save_bisection_step(self, bisection_id: int, step: Any) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from zlops.backends.base import DeviceInfo
 from zlops.backends.parsers import mib, number
-from zlops.telemetry import TelemetrySample
+from zlops.host.telemetry import TelemetrySample
 
 _DEVICE_ROW = re.compile(r"^(\d+)\s+(.+?)\s*\|\s*(\S+)\s*\|(.*)$")
 _MEM = re.compile(r"(\d+(?:\.\d+)?)\s*(MiB|GiB|MB|GB)\s*\(\s*(\d+(?:\.\d+)?)\s*(MiB|GiB|MB|GB)\s*\)")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from zlops.backends.base import DeviceInfo
 from zlops.backends.parsers import number
-from zlops.telemetry import TelemetrySample
+from zlops.host.telemetry import TelemetrySample
 
 _PAIR = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)")
 _BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")

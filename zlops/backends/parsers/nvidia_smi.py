@@ -25,11 +25,11 @@ from datetime import datetime, timezone, tzinfo
 
 from zlops.backends.base import DeviceInfo
 from zlops.backends.parsers import is_missing, mib, number
-from zlops.telemetry import TelemetrySample
+from zlops.host.telemetry import TelemetrySample
 
 #: The fields zlops queries to enumerate devices.
 ENUM_FIELDS = ("index", "name", "uuid", "driver_version", "memory.used", "memory.total", "pci.bus_id")
-#: The fields of the streaming telemetry query, in the order of ``zlops.telemetry.COLUMNS``.
+#: The fields of the streaming telemetry query, in the order of ``zlops.host.telemetry.COLUMNS``.
 TELEMETRY_FIELDS = ("timestamp", "index", "clocks.sm", "clocks.mem", "temperature.gpu", "power.draw",
                     "utilization.gpu", "memory.used")
 #: The fields zlops queries for processes per GPU.

@@ -16,7 +16,7 @@ from typing import Any
 
 from zlops.backends.base import DeviceInfo
 from zlops.backends.parsers import mib, number
-from zlops.telemetry import TelemetrySample
+from zlops.host.telemetry import TelemetrySample
 
 _CARD = re.compile(r"^card(\d+)$", re.IGNORECASE)
 _VRAM_TOTAL = re.compile(r"^vram total memory \((b|kib|mib|gib|kb|mb|gb)\)$", re.IGNORECASE)

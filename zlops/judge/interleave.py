@@ -1,0 +1,225 @@
+"""Interleaved same-device runs: the one machinery of the A/B confirmation, the paired nights and bisection steps.
+
+Three parts, each usable alone:
+
+- :class:`CostModel` / :func:`learn_cost`: what one fresh benchmark process costs on a pool, learned from
+  what zlops already timed (tonight's shards and earlier A/B runs, each a whole process: its seconds
+  against the cases it ran). A process costs a fixed start-up (interpreter, torch, ``import flag_gems``:
+  11-14 s of a 25 s FlagGems process on an H200) plus a per-case time; dividing a shard's time by its
+  case count (the old estimate) misses the start-up and under-estimates a one-op A/B run ~12x.
+- :func:`ab_budget`: the device seconds an A/B may spend on a pool tonight: the larger of a share of
+  the night and a floor (so that a small suite's top suspects always get a decisive A/B), capped by
+  a ceiling (the schedule's window).
+- :func:`run_pairs`: interleaved pairs of fresh processes of two sides (A = base, B = head), each pair
+  in a random order (Pinpoint ``run_test.py``), adding pairs until the caller's ``decided`` says the
+  samples decide, the pairs run out, or the next pair would break the budget. A pair one of whose
+  runs the host-contention gate made invalid (:class:`zlops.errors.HostBusy`) is discarded whole,
+  recorded with its reason, and run again after the host quiets, while the budget lasts: a busy
+  moment never ends the job, and a burst that hit one side only never biases the comparison.
+
+Nothing here knows Airflow or the store; the callers (:mod:`zlops.judge.confirm`, the paired nights,
+:mod:`zlops.bisect.run`) hand in how to run one process.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from zlops.errors import HostBusy
+
+Key = tuple[str, str]
+Samples = dict[Key, tuple[list[float], list[float]]]
+
+#: the share of a whole-suite process assumed to be start-up while only one case count was ever timed
+#: (FlagGems on an H200: 11-14 s of 23-27 s; replaced as soon as two case counts are seen), and its cap:
+#: a long suite's start-up is not half its time (interpreter + torch + a library import: seconds, not minutes)
+PRIOR_FIXED_SHARE = 0.5
+PRIOR_FIXED_MAX_S = 30.0
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds of one fresh process on a pool: ``fixed_s`` + ``per_case_s`` x cases; ``basis`` says from what."""
+
+    fixed_s: float
+    per_case_s: float
+    basis: str
+    observations: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("fixed_s", "per_case_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"CostModel.{name}: expected a finite number >= 0, got {value!r}")
+
+    def estimate(self, n_cases: int) -> float:
+        """Seconds of one process running ``n_cases`` cases."""
+        return self.fixed_s + self.per_case_s * max(int(n_cases), 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fixed_s": round(self.fixed_s, 3), "per_case_s": round(self.per_case_s, 4), "basis": self.basis,
+                "observations": self.observations}
+
+
+def learn_cost(observations: Sequence[tuple[int, float]], *, prior_fixed_share: float = PRIOR_FIXED_SHARE,
+               prior_fixed_max_s: float = PRIOR_FIXED_MAX_S) -> CostModel:
+    """The cost model of a pool from whole processes it ran: ``(cases, seconds)`` each.
+
+    With two or more distinct case counts: a robust line through them (Theil-Sen: the median of the
+    pairwise slopes, Sen 1968; one slow night does not tilt it), its intercept the start-up, both
+    clamped at 0. With one case count only: ``prior_fixed_share`` of its median seconds as start-up
+    (at most ``prior_fixed_max_s``), the rest spread over its cases (said in ``basis``). Raises
+    ValueError without observations.
+    """
+    obs = [(int(n), float(s)) for n, s in observations if n > 0 and s is not None and math.isfinite(s) and s > 0]
+    if not obs:
+        raise ValueError("learn_cost: no process was timed (expected (cases, seconds) pairs with both > 0)")
+    counts = sorted({n for n, _ in obs})
+    if len(counts) >= 2:
+        slopes = sorted((s2 - s1) / (n2 - n1) for i, (n1, s1) in enumerate(obs) for n2, s2 in obs[i + 1:]
+                        if n2 != n1)
+        slope = max(_median(slopes), 0.0)
+        intercept = max(_median([s - slope * n for n, s in obs]), 0.0)
+        return CostModel(intercept, slope, f"fitted on {len(obs)} processes of {len(counts)} case counts "
+                         f"({counts[0]}-{counts[-1]} cases)", len(obs))
+    n = counts[0]
+    seconds = _median([s for _, s in obs])
+    fixed = min(prior_fixed_share * seconds, prior_fixed_max_s)
+    return CostModel(fixed, (seconds - fixed) / n, f"{len(obs)} processes of {n} cases only: start-up assumed "
+                     f"{fixed:.1f} s of {seconds:.1f} s until a selection is timed", len(obs))
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Device seconds an A/B may spend on a pool tonight, and which rule set them."""
+
+    seconds: float
+    basis: str
+
+
+def ab_budget(night_s: float, *, share: float, floor_s: float, ceiling_s: float | None = None,
+              fixed_s: float | None = None) -> Budget:
+    """``max(share x night_s, floor_s)``, at most ``ceiling_s``; ``fixed_s`` (an explicit budget) wins."""
+    if fixed_s is not None:
+        return Budget(float(fixed_s), f"noise.ab_budget_s = {fixed_s:g} s")
+    by_share = share * max(night_s, 0.0)
+    if by_share >= floor_s:
+        seconds, basis = by_share, f"{share:.0%} of tonight's {night_s:.0f} s"
+    else:
+        seconds, basis = float(floor_s), f"floor {floor_s:g} s (> {share:.0%} of tonight's {night_s:.0f} s)"
+    if ceiling_s is not None and seconds > ceiling_s:
+        seconds, basis = float(ceiling_s), f"{basis}, capped at {ceiling_s:g} s"
+    return Budget(seconds, basis)
+
+
+@dataclass
+class Pairs:
+    """What interleaved pairs measured (``samples``: per series, base and head values aligned by pair)."""
+
+    samples: Samples = field(default_factory=dict)
+    runs: int = 0                 # processes that ran, discarded ones included
+    pairs: int = 0                # pairs kept
+    seconds: float = 0.0          # seconds every process took, discarded ones included
+    est_run_s: float = 0.0        # the estimate of one run made before the first one
+    stopped: str = "max pairs"
+    discarded: list[str] = field(default_factory=list)
+    run_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def realised_run_s(self) -> float | None:
+        return self.seconds / self.runs if self.runs else None
+
+    def to_json(self) -> dict[str, Any]:
+        real = self.realised_run_s
+        return {"runs": self.runs, "pairs": self.pairs, "seconds": round(self.seconds, 2),
+                "est_run_s": round(self.est_run_s, 2), "realised_run_s": None if real is None else round(real, 2),
+                "est_s": round(self.est_run_s * self.runs, 2), "stopped": self.stopped,
+                "discarded": list(self.discarded)}
+
+
+def interleaved_order(n_pairs: int, *, seed: int | Sequence[int]) -> list[str]:
+    from zlops.stats import interleaved_order as order
+
+    return order(n_pairs, seed=seed)
+
+
+def run_pairs(*, run_one: Callable[[str, int], tuple[Mapping[Key, float], float]], seed: int | Sequence[int],
+              min_pairs: int, max_pairs: int, budget_s: float, est_run_s: float,
+              decided: Callable[[Samples], bool] | None = None, quiet: Callable[[], Any] | None = None,
+              keys: Sequence[Key] | None = None, max_discards: int | None = None,
+              clock: Callable[[], float] = time.monotonic) -> Pairs:
+    """Interleaved pairs of ``run_one("A", i)`` / ``run_one("B", i)`` (see the module docstring).
+
+    ``run_one`` runs one fresh process and returns per (case, metric) its value and the seconds it took
+    (device-seconds for a gang); it raises :class:`HostBusy` for a run the contention gate made invalid,
+    any other exception ends the pairs (the caller decides). ``keys``: the series to keep (None: all).
+    The first pair always runs (an A/B that cannot even start is the caller's choice to skip); later
+    pairs start only while ``seconds + 2 x the current per-run estimate <= budget_s``; from the third run
+    on the estimate is the mean of the runs so far. ``max_discards`` (default ``max_pairs``) bounds the
+    re-runs of busy pairs.
+    """
+    if min_pairs < 1 or max_pairs < min_pairs:
+        raise ValueError(f"run_pairs: expected 1 <= min_pairs <= max_pairs, got {min_pairs}, {max_pairs}")
+    out = Pairs(est_run_s=est_run_s)
+    wanted = set(keys) if keys is not None else None
+    limit_discards = max_pairs if max_discards is None else max_discards
+    order = interleaved_order(max_pairs + limit_discards, seed=seed)
+    run_s = est_run_s
+    slot = 0
+    while out.pairs < max_pairs:
+        if out.pairs >= min_pairs and decided is not None and decided(out.samples):
+            out.stopped = "decided"
+            break
+        if out.runs and out.seconds + 2 * run_s > budget_s:
+            out.stopped = f"budget ({budget_s:.0f} s) spent"
+            break
+        if slot >= len(order) // 2:
+            out.stopped = f"{len(out.discarded)} busy pairs discarded (limit {limit_discards})"
+            break
+        sides = order[2 * slot: 2 * slot + 2]
+        index = slot
+        slot += 1
+        got: dict[str, Mapping[Key, float]] = {}
+        busy: str | None = None
+        for side in sides:
+            t0 = clock()
+            try:
+                values, took = run_one(side, 2 * index + (0 if side == sides[0] else 1))
+            except HostBusy as exc:
+                took = max(clock() - t0, exc.seconds or 0.0)
+                busy = f"pair {index + 1} ({side}): {exc}"
+                values = None
+            out.runs += 1
+            out.seconds += took
+            out.run_seconds.append(took)
+            run_s = max(run_s, took) if out.runs <= 2 else out.seconds / out.runs
+            if values is None:
+                break
+            got[side] = values
+        if busy is not None:
+            out.discarded.append(busy)
+            if len(out.discarded) > limit_discards:
+                out.stopped = f"{len(out.discarded)} busy pairs discarded (limit {limit_discards})"
+                break
+            if quiet is not None:
+                quiet()
+            continue
+        out.pairs += 1
+        common = set(got["A"]) & set(got["B"])
+        for key in sorted(common if wanted is None else common & wanted):
+            base, head = out.samples.setdefault(key, ([], []))
+            base.append(float(got["A"][key]))
+            head.append(float(got["B"][key]))
+    else:
+        out.stopped = "max pairs"
+    return out

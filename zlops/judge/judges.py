@@ -1,0 +1,229 @@
+"""The judge: one replaceable function that turns (baseline, tonight) into a verdict.
+
+``simple`` is the rule of the Ascend seed's compare mode: the change of medians, in percent,
+oriented so that positive is worse; above ``regression_pct`` is a regression (highlighted), above
+``potential_pct`` a potential regression (flagged for review), below ``-potential_pct`` an
+improvement, anything else within noise. It knows nothing of noise; the noise-aware judge
+``noise`` (issue 5, :func:`noise_judge`, built on :mod:`zlops.stats`) registers beside it and is
+picked by the config's ``judge`` key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from zlops.model import Figures, Judgement, Summary, Thresholds, Verdict, as_summary, median_of
+
+if TYPE_CHECKING:  # zlops.stats imports scipy (~0.5 s): only noise_judge pays for it, when it runs
+    from zlops.stats import Policy
+
+#: What a judge reads of the baseline: its median and count (:class:`zlops.model.Summary`), or raw samples
+#: (summarized the same way); the compare table and the history keep summaries, not samples.
+BaseSide = Summary | Sequence[float]
+Judge = Callable[[BaseSide, Sequence[float], bool, Thresholds], Judgement]
+
+
+def change_pct(base: float, head: float) -> float:
+    """Relative change of ``head`` against ``base`` in percent (raw direction of the values)."""
+    if base == 0:
+        return 0.0 if head == 0 else float("inf") if head > 0 else float("-inf")
+    return (head - base) / abs(base) * 100.0
+
+
+def simple_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool,
+                 thresholds: Thresholds) -> Judgement:
+    """Delta of medians against fixed thresholds (see module docstring)."""
+    ref = as_summary(base)
+    figures = Figures(reference=ref.median, reference_label=f"baseline median ({ref.n} samples)",
+                      value=median_of(head), value_label=f"tonight, {len(head)} sample{'s' if len(head) != 1 else ''}",
+                      lower_is_better=lower_is_better)
+    change, worse = figures.change_pct, figures.worse_pct
+    if worse > thresholds.regression_pct:
+        verdict, used = Verdict.REGRESSION, thresholds.regression_pct
+    elif worse > thresholds.potential_pct:
+        verdict, used = Verdict.POTENTIAL, thresholds.potential_pct
+    elif worse < -thresholds.potential_pct:
+        verdict, used = Verdict.IMPROVED, thresholds.potential_pct
+    else:
+        verdict, used = Verdict.UNCHANGED, thresholds.potential_pct
+    return Judgement(verdict=verdict, change_pct=change, worse_pct=worse, threshold_pct=used,
+                     figures=dataclasses.replace(figures, threshold_pct=used))
+
+
+#: zlops.stats.State values -> report verdicts (the same words; MISSING and FAILED are decided by the caller).
+STATE_VERDICTS: dict[str, Verdict] = {v.value: v for v in (
+    Verdict.IMPROVED, Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.REGRESSION,
+    Verdict.SEVERE, Verdict.INVALID, Verdict.UNMEASURABLE, Verdict.MISSING, Verdict.FAILED)}
+
+
+def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,
+                history: Sequence[float] | None = None, telemetry: Mapping[str, Any] | None = None,
+                policy: Policy | None = None, processes: Sequence[float] | None = None,
+                last_settled: bool = False) -> Judgement:
+    """Noise-aware judge (issue 5): :func:`zlops.stats.judge_night` then :func:`zlops.stats.decide`.
+
+    Same call as :func:`simple_judge`, plus ``history`` (the series' accepted nightly medians, oldest
+    first, normally ending with the baseline night), ``telemetry`` (tonight's shard summary from
+    :func:`zlops.host.telemetry.summarize`) and ``policy`` (k, min_nights, ... ; its potential_pct and
+    regression_pct are replaced by ``thresholds``). Tonight is compared with the median of the
+    history (the baseline's median without history) against max(potential_pct, k x noise).
+
+    Verdicts: IMPROVED, UNCHANGED, INVALID, UNMEASURABLE; SUSPECT when tonight is beyond the
+    threshold but unconfirmed (the caller may run an A/B: :func:`zlops.stats.confirm_ab`, then
+    :func:`zlops.stats.decide` with ``ab=``); REGRESSION / SEVERE only when confirmed here by two
+    consecutive nights: last night, re-judged from ``history[:-1]``, was beyond its threshold too
+    (and, being unresolved, is held out of tonight's reference: :func:`zlops.stats.judge_tonight`), unless
+    ``last_settled``: its stored verdict says it is no unresolved suspect (``zlops.judge.evidence.series_histories``).
+    """
+    from zlops import stats
+
+    pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
+                              regression_pct=thresholds.regression_pct)
+    ref = as_summary(base)
+    night, previous = stats.judge_tonight(history if history is not None else [], head,
+                                          baseline_summary=(ref.median, ref.n), lower_is_better=lower_is_better,
+                                          policy=pol, telemetry=telemetry, processes=processes,
+                                          last_settled=last_settled)
+    decision = stats.decide(night, previous=previous, policy=pol)
+    return Judgement(verdict=STATE_VERDICTS[decision.state.value], change_pct=decision.change_pct,
+                     worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason,
+                     figures=night_figures(night, n_samples=len(head), lower_is_better=lower_is_better))
+
+
+def noise_judge_many(items: Sequence[tuple[BaseSide, Sequence[float], bool, Sequence[float],
+                                          Mapping[str, Any] | None, Sequence[float]]],
+                     thresholds: Thresholds, *, policy: Policy | None = None,
+                     settled: Sequence[bool] | None = None) -> list[Judgement]:
+    """:func:`noise_judge` for many series at once (``zlops.stats.frame``: vectorized, same verdicts).
+
+    ``items``: per series (baseline summary or samples, tonight's samples, lower_is_better, history, telemetry,
+    processes); ``settled``: per series, ``last_settled`` of :func:`noise_judge`. Series the vectorized path
+    does not cover are judged one by one.
+    """
+    from zlops import stats
+    from zlops.stats.frame import judge_many
+
+    pol = dataclasses.replace(policy or stats.Policy(), potential_pct=thresholds.potential_pct,
+                              regression_pct=thresholds.regression_pct)
+    fast = judge_many([i[3] for i in items], [i[1] for i in items], [i[2] for i in items], policy=pol,
+                      telemetry=[i[4] for i in items], processes=[i[5] for i in items], settled=settled)
+    out: list[Judgement] = []
+    for i, ((base, head, lower, history, telemetry, processes), fv) in enumerate(zip(items, fast, strict=True)):
+        if fv is None:
+            out.append(noise_judge(base, head, lower, thresholds, history=list(history), telemetry=telemetry,
+                                   policy=policy, processes=list(processes),
+                                   last_settled=bool(settled[i]) if settled is not None else False))
+            continue
+        n = len(head)
+        figures = Figures(reference=fv.reference, reference_label=fv.reference_text, value=fv.value,
+                          value_label=f"tonight, {n} sample{'s' if n != 1 else ''}", lower_is_better=lower,
+                          threshold_pct=fv.threshold_pct, noise_pct=fv.noise_pct)
+        out.append(Judgement(STATE_VERDICTS[fv.state.value], fv.change_pct, fv.worse_pct, fv.threshold_pct,
+                             fv.reason, figures=figures))
+    return out
+
+
+def night_figures(night: Any, *, n_samples: int, lower_is_better: bool) -> Figures | None:
+    """The figures of a night's screening (:class:`zlops.stats.NightResult`): its reference and tonight's median."""
+    if night.reference is None or night.value is None:
+        return None
+    modes = tuple(night.modes.levels) if night.modes is not None else ()
+    return Figures(reference=night.reference, reference_label=night.reference_text or "reference",
+                   value=night.value, value_label=f"tonight, {n_samples} sample{'s' if n_samples != 1 else ''}",
+                   lower_is_better=lower_is_better, threshold_pct=night.threshold_pct,
+                   noise_pct=None if night.noise is None else night.noise.sigma_pct, modes=modes)
+
+
+def ab_figures(base_runs: Sequence[float], head_runs: Sequence[float], conf: Any, *, lower_is_better: bool,
+               threshold_pct: float | None, base_label: str = "A/B base") -> Figures:
+    """The figures of a same-device A/B: median of the base runs against median of the head runs."""
+    return Figures(reference=median_of(base_runs), reference_label=f"{base_label}, {len(base_runs)} runs",
+                   value=median_of(head_runs), value_label=f"A/B head, {len(head_runs)} runs",
+                   lower_is_better=lower_is_better, ci_pct=getattr(conf, "ci_pct", None),
+                   threshold_pct=threshold_pct, p_value=getattr(conf, "p_value", None),
+                   runs_base=tuple(base_runs), runs_head=tuple(head_runs))
+
+
+def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
+                    lower_is_better: bool, policy: Policy, base_label: str = "A/B base") -> Judgement:
+    """Decide a suspect (either direction) with a same-device A/B: one observation per run on each side.
+
+    :func:`zlops.stats.confirm_ab` (Mann-Whitney U + bootstrap CI of the median ratio, and the
+    level-shift rule for mixtures), then :func:`zlops.stats.decide`: regression / severe / improved
+    when confirmed in the suspect's direction, unchanged only when the A/B clears it (the CI of the
+    change inside +-potential_pct, the floor), unmeasurable when it is inconclusive and its base runs
+    show separated process levels, and still a suspect (with the A/B's figures, "A/B inconclusive")
+    when it could not decide: too few runs, a CI that straddles the floor, statistics refused. The
+    verdict's figures become the A/B's: the
+    median of the base runs against the median of the head runs, with the CI and the runs. The
+    severe line is never below the series' own threshold (a noisy series' threshold can exceed 5%:
+    seen on an H200). Used by the nightly's confirm step, the PR compare and bisection.
+    """
+    from zlops import stats
+
+    if not judgement.verdict.awaiting_confirmation:
+        return judgement
+    threshold = judgement.threshold_pct or policy.potential_pct
+    state = stats.State.SUSPECT if judgement.verdict is Verdict.SUSPECT else stats.State.SUSPECT_IMPROVED
+    night = stats.NightResult(state, judgement.change_pct, judgement.worse_pct, judgement.threshold_pct,
+                              None, None, None, judgement.note)
+    try:
+        conf = stats.confirm_ab(base_runs, head_runs, lower_is_better=lower_is_better, threshold_pct=threshold,
+                                severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0,
+                                equivalence_pct=min(policy.potential_pct, threshold))
+    except ValueError as exc:  # statistics that cannot decide leave a suspect, never take a run down
+        return dataclasses.replace(judgement, note=f"{judgement.note}; A/B could not be judged: {exc}")
+    if conf.state is stats.State.INVALID:
+        return dataclasses.replace(judgement, note=f"{judgement.note}; A/B undecided: {conf.reason}")
+    decision = stats.decide(night, ab=conf, policy=policy, ab_base_runs=base_runs)
+    figures = ab_figures(base_runs, head_runs, conf, lower_is_better=lower_is_better, threshold_pct=threshold,
+                         base_label=base_label)
+    if judgement.figures is not None and judgement.figures.modes:
+        figures = dataclasses.replace(figures, modes=judgement.figures.modes)
+    return Judgement(STATE_VERDICTS.get(decision.state.value, judgement.verdict), decision.change_pct,
+                     decision.worse_pct, decision.threshold_pct, decision.reason, figures=figures)
+
+
+def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
+                        remaining_pairs: int, lower_is_better: bool, policy: Policy) -> bool:
+    """Whether ``remaining_pairs`` more A/B pairs could still decide this suspect (a futility check).
+
+    The A/B judged as :func:`confirm_suspect` judges it, on three optimistic continuations of the runs
+    so far: every new head run beyond every run seen and every new base run below them (a confirmation
+    worse), the reverse (better), and every new run of both sides at the base's median (clearing). If
+    none of them confirms or clears, no outcome of the remaining pairs is likely to: the A/B stops and
+    the suspect stays inconclusive with its figures, instead of spending device time on pairs that
+    cannot change what is reported (Jennison & Turnbull's futility stopping, in its simplest form).
+    """
+    from zlops import stats
+
+    if remaining_pairs <= 0 or len(base_runs) < 2 or len(head_runs) < 2:
+        return remaining_pairs > 0
+    threshold = judgement.threshold_pct or policy.potential_pct
+    a, b = [float(v) for v in base_runs], [float(v) for v in head_runs]
+    lo, hi = min(a + b), max(a + b)
+    mid = float(statistics.median(a))
+    r = remaining_pairs
+    for base, head in ((a + [lo] * r, b + [hi] * r), (a + [hi] * r, b + [lo] * r), (a + [mid] * r, b + [mid] * r)):
+        try:
+            conf = stats.confirm_ab(base, head, lower_is_better=lower_is_better, threshold_pct=threshold,
+                                    severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0,
+                                    n_resamples=500, equivalence_pct=min(policy.potential_pct, threshold))
+        except ValueError:
+            return True   # cannot tell: keep measuring
+        if conf.decided:
+            return True
+    return False
+
+
+JUDGES: dict[str, Judge] = {"simple": simple_judge, "noise": noise_judge}
+
+
+def get_judge(name: str) -> Judge:
+    try:
+        return JUDGES[name]
+    except KeyError:
+        raise ValueError(f"unknown judge {name!r}; known: {', '.join(sorted(JUDGES))}") from None
