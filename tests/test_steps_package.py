@@ -9,69 +9,12 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-from pathlib import Path
 
 import pytest
+from import_graph import ROOT, cycles, import_graph
 
-ROOT = Path(__file__).resolve().parents[1] / "zlops"
 STEP_MODULES = ("context", "fetch", "prepare", "run_device", "ingest", "compare", "confirm", "report", "promote",
                 "cleanup")
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def import_graph() -> dict[str, set[str]]:
-    """zlops module -> the zlops modules it imports anywhere in its source."""
-    paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for name, path in paths.items():
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-                found.update(f"{node.module}.{a.name}" for a in node.names)
-        graph[name] = {m for m in found if m in paths and m != name}
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
 
 
 def test_no_import_cycle_through_the_steps() -> None:
