@@ -31,6 +31,30 @@ def kernels_setting(config: Config | None, suite: str) -> Any:
     return config.suites[suite].kernels
 
 
+def _no_toolchain(config: Config | None, alert: Alert) -> Attribution | None:
+    """The line for a suite that declares no kernel toolchain (None: it declares one, or is not configured)."""
+    if config is not None and alert.suite in config.suites and kernels_setting(config, alert.suite) is None:
+        return Attribution(NO_INVENTORY, f"no inventory: suite {alert.suite} declares no kernel toolchain "
+                                         "(kernels: triton records one)")
+    return None
+
+
+def _step(session: Session, alert: Alert, config: Config | None, head_run: str, base_sha: str | None,
+          memo: dict[tuple[str, str], Any]) -> Attribution:
+    """One night's step of ``alert``: the night ``head_run`` against the nightly standing for ``base_sha``.
+    ``memo``: (run_key, pool) -> inventories already read (a page of alerts reads each night once)."""
+    from zlops.store.kernels import pool_inventory, run_at
+
+    def read(run_key: str) -> Any:
+        if (run_key, alert.pool) not in memo:
+            memo[(run_key, alert.pool)] = pool_inventory(session, run_key, alert.pool)
+        return memo[(run_key, alert.pool)]
+
+    base_key = run_at(session, alert.suite, base_sha, before_run=head_run) if base_sha else None
+    return _attribute_step(alert, kernels_setting(config, alert.suite), read(head_run),
+                           read(base_key) if base_key else None)
+
+
 def alert_attribution(session: Session, alert: Alert, config: Config | None, *,
                       memo: dict[tuple[str, str], Any] | None = None,
                       steps: dict[int, Any] | None = None) -> Attribution:
@@ -39,30 +63,18 @@ def alert_attribution(session: Session, alert: Alert, config: Config | None, *,
     at B..C, +18.20%: ...``; the kind is the newest step's). ``memo``: (run_key, pool) -> inventories already
     read (a page of alerts reads each night once); ``steps``: :func:`zlops.store.kernels.worsened_steps` of a
     page, read once."""
-    from zlops.store.kernels import pool_inventory, run_at, worsened_steps
+    from zlops.store.kernels import worsened_steps
 
-    setting = kernels_setting(config, alert.suite)
-    if config is not None and alert.suite in config.suites and setting is None:
-        return Attribution(NO_INVENTORY, f"no inventory: suite {alert.suite} declares no kernel toolchain "
-                                         "(kernels: triton records one)")
+    if (none := _no_toolchain(config, alert)) is not None:
+        return none
     memo = {} if memo is None else memo
-
-    def read(run_key: str) -> Any:
-        if (run_key, alert.pool) not in memo:
-            memo[(run_key, alert.pool)] = pool_inventory(session, run_key, alert.pool)
-        return memo[(run_key, alert.pool)]
-
-    def step(head_run: str, base_sha: str | None) -> Attribution:
-        base_key = run_at(session, alert.suite, base_sha, before_run=head_run) if base_sha else None
-        return _attribute_step(alert, setting, read(head_run), read(base_key) if base_key else None)
-
-    opened = step(alert.opened_run, alert.first_base_sha)
+    opened = _step(session, alert, config, alert.opened_run, alert.first_base_sha, memo)
     if steps is None:
         steps = worsened_steps(session, [alert.id])
     worse = steps.get(alert.id)
     if worse is None or worse.run_key == alert.opened_run:
         return opened
-    later = step(worse.run_key, worse.base_sha)
+    later = _step(session, alert, config, worse.run_key, worse.base_sha, memo)
     change = "" if worse.change_pct is None else f", {worse.change_pct:+.2f}%"
     span = f"{worse.base_sha[:7]}..{worse.head_sha[:7]}" if worse.base_sha else worse.head_sha[:7]
     return Attribution(later.kind, f"opened at {alert.commit_range}: {opened.text}; worse again at {span}{change}: "
@@ -89,18 +101,12 @@ def _attribute_step(alert: Alert, setting: Any, head: Any, base: Any) -> Attribu
 
 
 def step_attribution(session: Session, alert: Alert, config: Config | None, *, head_run: str,
-                     base_sha: str | None) -> Attribution:
+                     base_sha: str | None, memo: dict[tuple[str, str], Any] | None = None) -> Attribution:
     """One night's step of ``alert`` alone (the night ``head_run`` against ``base_sha``): what a thread reply
-    about that night says (a worsening announced in the alert's thread)."""
-    from zlops.store.kernels import pool_inventory, run_at
-
-    setting = kernels_setting(config, alert.suite)
-    if config is not None and alert.suite in config.suites and setting is None:
-        return Attribution(NO_INVENTORY, f"no inventory: suite {alert.suite} declares no kernel toolchain "
-                                         "(kernels: triton records one)")
-    base_key = run_at(session, alert.suite, base_sha, before_run=head_run) if base_sha else None
-    return _attribute_step(alert, setting, pool_inventory(session, head_run, alert.pool),
-                           pool_inventory(session, base_key, alert.pool) if base_key else None)
+    about that night says (a worsening announced in the alert's thread). ``memo`` as for :func:`alert_attribution`."""
+    if (none := _no_toolchain(config, alert)) is not None:
+        return none
+    return _step(session, alert, config, head_run, base_sha, {} if memo is None else memo)
 
 
 def attribution_texts(session: Session, alerts: list[Alert], config: Config | None) -> dict[int, str]:

@@ -19,7 +19,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from zlops.alerts import messages as alert_messages
-from zlops.alerts.explain import alert_attribution, kernels_setting, step_attribution
+from zlops.alerts.explain import attribution_texts, kernels_setting, step_attribution
 from zlops.alerts.lifecycle import OPEN_STATES, Alert, AlertState, EventKind, SeriesKey, Step, clusters, plan_night
 from zlops.config.settings import Config
 from zlops.model import CompareSummary, RunRecord, ShardOutcome
@@ -70,7 +70,9 @@ def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, chan
             store_alerts.set_thread(s, ids, root)
             _queue_figures(s, run.run_key, f"alert-{ids[0]}-figures", channel, root, members, trends)
             if config is not None and kernels_setting(config, summary.suite) is not None:
-                entries = [(a, alert_attribution(s, a, config).text) for a, _ in sorted(members, key=lambda m: m[0].id)]
+                ordered = [a for a, _ in sorted(members, key=lambda m: m[0].id)]
+                texts = attribution_texts(s, ordered, config)   # one read of their steps, each night once
+                entries = [(a, texts[a.id]) for a in ordered]
                 outbox.queue_notification(s, run.run_key, f"alert-{ids[0]}-kernels", channel,
                                           alert_messages.kernels_reply(entries, channel=channel), parent_id=root)
         threads: dict[int, list[tuple[Alert, Step]]] = {}
@@ -85,8 +87,10 @@ def update_alerts(store: Store, *, run: RunRecord, summary: CompareSummary, chan
             worse = [(a, st) for a, st in entries if st.event is EventKind.WORSENED]
             if worse and config is not None and kernels_setting(config, summary.suite) is not None:
                 # a further step by another commit: whether that step changed the op's compiled kernels
-                lines = [(a, step_attribution(s, a, config, head_run=run.run_key, base_sha=st.comparison.base.sha
-                                              if st.comparison.base else None).text) for a, st in worse]
+                memo: dict[tuple[str, str], Any] = {}   # each night's inventories read once for the thread
+                lines = [(a, step_attribution(s, a, config, head_run=run.run_key, memo=memo,
+                                              base_sha=st.comparison.base.sha if st.comparison.base else None).text)
+                         for a, st in worse]
                 outbox.queue_notification(s, run.run_key, f"reply-{root}-kernels", channel,
                                           alert_messages.kernels_reply(lines, channel=channel), parent_id=root)
         return applied
