@@ -208,6 +208,19 @@ def test_the_ab_stops_when_no_remaining_pair_could_decide(tmp_path: Path, monkey
     assert metas[0]["ab"]["p"]["stopped"].startswith(stopped)
 
 
+def _recording_store(monkeypatch: pytest.MonkeyPatch, ctx: confirm_mod.RunContext, metas: list, *,  # type: ignore[type-arg]
+                     saved: list | None = None, started: dict | None = None) -> None:  # type: ignore[type-arg]
+    """_fake_store's reads, plus the writes confirm makes recorded (run meta into ``metas``, rows into ``saved``)
+    and the base runs' start times (``started``: run key -> datetime; none: unknown)."""
+    store = confirm_mod.open_store(ctx.config)
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
+        "shards": store.shards, "results": store.results, "list_runs": store.list_runs,
+        "save_comparisons": lambda self, key, rows: None if saved is None else saved.append(rows),
+        "update_run_meta": lambda self, key, v: metas.append(v),
+        "get_run": lambda self, key: None if started is None else
+        type("R", (), {"started_at": started.get(key), "meta": {}})()})())
+
+
 def test_suspects_against_two_bases_share_the_pools_one_budget_most_severe_first(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Seen live on the H200 (hold-out 2, night K, docs/evidence/h200_holdout2): tonight's suspects had two
@@ -232,12 +245,7 @@ def test_suspects_against_two_bases_share_the_pools_one_budget_most_severe_first
 
     monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
     metas: list[dict] = []  # type: ignore[type-arg]
-    store = confirm_mod.open_store(ctx.config)
-    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
-        "shards": store.shards, "results": store.results, "list_runs": store.list_runs,
-        "save_comparisons": lambda self, key, rows: None,
-        "update_run_meta": lambda self, key, v: metas.append(v),
-        "get_run": lambda self, key: None})())
+    _recording_store(monkeypatch, ctx, metas)
     summary = CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud))
     confirm_mod.confirm(ctx, summary)
     # the most severe suspect's A/B first, with the whole budget; the other gets what is left, and the
@@ -252,7 +260,8 @@ def test_suspects_against_two_bases_share_the_pools_one_budget_most_severe_first
     assert "less 100 s spent tonight" in meta["groups"][1]["budget_basis"]
     assert meta["outcomes"] == {"confirmed": 2}
     line = ab_cost_line("p", meta)
-    assert "2 A/Bs against different bases, one budget: base fffffff 12 runs, 100 s, base 1111111 12 runs, 100 s" in line
+    assert ("2 A/Bs against different bases, one budget: base fffffff 12 runs, 100 s, base 1111111 12 runs, 100 s"
+            in line)
 
 
 def test_a_second_base_whose_pairs_no_longer_fit_is_skipped_and_says_why(
@@ -270,12 +279,7 @@ def test_a_second_base_whose_pairs_no_longer_fit_is_skipped_and_says_why(
     monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
     saved: list = []  # type: ignore[type-arg]
     metas: list[dict] = []  # type: ignore[type-arg]
-    store = confirm_mod.open_store(ctx.config)
-    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
-        "shards": store.shards, "results": store.results, "list_runs": store.list_runs,
-        "save_comparisons": lambda self, key, rows: saved.append(rows),
-        "update_run_meta": lambda self, key, v: metas.append(v),
-        "get_run": lambda self, key: None})())
+    _recording_store(monkeypatch, ctx, metas, saved=saved)
     confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud)))
     assert ran == ["c2"]   # 10 s left: 5 pairs of the mild suspect's runs cannot fit, no A/B is started
     groups = metas[0]["ab"]["p"]["groups"]
@@ -308,12 +312,7 @@ def test_the_newest_base_goes_first_and_keeps_room_for_a_carried_suspects_first_
 
     monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
     metas: list[dict] = []  # type: ignore[type-arg]
-    store = confirm_mod.open_store(ctx.config)
-    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
-        "shards": store.shards, "results": store.results, "list_runs": store.list_runs,
-        "save_comparisons": lambda self, key, rows: None,
-        "update_run_meta": lambda self, key, v: metas.append(v),
-        "get_run": lambda self, key: type("R", (), {"started_at": started.get(key), "meta": {}})()})())
+    _recording_store(monkeypatch, ctx, metas, started=started)
     confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (carried, tonight)))
     # one run of one case is estimated at 16 s (half the 24 s shard to start, 4 s a case): 5 pairs 160 s
     assert [c[0] for c in calls] == ["c1", "c2"]
