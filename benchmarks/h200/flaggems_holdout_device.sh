@@ -12,23 +12,13 @@ CARRY=${CARRY:-$REPO/.devcarry}
 TAG=${TAG:-rec}
 R=$OUT/holdout_$TAG
 mkdir -p "$R"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "$CARRY"/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
 # BUNDLE (default flaggems_holdout.bundle, in CARRY) and REVS (LABEL=REV ..., default "A=master~2 S=master"):
 # the upstream and the commits recorded; the second hold-out runs BUNDLE=flaggems_holdout2.bundle with
 # REVS="A=master~3 S=master~1" (and "S=master~1 K=master" for its kernel change).
 BUNDLE=${BUNDLE:-flaggems_holdout.bundle}
 REVS=${REVS:-"A=master~2 S=master"}
-rm -rf /tmp/fg_up /tmp/fg_A /tmp/fg_S /tmp/fg_K
-git clone -q "$CARRY/$BUNDLE" /tmp/fg_up || exit 1
-checkouts=()
-for lr in $REVS; do
-  git -C /tmp/fg_up worktree add -q --detach "/tmp/fg_${lr%%=*}" "${lr#*=}" || exit 1
-  checkouts+=(--checkout "${lr%%=*}=/tmp/fg_${lr%%=*}")
-done
-git -C /tmp/fg_up log --format='%H %s' > "$R/upstream_log.txt"
+. "$(dirname "$0")/holdout_checkouts.sh"
+holdout_checkouts fg || exit 1
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
   python3 -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
   python3 -c 'import sqlalchemy; print("sqlalchemy", sqlalchemy.__version__)'; nproc; uname -r

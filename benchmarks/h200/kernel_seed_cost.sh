@@ -18,20 +18,10 @@ CARRY=${CARRY:-$REPO/.devcarry}
 TAG=${TAG:-seed}
 R=$OUT/kernel_seed_$TAG
 mkdir -p "$R"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "$CARRY"/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site
 BUNDLE=${BUNDLE:-flaggems_holdout.bundle}
 REVS=${REVS:-"P=master~1 T=master"}
-rm -rf /tmp/fgs_up /tmp/fgs_P /tmp/fgs_T
-git clone -q "$CARRY/$BUNDLE" /tmp/fgs_up || exit 1
-checkouts=()
-for lr in $REVS; do
-  git -C /tmp/fgs_up worktree add -q --detach "/tmp/fgs_${lr%%=*}" "${lr#*=}" || exit 1
-  checkouts+=(--checkout "${lr%%=*}=/tmp/fgs_${lr%%=*}")
-done
-git -C /tmp/fgs_up log --format='%H %s' > "$R/upstream_log.txt"
+. "$(dirname "$0")/holdout_checkouts.sh"
+holdout_checkouts fgs || exit 1
 git -C "$REPO" rev-parse HEAD > "$R/zlops_commit.txt" 2>/dev/null || true
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
   python3 -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
