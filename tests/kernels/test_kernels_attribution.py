@@ -78,6 +78,10 @@ def test_suite_mapping_decides_which_kernels_belong_to_the_op(tmp_path: Path) ->
     mapped = attribute(base, head, "to_copy", mapping={"to_copy|copy_": r"^_copy_kernel"})
     assert mapped.kind == KERNEL_CHANGED and "_copy_kernel_kernel_rank_3 (compiled code" in mapped.text
     assert kernel_matcher("abs")("abs_func_kernel_rank_1") and not kernel_matcher("abs")("amax_kernel")
+    # an op's name inside a longer word is another op's kernel (FlagGems: max / argmax, sum / cumsum)
+    assert kernel_matcher("max")("max_kernel_1") and kernel_matcher("max")("_max_kernel")
+    assert not kernel_matcher("max")("argmax_kernel_non_inner") and not kernel_matcher("sum")("cumsum_kernel")
+    assert kernel_matcher("argmax")("argmax_kernel_non_inner")
 
 
 def test_identity_differences_are_appended(tmp_path: Path) -> None:

@@ -317,7 +317,7 @@ class KernelsConfig(_Strict):
     map: dict[str, str] = Field(default_factory=dict, json_schema_extra={
         "accepts": "op regex -> kernel regex, like {'mean': '^mean_dim_kernel', 'copy': '_copy_kernel'}"},
         description="which kernels belong to an op family: the first op regex that matches the family whole "
-                    "gives the kernel regex searched in kernel names; default: the name contains the op")
+                    "gives the kernel regex searched in kernel names; default: the name holds the op as a word")
     max_per_shard: int = Field(default=2000, ge=1, le=100000, description="kernels kept per shard (sorted by "
                                "name); the rest are counted as dropped")
     skip_same_in_bisect: bool = Field(default=False, description="a bisection step whose commit (one run) "

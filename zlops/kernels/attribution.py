@@ -55,14 +55,15 @@ class Attribution:
 
 def kernel_matcher(op: str, mapping: Mapping[str, str] | None = None) -> Callable[[str], bool]:
     """Which kernel names belong to op family ``op``: the first ``mapping`` entry whose op regex matches
-    ``op`` whole gives the kernel regex (searched in the name); without one, a name that contains ``op``
-    (case-insensitive) belongs to it."""
+    ``op`` whole gives the kernel regex (searched in the name); without one, a name that holds ``op`` as a
+    word (case-insensitive, not inside a longer run of letters and digits: ``max`` owns ``max_kernel_1`` but not
+    ``argmax_kernel_non_inner``, ``sum`` not ``cumsum_kernel``) belongs to it."""
     for op_re, kernel_re in (mapping or {}).items():
         if re.fullmatch(op_re, op):
             pattern = re.compile(kernel_re)
             return lambda name: pattern.search(name) is not None
-    token = op.lower()
-    return lambda name: token in name.lower()
+    word = re.compile(rf"(?<![a-z0-9]){re.escape(op.lower())}(?![a-z0-9])")
+    return lambda name: word.search(name.lower()) is not None
 
 
 def _short(h: str | None) -> str:
