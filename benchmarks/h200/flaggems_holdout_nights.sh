@@ -25,6 +25,10 @@
 # VARIANT=2: the second hold-out (flaggems_holdout2.bundle: sum, prod, mul; A = master~3, D1 = master~2, S =
 # master~1 and K = master cherry-picked onto the last D, in that order), with `kernels: triton` on the suite
 # (issue 25's inventory and attribution); K nights run with the production config like S nights.
+# VARIANT=3: the third hold-out (flaggems_holdout3.bundle: max, argmax, sub; A = master~2, D1 = master~1, the
+# change = CHANGE_REV cherry-picked onto the last D, labelled W (or C): origin/w256 or origin/w384 (argmax's
+# wrapper launches its kernel once more: the ~3% slowdown), master (argmax's kernel changed: -46%, the ground
+# truth); `kernels: triton`; the change's nights run with the production config like S nights.
 set -uo pipefail
 REPO=$PWD
 CARRY=${CARRY:-$REPO/.devcarry}
@@ -36,7 +40,9 @@ NIGHT_S=${NIGHT_S:-40}
 AB_RESERVE_S=${AB_RESERVE_S:-300}
 HOME_Z=${HOME_Z:-/tmp/zh}
 VARIANT=${VARIANT:-1}
-if [ "$VARIANT" = 2 ]; then
+if [ "$VARIANT" = 3 ]; then
+  BUNDLE=flaggems_holdout3.bundle; OPS_EXPR="max or argmax or sub"; BASE_REV=master~1; KERNELS_LINE="kernels: triton"
+elif [ "$VARIANT" = 2 ]; then
   BUNDLE=flaggems_holdout2.bundle; OPS_EXPR="sum or prod or mul"; BASE_REV=master~2; KERNELS_LINE="kernels: triton"
 else
   BUNDLE=flaggems_holdout.bundle; OPS_EXPR="mean or amax or add"; BASE_REV=master~1; KERNELS_LINE=""
@@ -71,9 +77,13 @@ else
      for k in $(seq 2 "${ndocs:-1}"); do
        printf 'Nightly tracking note %s (docs only).\n' "$k" >> README.md && git commit -q -am "README: note $k (docs only)"
      done &&
-     if [ "$VARIANT" = 2 ]; then git cherry-pick master~1 master > /dev/null; else git cherry-pick master > /dev/null; fi) || exit 1
+     if [ "$VARIANT" = 2 ]; then git cherry-pick master~1 master > /dev/null
+     elif [ "$VARIANT" = 3 ]; then git cherry-pick "${CHANGE_REV:-master}" > /dev/null
+     else git cherry-pick master > /dev/null; fi) || exit 1
   fi
-  if [ "$VARIANT" = 2 ]; then
+  if [ "$VARIANT" = 3 ]; then
+    SHA[W]=$(git -C "$UP" rev-parse live); SHA[C]=${SHA[W]}; LAST_D=live~1
+  elif [ "$VARIANT" = 2 ]; then
     SHA[K]=$(git -C "$UP" rev-parse live); SHA[S]=$(git -C "$UP" rev-parse live~1); LAST_D=live~2
   else
     SHA[S]=$(git -C "$UP" rev-parse live); LAST_D=live~1
@@ -153,7 +163,7 @@ for label in $NIGHTS; do
   start=$SECONDS
   rid="n$i-$label"
   timeout --signal=INT --kill-after=20 $((left - 25)) \
-    $PY -m zlops.cli --plain nightly --config "$(case $label in S|K) echo "$CFG";; *) echo "$CFG_U";; esac)" --sha "$sha" \
+    $PY -m zlops.cli --plain nightly --config "$(case $label in S|K|C|W) echo "$CFG";; *) echo "$CFG_U";; esac)" --sha "$sha" \
     --run-id "$rid" > "$E/night$i-$label.txt" 2>&1
   rc=$?
   wall=$((SECONDS - start))

@@ -15,12 +15,21 @@
 #      of the input above 2**28 elements (+10% on [1024, 1024, 1024] dim 1, measured; no compiled code changes),
 #   K  holdout_patches/v2_K_sum_kernel.py, on S: sum's non-inner kernel loop reads the first N/8 rows twice
 #      (the kernel's compiled code changes).
+# VARIANT 3 is the third hold-out (tests/data/flaggems_h200/holdout3_2026-12-02/PROVENANCE.md): max, argmax and sub,
+# with A, B (README only), then on master
+#   C  holdout_patches/v3_C_argmax_kernel.py 32: argmax's non-inner kernel reads the first N/32 rows of its
+#      tile again where N*K >= 2**20 (only argmax over dim 1 of [1024, 1024, 1024]; the compiled code changes),
+# and on the branch `alt` (from B) the same with N/64 (C2). Both made argmax's largest shape ~46% faster (the
+# ground truth), so the ~3% slowdown is W, on the branches `w256` and `w384` (from B):
+#   W  holdout_patches/v3_W_argmax_wrapper.py NROWS: argmax's wrapper launches its unchanged non-inner kernel
+#      once more over a [64, NROWS, 1024] prefix of a 2**30-element input (no compiled code changes).
 set -euo pipefail
 MIRROR=$1; BUNDLE=$2; VARIANT=${3:-1}
 PATCHES=$(cd "$(dirname "$0")" && pwd)/holdout_patches
 REV=ed2508bcb5a03000e9774734201d840ba362cd11
 OPS="mean amax add"
 [ "$VARIANT" = 2 ] && OPS="sum prod mul"
+[ "$VARIANT" = 3 ] && OPS="max argmax sub"
 W=$(mktemp -d)
 export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops GIT_COMMITTER_EMAIL=zlops@example.com
 export GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z
@@ -34,7 +43,19 @@ git add -A
 git commit -q -m "FlagGems ${REV:0:12} trimmed: flag_gems + benchmark/ for $OPS"
 printf '\nNightly performance tracking of this trimmed tree: see zlops docs/recipes/flaggems.md.\n' >> README.md
 git commit -q -am "README: mention the nightly performance tracking (docs only)"
-if [ "$VARIANT" = 2 ]; then
+if [ "$VARIANT" = 3 ]; then
+  git checkout -q -b alt
+  python3 "$PATCHES/v3_C_argmax_kernel.py" 64
+  git commit -q -am "argmax: the non-inner kernel reads the first N/64 rows again where N*K >= 2**20 (injected, C2)"
+  for nrows in 256 384; do
+    git checkout -q -b "w$nrows" master
+    python3 "$PATCHES/v3_W_argmax_wrapper.py" "$nrows"
+    git commit -q -am "argmax: launch the non-inner kernel once more over a [64, $nrows, K] prefix above 2**30 elements (injected regression)"
+  done
+  git checkout -q master
+  python3 "$PATCHES/v3_C_argmax_kernel.py" 32
+  git commit -q -am "argmax: the non-inner kernel reads the first N/32 rows again where N*K >= 2**20 (injected kernel change)"
+elif [ "$VARIANT" = 2 ]; then
   python3 "$PATCHES/v2_S_sum_wrapper.py"
   git commit -q -am "sum: launch the non-inner kernel once more over 1/32 of the input above 2**28 elements (injected regression)"
   python3 "$PATCHES/v2_K_sum_kernel.py"
@@ -75,6 +96,6 @@ p.write_text(src.replace(anchor, extra))
 PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
-git log --format='%H %s'
-git bundle create -q "$BUNDLE" master
+git log --format='%H %s' --all
+if [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w256 w384; else git bundle create -q "$BUNDLE" master; fi
 rm -rf "$W"
