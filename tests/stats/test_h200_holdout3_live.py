@@ -104,7 +104,7 @@ def test_the_ab_ran_every_night_within_its_estimate_and_budget() -> None:
         assert ab["runs"] >= 10 and ab["budget_s"] == 300.0 and ab["budget_basis"].startswith("floor 300 s")
         assert ab["seconds"] <= ab["budget_s"]
         assert abs(ab["est_s"] - ab["seconds"]) <= 0.3 * ab["seconds"]
-        assert ab["outcomes"] and not {"confirmed", "cleared"} & set(ab["outcomes"]) - {"cleared"}
+        assert ab["outcomes"] and "confirmed" not in ab["outcomes"]          # nothing confirmed on unchanged code
     spent = [n["meta"]["ab"]["h200"]["seconds"] for n in NIGHTS[1:]]
     assert spent == pytest.approx([254.12, 180.09, 250.41], abs=0.01)
 
