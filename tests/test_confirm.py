@@ -320,3 +320,44 @@ def test_the_newest_base_goes_first_and_keeps_room_for_a_carried_suspects_first_
     groups = metas[0]["ab"]["p"]["groups"]
     assert "less 160 s kept for the A/Bs against other bases" in groups[0]["budget_basis"]
     assert "less 100 s spent tonight" in groups[1]["budget_basis"]
+
+
+def test_suspects_whose_baseline_is_tonights_commit_get_no_ab_and_say_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A night of the same commit as its baseline (no new upstream commit; the night after a confirmed change,
+    judged against that change's night): an A/B would run the commit against itself, an A/A test that shows no
+    code change. On the H200 (hold-out 3, night 2: A after A) it took 254 s of the 300 s floor. Its suspects stay
+    suspects with the reason; a carried-over suspect against an earlier commit still gets its A/B."""
+    from zlops.report.ab_cost import ab_cost_line
+
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])
+    same = replace(_suspect("c2", 18.0), base=BaselinePoint("nightly:s:1", ctx.sha, "ms", 1.0, 1))
+    carried = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:0", "1" * 40, "ms", 1.0, 1))
+    ran: list[str] = []
+
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
+        ran.append(suspects[0].base.sha)
+        samples = {(c.case, c.metric): ([1.0] * 6, [1.0] * 6) for c in suspects}
+        return confirm_mod.PoolAB(samples, 12, 100.0, budget, "decided")
+
+    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    saved: list = []  # type: ignore[type-arg]
+    metas: list[dict] = []  # type: ignore[type-arg]
+    _recording_store(monkeypatch, ctx, metas, saved=saved)
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", ctx.sha, (same, carried)))
+    assert ran == ["1" * 40]                       # only the carried suspect's A/B ran
+    (rows,) = saved
+    row = next(r for r in rows if r.case == "c2")
+    assert row.verdict is Verdict.SUSPECT
+    assert f"its baseline is this commit itself ({ctx.sha[:7]})" in row.judgement.note
+    meta = metas[0]["ab"]["p"]
+    skipped = next(g for g in meta["groups"] if g["base"] == ctx.sha[:12])
+    assert skipped["runs"] == 0 and skipped["stopped"].startswith("skipped: its baseline is this commit itself")
+    assert meta["runs"] == 12 and "A/B" in ab_cost_line("p", meta)
+
+    # alone: no A/B at all, and the meta says why
+    metas.clear()
+    ran.clear()
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", ctx.sha, (same,)))
+    assert ran == [] and metas[0]["ab"]["p"]["stopped"].startswith("skipped: its baseline is this commit itself")

@@ -339,6 +339,21 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         if not chosen:
             continue
         need = 2 * cfg.noise.ab_min_pairs * budget.run_s
+        if base_sha == ctx.sha:
+            # the suspects' baseline is tonight's commit itself (a night of the same commit, or the night after
+            # a confirmed change): an A/B would run one commit against itself, an A/A test that can show no code
+            # change; on the H200 such A/Bs took 180-254 s of a 300 s floor a night (hold-out 3, night 2)
+            why = (f"its baseline is this commit itself ({base_sha[:7]}): an A/B would compare the commit with "
+                   "itself and can show no code change")
+            entries[pool].append({"base": base_sha[:12], "runs": 0, "seconds": 0.0, "night_s": round(budget.night_s, 2),
+                                  "budget_s": round(budget.seconds, 2), "budget_basis": budget.basis,
+                                  "suspects": len(members), "ab_suspects": 0, "est_run_s": round(budget.run_s, 2),
+                                  "stopped": f"skipped: {why}; suspects stay suspects"})
+            for c in members:
+                updated[(c.pool, c.case, c.metric)] = replace(
+                    c.judgement, note=f"{c.judgement.note} [A/B on {pool} skipped: {why}]" if c.judgement.note
+                    else f"[A/B on {pool} skipped: {why}]")
+            continue
         if need > budget.seconds:   # an A/B that cannot reach its first decision is time thrown away
             entries[pool].append({"base": base_sha[:12], "runs": 0, "seconds": 0.0, "night_s": round(budget.night_s, 2),
                            "budget_s": round(budget.seconds, 2), "budget_basis": budget.basis,
