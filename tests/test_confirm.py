@@ -361,3 +361,31 @@ def test_suspects_whose_baseline_is_tonights_commit_get_no_ab_and_say_why(
     ran.clear()
     confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", ctx.sha, (same,)))
     assert ran == [] and metas[0]["ab"]["p"]["stopped"].startswith("skipped: its baseline is this commit itself")
+
+
+def test_no_budget_is_kept_for_a_same_commit_group_that_runs_no_ab(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An A/B that goes first keeps room for the later A/Bs' first decision; a later group whose baseline is
+    tonight's commit runs none, so nothing is kept for it: the A/B that runs has the whole floor."""
+    from datetime import datetime, timezone
+
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"], ab_budget_floor_s=400)
+    carried = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:1", "1" * 40, "ms", 1.0, 1))
+    same = replace(_suspect("c2", 18.0), base=BaselinePoint("nightly:s:0", ctx.sha, "ms", 1.0, 1))
+    started = {"nightly:s:1": datetime(2026, 12, 1, tzinfo=timezone.utc),    # the carried base is the newer
+               "nightly:s:0": datetime(2026, 11, 30, tzinfo=timezone.utc)}
+    calls: list[float] = []
+
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
+        calls.append(budget.seconds)
+        return confirm_mod.PoolAB({}, 10, 100.0, budget, "decided")
+
+    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    metas: list[dict] = []  # type: ignore[type-arg]
+    _recording_store(monkeypatch, ctx, metas, started=started)
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", ctx.sha, (carried, same)))
+    assert calls == [pytest.approx(400.0)]     # before: 400 - 160 s kept for an A/B that never runs
+    groups = metas[0]["ab"]["p"]["groups"]
+    assert "kept for the A/Bs against other bases" not in groups[0]["budget_basis"]
+    assert groups[1]["stopped"].startswith("skipped: its baseline is this commit itself")

@@ -324,7 +324,8 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     n_bases = Counter(pool for pool, _ in groups)
     first_need: dict[tuple[str, str], float] = {}
     for key in order:
-        if n_bases[key[0]] > 1:
+        # a group whose baseline is tonight's commit runs no A/B (below): no room is kept for it
+        if n_bases[key[0]] > 1 and key[1] != ctx.sha:
             est, _ = budget_of(key[0], groups[key])
             first_need[key] = 2 * cfg.noise.ab_min_pairs * est.run_s
     spent: dict[str, float] = defaultdict(float)
