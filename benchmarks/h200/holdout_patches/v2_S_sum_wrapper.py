@@ -9,10 +9,8 @@ wrapper (issue 25's "no compiled kernel changed" case). Only ``sum/float16/(1024
 Run in the trimmed tree's root: python3 v2_S_sum_wrapper.py
 """
 
-from pathlib import Path
+from _patch import replace_once
 
-p = Path("src/flag_gems/ops/sum.py")
-src = p.read_text()
 anchor = """                sum_dim_kernel_non_inner[grid](
                     out,
                     inp,
@@ -21,7 +19,6 @@ anchor = """                sum_dim_kernel_non_inner[grid](
                     K,
                 )
 """
-assert src.count(anchor) == 1, "sum.py changed upstream: the anchor is gone"
 extra = anchor + """                if inp.numel() >= 2**28:
                     # injected regression (zlops hold-out 2): the same kernel once more over the
                     # first 1/32 of the input into a scratch buffer, only above 2**28 elements
@@ -34,4 +31,4 @@ extra = anchor + """                if inp.numel() >= 2**28:
                         K,
                     )
 """
-p.write_text(src.replace(anchor, extra))
+replace_once("src/flag_gems/ops/sum.py", anchor, extra, where="the anchor")

@@ -10,12 +10,11 @@ Run in the trimmed tree's root: python3 v3_W_argmax_wrapper.py NROWS   (256: W1,
 """
 
 import sys
-from pathlib import Path
+
+from _patch import replace_once
 
 nrows = int(sys.argv[1]) if len(sys.argv) > 1 else 256
 assert nrows % 16 == 0 and 128 < nrows <= 1024, "NROWS keeps the kernel's heuristics and specialisation"
-p = Path("src/flag_gems/ops/argmax.py")
-src = p.read_text()
 anchor = """                argmax_kernel_non_inner[grid](
                     inp,
                     out_index,
@@ -24,7 +23,6 @@ anchor = """                argmax_kernel_non_inner[grid](
                     K,
                 )
 """
-assert src.count(anchor) == 1, "argmax.py changed upstream: the non-inner launch is not where it was"
 extra = anchor + f"""                if inp.numel() >= 2**30 and M >= 64:
                     # injected regression (zlops hold-out 3): the unchanged kernel once more over the
                     # first 64 x {nrows} x K elements into a scratch buffer
@@ -34,4 +32,4 @@ extra = anchor + f"""                if inp.numel() >= 2**30 and M >= 64:
                         lambda meta: (64, triton.cdiv(K, meta["TILE_K"]))
                     ](part, scratch, 64, {nrows}, K)
 """
-p.write_text(src.replace(anchor, extra))
+replace_once("src/flag_gems/ops/argmax.py", anchor, extra, where="the non-inner launch")
