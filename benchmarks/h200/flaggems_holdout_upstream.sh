@@ -47,7 +47,7 @@ if [ "$VARIANT" = 3 ]; then
   git checkout -q -b alt
   python3 "$PATCHES/v3_C_argmax_kernel.py" 64
   git commit -q -am "argmax: the non-inner kernel reads the first N/64 rows again where N*K >= 2**20 (injected, C2)"
-  for nrows in 256 384; do
+  for nrows in 144 256 384; do
     git checkout -q -b "w$nrows" master
     python3 "$PATCHES/v3_W_argmax_wrapper.py" "$nrows"
     git commit -q -am "argmax: launch the non-inner kernel once more over a [64, $nrows, K] prefix above 2**30 elements (injected regression)"
@@ -97,5 +97,5 @@ PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
 git log --format='%H %s' --all
-if [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w256 w384; else git bundle create -q "$BUNDLE" master; fi
+if [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w144 w256 w384; else git bundle create -q "$BUNDLE" master; fi
 rm -rf "$W"
