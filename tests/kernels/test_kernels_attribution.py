@@ -108,3 +108,23 @@ def test_framework_versions_and_the_kernels_triton_version(tmp_path: Path) -> No
     assert identity_changes({}, {}, base_inv=a, head_inv=b) == ["triton 3.5.0 -> 3.6.0"]
     assert identity_changes({"pins": {"pto_isa.pin": "abc"}}, {"pins": {"pto_isa.pin": "def"}}) == \
         ["pin pto_isa.pin abc -> def"]
+
+
+def test_variants_one_night_compiled_are_not_a_code_change_real_h200_record() -> None:
+    """Hold-out 3 on the H200 (tests/data/flaggems_h200/holdout3_2026-12-02, nights 5 and 6, README-only commits):
+    FlagGems' libtuner compiled two more max_kernel configs on night 5; night 6's alert (max 4096x4096) said
+    "kernel code changed: max_kernel (variant 254e3310.. gone; ...)" although no variant's code changed."""
+    import json
+
+    from zlops.kernels.attribution import VARIANTS_CHANGED
+
+    kernels = Path(__file__).resolve().parents[1] / "data" / "flaggems_h200" / "holdout3_2026-12-02" / "live" / "kernels"
+    n5, n6 = (Inventory.from_dict(json.loads((kernels / f"{n}.json").read_text())) for n in ("n5-D3", "n6-D4"))
+    a = attribute(n5, n6, "max")
+    assert a.kind == VARIANTS_CHANGED, a.text
+    assert a.text == ("same kernel code, different variants compiled (specialisations or autotune configs): "
+                      "max_kernel (variants 254e3310.., 34a9091c.. not compiled tonight; 2 identical)")
+    assert attribute(n6, n5, "max").text.endswith("max_kernel (variants 254e3310.., 34a9091c.. compiled only tonight; "
+                                                  "2 identical)")
+    # argmax and sub compiled the same code both nights
+    assert attribute(n5, n6, "argmax").kind == OUTSIDE and attribute(n5, n6, "sub").kind == OUTSIDE

@@ -5,6 +5,9 @@ kernels that belong to the alert's op and says exactly one of:
 
 - ``kernel code changed: <kernel> (compiled code a1b2c3d4.. -> c3d4e5f6.., num_warps 4 -> 8)``: a
   kernel of the op was compiled to different code (or appeared, or is gone);
+- ``same kernel code, different variants compiled: <kernel> (variants a1b2c3d4.. not compiled tonight)``:
+  no variant's code changed, but one night compiled variants (specialisations, autotune configs) the other
+  did not (FlagGems' libtuner re-tuning ``max_kernel`` on one night of a README-only commit compiled two more);
 - ``same compiled kernels, different autotune choice: ...``: every kernel of the op compiled to the
   same code both nights, but the autotuner's cached pick for a tuning key differs;
 - ``no compiled kernel of this op changed: the change is outside the kernels (launch path, Python,
@@ -26,6 +29,7 @@ from typing import Any
 from zlops.kernels.inventory import Inventory, KernelRecord
 
 KERNEL_CHANGED = "kernel_changed"
+VARIANTS_CHANGED = "variants_changed"
 AUTOTUNE_CHANGED = "autotune_changed"
 OUTSIDE = "outside_kernels"
 NO_INVENTORY = "no_inventory"
@@ -83,24 +87,32 @@ def _variant_key(k: KernelRecord) -> tuple[str, str]:
     return (str(sorted(k.launch.items(), key=lambda kv: kv[0])), k.code_hash or "")
 
 
-def _changes(name: str, base: Sequence[KernelRecord], head: Sequence[KernelRecord]) -> str | None:
-    """``name (compiled code a.. -> b.., num_warps 4 -> 8)`` when its compiled code differs, else None."""
+def _changes(name: str, base: Sequence[KernelRecord], head: Sequence[KernelRecord]) -> tuple[bool, str] | None:
+    """``(code_changed, "name (...)")`` when the kernel's compiled variants differ, else None. Its code changed
+    when tonight compiled a variant the base did not while a base variant is gone (the pairs are named
+    ``compiled code a.. -> b..``), or the kernel appeared or is gone; a one-sided difference (variants only one
+    night compiled, the rest identical) is a different set of variants of the same code."""
     old = {k.code_hash for k in base}
     new = {k.code_hash for k in head}
     if old == new:
         return None
     gone = sorted((k for k in base if k.code_hash not in new), key=_variant_key)
     came = sorted((k for k in head if k.code_hash not in old), key=_variant_key)
+    if not base:
+        return True, f"{name} (new kernel, compiled code {', '.join(_short(b.code_hash) for b in came)})"
+    if not head:
+        return True, f"{name} (no longer compiled)"
+    if not gone or not came:
+        which = ", ".join(_short(k.code_hash) for k in (gone or came))
+        where = "not compiled tonight" if gone else "compiled only tonight"
+        return False, f"{name} (variant{'s' if len(gone or came) > 1 else ''} {which} {where}; " \
+                      f"{len(old & new)} identical)"
     parts = []
     for a, b in zip(gone, came, strict=False):
         parts.append(", ".join([f"compiled code {_short(a.code_hash)} -> {_short(b.code_hash)}", *_launch_diff(a, b)]))
     parts += [f"new variant {_short(b.code_hash)}" for b in came[len(gone):]]
     parts += [f"variant {_short(a.code_hash)} gone" for a in gone[len(came):]]
-    if not base:
-        parts = [f"new kernel, compiled code {', '.join(_short(b.code_hash) for b in came)}"]
-    elif not head:
-        parts = ["no longer compiled"]
-    return f"{name} ({'; '.join(parts)})"
+    return True, f"{name} ({'; '.join(parts)})"
 
 
 def _named(items: Sequence[str]) -> str:
@@ -127,10 +139,13 @@ def attribute(base: Inventory | None, head: Inventory | None, op: str, *,
                                          f"compiled kernels of the two nights belongs to op {op!r}{dropped} "
                                          "(map its kernels with kernels.map)", ident)
     names = sorted({k.name for k in (*b, *h)})
-    changed = [c for n in names
-               if (c := _changes(n, [k for k in b if k.name == n], [k for k in h if k.name == n])) is not None]
-    if changed:
+    diffs = [c for n in names
+             if (c := _changes(n, [k for k in b if k.name == n], [k for k in h if k.name == n])) is not None]
+    if changed := [text for code, text in diffs if code]:
         return Attribution(KERNEL_CHANGED, f"kernel code changed: {_named(changed)}", ident)
+    if variants := [text for _, text in diffs]:
+        return Attribution(VARIANTS_CHANGED, "same kernel code, different variants compiled (specialisations or "
+                                             f"autotune configs): {_named(variants)}", ident)
     base_picks = {(p.kernel, p.key): p.config for p in base.autotune if belongs(p.kernel)}
     head_picks = {(p.kernel, p.key): p.config for p in head.autotune if belongs(p.kernel)}
     picks = []
