@@ -91,7 +91,7 @@ def test_identity_names_backend_and_caliber(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("PATH", str(tmp_path))  # no npu-smi: the device part is unknown, not an error
     ident = get_backend("ascend").identity([0])
     assert ident == {"backend": "ascend", "graph_capture_supported": False, "timer": "direct",
-                     "device_model": None, "driver": None, "toolkit": None}
+                     "device_model": None, "driver": None, "toolkit": None, "device_ids": None}
     cpu = get_backend("cpu").identity([0])
     assert cpu["backend"] == "cpu" and cpu["device_model"] and cpu["timer"] == "direct"
 

@@ -36,7 +36,7 @@ CALIBER_AXES: tuple[str, ...] = (
 )
 #: recorded for the report, never a reason to refuse
 INFO_AXES: tuple[str, ...] = ("python", "zlops_version", "host", "autotune_mode", "graph_capture_supported",
-                              "timer_source")
+                              "timer_source", "device_ids")
 #: where a run's ``timer`` came from, most trusted first (:func:`resolve_timer`)
 TIMER_SOURCES: tuple[str, ...] = ("harness", "config", "format", "backend")
 
@@ -113,6 +113,7 @@ def build_identity(*, backend_identity: Mapping[str, Any], rounds: int, pins: Ma
         "device_model": backend_identity.get("device_model"),
         "driver": backend_identity.get("driver"),
         "toolkit": backend_identity.get("toolkit"),
+        "device_ids": backend_identity.get("device_ids"),
         "graph_capture_supported": backend_identity.get("graph_capture_supported"),
         "timer": backend_identity.get("timer"),
         "direct_repeat": direct_repeat,
@@ -188,5 +189,22 @@ def check_caliber(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None
         if ident.get("autotune_mode") == "record" and ident.get("tuner_cache") == "shared":
             warnings.append(f"{label} records autotune on a shared tuner cache: relative conclusions hold, "
                             "absolute latencies depend on what else ran on the machine")
+    if base.get("device_ids") and head.get("device_ids") and base["device_ids"] != head["device_ids"]:
+        warnings.append(device_moved(base["device_ids"], head["device_ids"], base_label, head_label))
     refused = bool(mismatches or reasons)
     return CaliberReport(mismatches, refused, tuple(reasons), tuple(warnings), allow_mismatch)
+
+
+def short_device_ids(ids: Sequence[str]) -> str:
+    """``GPU-dbaa8812, GPU-5e0c91aa``: each recorded device id without its kind, to 12 characters."""
+    return ", ".join(str(i).split(":", 1)[-1][:12] for i in ids)
+
+
+def device_moved(base_ids: Sequence[str], head_ids: Sequence[str], base_label: str = "base",
+                 head_label: str = "head") -> str:
+    """The warning for two runs on other physical devices of the same model: not a refusal (a pool's GPU gets
+    replaced), but the deltas include the two devices' own difference."""
+    return (f"other devices: {base_label} ran on {short_device_ids(base_ids)}, {head_label} on "
+            f"{short_device_ids(head_ids)}; the "
+            "delta includes the two devices' own difference (one FlagGems kernel on two H200 leases: 1.6%), "
+            "so a small change is only measured by an A/B on tonight's device")

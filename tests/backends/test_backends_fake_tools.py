@@ -46,7 +46,8 @@ def test_ascend_enumerates_eight_npus_and_picks_the_idle_range(monkeypatch: pyte
     assert resolve_devices(backend, None) == [4, 5, 6, 7]
     assert resolve_devices(backend, [2]) == [2]
     assert backend.identity([5]) == {"backend": "ascend", "graph_capture_supported": False, "timer": "direct",
-                                     "device_model": "910B3", "driver": "24.1.RC2", "toolkit": None}
+                                     "device_model": "910B3", "driver": "24.1.RC2", "toolkit": None,
+                                     "device_ids": ["bus_id:0000:82:00.0"]}
 
 
 def test_ascend_samples_two_devices_into_telemetry_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,6 +142,8 @@ def test_cuda_enumerates_through_nvidia_smi(monkeypatch: pytest.MonkeyPatch, no_
         (0, "NVIDIA H200", 0.0, 0, "580.159.04", "13.0"), (1, "NVIDIA H200", 2566.0, 1, "580.159.04", "13.0")]
     assert infos[0].extra["source"] == "nvidia-smi"
     assert pick_idle_range(infos) == [0]
+    # the physical device's id goes into the run identity (the same model on two leases: not the same device)
+    assert get_backend("cuda").identity([1])["device_ids"] == ["uuid:GPU-dbaa8812-a865-c744-d74e-df61ed3378b1"]
 
 
 def _argvs(path: Path) -> list[list[str]]:

@@ -32,6 +32,20 @@ class DeviceInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: the DeviceInfo.extra keys that name one physical device, most specific first (NVML / nvidia-smi UUID,
+#: rocm-smi's unique id, npu-smi's and mthreads-gmi's bus or chip ids)
+DEVICE_ID_KEYS: tuple[str, ...] = ("uuid", "unique_id", "serial", "pci.bus_id", "bus_id")
+
+
+def device_id(info: DeviceInfo) -> str | None:
+    """The id of the physical device behind ``info`` (``uuid:GPU-..``), None when its tool names none."""
+    for key in DEVICE_ID_KEYS:
+        value = info.extra.get(key)
+        if value not in (None, "", "N/A"):
+            return f"{key}:{value}"
+    return None
+
+
 class DeviceBackend:
     """Base backend: pinning comes from the spec's visibility variable; subclasses add the rest."""
 
@@ -68,7 +82,7 @@ class DeviceBackend:
             "backend": self.name,
             "graph_capture_supported": self.spec.supports_graph_capture,
             "timer": self.spec.default_timer,
-            "device_model": None, "driver": None, "toolkit": None,
+            "device_model": None, "driver": None, "toolkit": None, "device_ids": None,
         }
         try:
             infos = self.enumerate()
@@ -81,4 +95,6 @@ class DeviceBackend:
                             ("toolkit", [i.toolkit for i in chosen])):
             distinct = sorted({v for v in values if v})
             ident[key] = " + ".join(distinct) if distinct else None
+        ids = [device_id(i) for i in chosen]
+        ident["device_ids"] = ids if all(ids) else None
         return ident

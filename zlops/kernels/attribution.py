@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zlops.identity import short_device_ids
 from zlops.kernels.inventory import Inventory, KernelRecord
 
 KERNEL_CHANGED = "kernel_changed"
@@ -36,7 +37,7 @@ NO_INVENTORY = "no_inventory"
 #: kernels named in one line; the rest are counted
 MAX_NAMED = 3
 #: identity axes compared between the two nights (the caliber's, zlops.identity, that describe the stack)
-IDENTITY_AXES = ("device_model", "driver", "toolkit", "framework", "torch", "triton", "python", "pins")
+IDENTITY_AXES = ("device_model", "device_ids", "driver", "toolkit", "framework", "torch", "triton", "python", "pins")
 #: a median SM clock that moved by more than this share is named
 CLOCK_SHARE = 0.03
 
@@ -175,7 +176,9 @@ def identity_changes(base: Mapping[str, Any] | None, head: Mapping[str, Any] | N
         a, b = base.get(axis), head.get(axis)
         if a is None or b is None or a == b:
             continue
-        if isinstance(a, Mapping) and isinstance(b, Mapping):  # framework {torch, triton}, pins {file: rev}
+        if axis == "device_ids":                               # the physical devices: ids, shortened
+            out.append(f"device {short_device_ids(a)} -> {short_device_ids(b)}")
+        elif isinstance(a, Mapping) and isinstance(b, Mapping):  # framework {torch, triton}, pins {file: rev}
             prefix = "pin " if axis == "pins" else ""
             out += [f"{prefix}{k} {a[k]} -> {b[k]}" for k in sorted(a.keys() & b.keys()) if a[k] != b[k]]
         else:
