@@ -32,6 +32,8 @@ if mode == "malformed":
 t = json.load(open("timings.json"))
 if a.variant != "default":  # a second runtime: the same cases, 3x the time
     t = {k: v * 3 for k, v in t.items()}
+factor = float(os.environ.get("FAKE_DEVICE_FACTOR", "1"))  # another device: every case at its own level
+t = {k: v * factor for k, v in t.items()}
 once = os.environ.get("FAKE_SLOW_ONCE")  # a one-off slow run that does not reproduce (machine noise)
 if once and os.path.exists(once):
     os.unlink(once)

@@ -51,6 +51,8 @@ class CaliberReport:
     warnings: tuple[str, ...] = ()
     allowed: bool = False
     missing: tuple[str, ...] = field(default=())
+    #: both sides recorded their physical devices and they differ (same model: not a refusal, a warning)
+    devices_moved: bool = False
 
     @property
     def ok(self) -> bool:
@@ -189,10 +191,11 @@ def check_caliber(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None
         if ident.get("autotune_mode") == "record" and ident.get("tuner_cache") == "shared":
             warnings.append(f"{label} records autotune on a shared tuner cache: relative conclusions hold, "
                             "absolute latencies depend on what else ran on the machine")
-    if base.get("device_ids") and head.get("device_ids") and base["device_ids"] != head["device_ids"]:
+    moved = bool(base.get("device_ids") and head.get("device_ids") and base["device_ids"] != head["device_ids"])
+    if moved:
         warnings.append(device_moved(base["device_ids"], head["device_ids"], base_label, head_label))
     refused = bool(mismatches or reasons)
-    return CaliberReport(mismatches, refused, tuple(reasons), tuple(warnings), allow_mismatch)
+    return CaliberReport(mismatches, refused, tuple(reasons), tuple(warnings), allow_mismatch, devices_moved=moved)
 
 
 def short_device_ids(ids: Sequence[str]) -> str:

@@ -213,3 +213,43 @@ def test_nightly_cli_exits_4_on_a_caliber_break(tmp_path: Path, upstream: Upstre
                  "--promote"]) == 4
     assert main(["--plain", "nightly", "--config", str(path), "--sha", c2, "--run-id", "n5",
                  "--fail-on", "regression"]) == 0
+
+
+@pytest.mark.parametrize(("device_ids", "device_change"), [(True, "ab"), (False, "ab"), (True, "warn")])
+def test_a_small_change_on_other_devices_is_decided_by_the_ab_not_read_off_the_nights(
+        upstream: Upstream, make_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch,
+        device_ids: bool, device_change: str) -> None:
+    """Hold-out 3 on the H200 (docs/evidence/h200_holdout3): the same code 1.6% faster on the next lease, so a
+    +3.42% change read +1.81% against the history of the first and was judged `unchanged`. With the devices'
+    ids recorded, a night whose baseline ran on other devices sends its series to the same-device A/B; without
+    ids (a tool that names none) zlops cannot tell, which the control shows."""
+    import sys
+
+    from fake_devices import use_fakebin
+
+    from zlops.judge.judges import DEVICE_MOVED_NOTE
+
+    use_fakebin(monkeypatch)
+    monkeypatch.setitem(sys.modules, "pynvml", None)    # the fake nvidia-smi names the devices, NVML is absent
+    config = _with(make_config(backend="cuda"), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600,
+                   noise__device_change=device_change)
+    _quiet_nights(upstream, config)
+    if device_ids:
+        monkeypatch.setenv("FAKE_NVSMI_UUID", "GPU-5e0c91aa-0b1d-7f2e-9c44-1a2b3c4d5e6")
+    monkeypatch.setenv("FAKE_DEVICE_FACTOR", "0.984")   # the next lease: every case 1.6% faster
+    step = upstream.commit({"alpha": 1.034, "beta": 2.0}, "alpha 3.4% slower")
+    night = run_nightly(config, "fake", sha=step, run_label="moved")
+    rows = {c.case: c for c in night.summary.comparisons if c.metric == "time"}
+    alpha, beta = rows["alpha"], rows["beta"]
+    if not device_ids or device_change == "warn":       # the nights alone: half the change, under the threshold
+        assert alpha.verdict is Verdict.UNCHANGED and 1.5 < alpha.judgement.change_pct < 1.9, alpha.judgement.note
+        assert ("warning [caliber] other devices: baseline" in alpha.judgement.note) is device_ids
+        assert DEVICE_MOVED_NOTE not in alpha.judgement.note
+        return
+    assert alpha.verdict is Verdict.REGRESSION, alpha.judgement.note  # confirmed, beyond potential (2%)
+    assert alpha.judgement.note.startswith("confirmed by A/B: A/B 5+5: +3.40% worse")
+    assert alpha.judgement.change_pct == pytest.approx(3.4, abs=0.05)   # the A/B's figure, on one device
+    assert alpha.figures is not None and alpha.figures.runs_base[0] == pytest.approx(0.984)
+    assert beta.verdict is Verdict.UNCHANGED and "cleared by A/B" in beta.judgement.note, beta.judgement.note
+    assert f"{DEVICE_MOVED_NOTE} (the nights read +1.75% worse across devices)" in alpha.judgement.note
+    assert DEVICE_MOVED_NOTE in beta.judgement.note

@@ -614,6 +614,10 @@ class NoiseConfig(_Strict):
     max_throttle_share: float = Field(default=0.2, ge=0, le=1, description="busy telemetry samples below 90% of "
                                       "peak clock that make a shard invalid")
     temp_limit_c: float | None = Field(default=None, description="a shard hotter than this is invalid")
+    device_change: Literal["ab", "warn"] = Field(default="ab", description="a night whose baseline ran on other "
+                                                 "physical devices (their recorded ids differ): ab = its measured "
+                                                 "series are suspects for the same-device A/B; warn = judged by the "
+                                                 "nights, with a warning (e.g. a `devices: auto` pool whose picks move)")
 
     @model_validator(mode="after")
     def _ab_can_decide(self) -> NoiseConfig:
@@ -634,7 +638,8 @@ class NoiseConfig(_Strict):
         return Policy(potential_pct=thresholds.potential_pct, regression_pct=thresholds.regression_pct, k=self.k,
                       min_nights=self.min_nights, window=self.window, alpha=self.alpha,
                       ab_pairs=max(self.ab_pairs, 1), ab_budget=self.ab_budget,
-                      max_throttle_share=self.max_throttle_share, temp_limit_c=self.temp_limit_c)
+                      max_throttle_share=self.max_throttle_share, temp_limit_c=self.temp_limit_c,
+                      device_change_ab=self.device_change == "ab")
 
 
 class BisectConfig(_Strict):

@@ -17,7 +17,7 @@ from typing import Any
 from zlops import metrics
 from zlops.identity import CaliberReport
 from zlops.judge.derived import follow_sources
-from zlops.judge.judges import JUDGES
+from zlops.judge.judges import DEVICE_MOVED_NOTE, JUDGES
 from zlops.judge.setup import JudgingSetup
 from zlops.model import (
     BaselinePoint,
@@ -85,13 +85,28 @@ class JudgeInputs:
     before_pending: Mapping[SeriesKey, BaselinePoint] = field(default_factory=dict)
 
 
-def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[Judgement | None, str]:
-    """INCOMPARABLE when the caliber check refused this baseline (and no override), and the caliber note."""
+def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[Judgement | None, str, bool]:
+    """INCOMPARABLE when the caliber check refused this baseline (and no override), the caliber note, and
+    whether the baseline ran on other physical devices than tonight (:attr:`CaliberReport.devices_moved`)."""
     report = extra.caliber.get((key[0], base.run_key))
     caliber_note = "; ".join(report.lines()) if report is not None and (report.refused or report.warnings) else ""
+    moved = report is not None and report.devices_moved
     if report is not None and report.refused and not extra.allow_caliber_mismatch:
-        return Judgement(Verdict.INCOMPARABLE, None, None, None, caliber_note), caliber_note
-    return None, caliber_note   # an allowed mismatch says so in its own lines (CaliberReport.lines)
+        return Judgement(Verdict.INCOMPARABLE, None, None, None, caliber_note), caliber_note, moved
+    return None, caliber_note, moved   # an allowed mismatch says so in its own lines (CaliberReport.lines)
+
+
+def device_moved_suspect(judgement: Judgement) -> Judgement:
+    """A measured verdict of the nights (unchanged, potential, regression, severe, improved) made against a
+    baseline on other devices: a suspect (or suspect improvement), so the A/B on tonight's device decides with
+    its three outcomes. A night over night delta across devices carries their difference (hold-out 3 on two
+    H200 leases: the same code 1.6% apart, a +3.42% change read +1.81% `unchanged`). Verdicts that are not
+    measurements (new, unmeasurable, invalid, incomparable, suspects already) stay as they are."""
+    measured = (Verdict.UNCHANGED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED)
+    if judgement.verdict not in measured or judgement.worse_pct is None:
+        return judgement
+    verdict = Verdict.SUSPECT_IMPROVED if judgement.worse_pct < 0 else Verdict.SUSPECT
+    return _with_note(replace(judgement, verdict=verdict), DEVICE_MOVED_NOTE)
 
 
 def _with_note(judgement: Judgement, note: str) -> Judgement:
@@ -106,16 +121,19 @@ def _judge_all(setup: JudgingSetup, pending: list[tuple[SeriesKey, CaseResult, B
 
     out: dict[SeriesKey, Judgement] = {}
     batch: list[tuple[SeriesKey, CaseResult, BaselinePoint, str]] = []
-    checked: dict[tuple[str, str], tuple[Judgement | None, str]] = {}  # one caliber note per (pool, baseline run)
+    checked: dict[tuple[str, str], tuple[Judgement | None, str, bool]] = {}  # one per (pool, baseline run)
+    device_moved: set[SeriesKey] = set()
     for key, res, base in pending:
         at = (key[0], base.run_key)
         if at not in checked:
             checked[at] = _caliber(base, key, extra)
-        refused, note = checked[at]
+        refused, note, moved = checked[at]
         if refused is not None:
             out[key] = refused
         elif setup.judge == "noise":
             batch.append((key, res, base, note))
+            if moved and setup.policy is not None and setup.policy.device_change_ab:
+                device_moved.add(key)
         else:
             out[key] = _with_note(JUDGES[setup.judge](base.summary, res.samples, res.lower_is_better,
                                                       setup.thresholds), note)
@@ -125,6 +143,8 @@ def _judge_all(setup: JudgingSetup, pending: list[tuple[SeriesKey, CaseResult, B
               extra.processes.get(k, ())) for k, r, b, _ in batch], setup.thresholds, policy=setup.policy,
             settled=[k in extra.settled for k, _, _, _ in batch])
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
+            if key in device_moved:
+                judgement = device_moved_suspect(judgement)
             out[key] = _with_note(judgement, note)
     return out
 

@@ -147,6 +147,12 @@ def ab_figures(base_runs: Sequence[float], head_runs: Sequence[float], conf: Any
                    runs_base=tuple(base_runs), runs_head=tuple(head_runs))
 
 
+#: the note of a series the nights alone cannot judge because tonight's devices are not the baseline's
+#: (zlops.judge.compare.device_moved_suspect); an A/B's verdict of such a series keeps it
+DEVICE_MOVED_NOTE = ("a suspect because the devices changed: tonight's delta includes the two devices' own "
+                     "difference, so the same-device A/B decides")
+
+
 def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
                     lower_is_better: bool, policy: Policy, base_label: str = "A/B base") -> Judgement:
     """Decide a suspect (either direction) with a same-device A/B: one observation per run on each side.
@@ -183,8 +189,10 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
                          base_label=base_label)
     if judgement.figures is not None and judgement.figures.modes:
         figures = dataclasses.replace(figures, modes=judgement.figures.modes)
+    moved = f"; {DEVICE_MOVED_NOTE} (the nights read {judgement.worse_pct:+.2f}% worse across devices)" \
+        if DEVICE_MOVED_NOTE in judgement.note and judgement.worse_pct is not None else ""
     return Judgement(STATE_VERDICTS.get(decision.state.value, judgement.verdict), decision.change_pct,
-                     decision.worse_pct, decision.threshold_pct, decision.reason, figures=figures)
+                     decision.worse_pct, decision.threshold_pct, decision.reason + moved, figures=figures)
 
 
 def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,

@@ -102,6 +102,9 @@ class Policy:
     ab_pairs: int = 8
     ab_budget: int = 10
     consecutive_nights: int = 2
+    #: a night whose baseline ran on other physical devices sends its measured series to the same-device A/B
+    #: (zlops.judge.compare.device_moved_suspect); False: the nights judge across devices, with a warning
+    device_change_ab: bool = True
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, expected: str) -> None:
