@@ -208,6 +208,5 @@ def device_moved(base_ids: Sequence[str], head_ids: Sequence[str], base_label: s
     """The warning for two runs on other physical devices of the same model: not a refusal (a pool's GPU gets
     replaced), but the deltas include the two devices' own difference."""
     return (f"other devices: {base_label} ran on {short_device_ids(base_ids)}, {head_label} on "
-            f"{short_device_ids(head_ids)}; the "
-            "delta includes the two devices' own difference (one FlagGems kernel on two H200 leases: 1.6%), "
-            "so a small change is only measured by an A/B on tonight's device")
+            f"{short_device_ids(head_ids)}; the delta includes the two devices' own difference, so a small change "
+            "is only measured by an A/B on tonight's device")
