@@ -320,6 +320,11 @@ def test_the_newest_base_goes_first_and_keeps_room_for_a_carried_suspects_first_
     groups = metas[0]["ab"]["p"]["groups"]
     assert "less 160 s kept for the A/Bs against other bases" in groups[0]["budget_basis"]
     assert "less 100 s spent tonight" in groups[1]["budget_basis"]
+    # the totals are held against the pool's whole budget, not the first group's share (the H200, hold-out 3
+    # night 4: "budget 129.56 s" beside the 214 s the other base's A/B spent of its 300 s)
+    total = metas[0]["ab"]["p"]
+    assert total["budget_s"] == pytest.approx(400.0) and total["seconds"] == pytest.approx(200.0)
+    assert total["budget_basis"].startswith("floor 400 s") and "less" not in total["budget_basis"]
 
 
 def test_suspects_whose_baseline_is_tonights_commit_get_no_ab_and_say_why(
