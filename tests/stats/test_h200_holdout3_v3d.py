@@ -7,9 +7,10 @@ tests/data/flaggems_h200/holdout3_2026-12-02/live_v3d/ (PROVENANCE.md one folder
 Re-derived from the record: **the ~3% change confirmed on its first night, by an A/B that ran** (8 + 8 interleaved
 whole-suite processes: +3.49%, every head run above every base run), its speedup following the latency with the
 same figures and no alert of its own, nothing else loud on any night, every A/B's estimate within 30% of what it
-cost and within its budget, one confirmed alert, every other alert cleared or on a series still a suspect. What
-this record cannot show: the device-change rule live (both calls got the same GPU: ``gpu_call*.txt``), and six
-nights of unchanged code before the change (two here; the nine-night record is ``live/``).
+cost and within its budget, one confirmed alert, every other alert cleared or on a series still a suspect. Night 5
+(D1, README-only) ran on another GPU: the device-change rule live, every measured series sent to the same-device
+A/B, nothing loud. What the record cannot show: that rule catching a real change across GPUs, and six nights of
+unchanged code before the change (two here; the nine-night record is ``live/``).
 """
 
 from __future__ import annotations
