@@ -223,15 +223,15 @@ def quiet_waiter(ctx: RunContext, pool: str) -> Any:
     return wait
 
 
-def pool_entry(items: list[dict[str, Any]], budget: tuple[float, str] | None = None) -> dict[str, Any]:
+def pool_entry(items: list[dict[str, Any]], budget: tuple[float, str]) -> dict[str, Any]:
     """The run meta's ``ab.<pool>`` entry from the pool's A/Bs tonight, one per baseline commit (most severe
     first). One A/B: its entry as it is. Several: their totals (runs, seconds, estimates, outcomes, the
     suspects, the processes timed for the cost model) against the pool's one budget, with each A/B under
     ``groups``; every rendering reads the totals (zlops.report.ab_cost). ``budget``: the pool's whole budget
     tonight (seconds, basis), which the totals are held against; each group's ``budget_s`` is its share (less
-    what earlier groups spent and what is kept for later ones). Without it, the largest share (the H200,
-    hold-out 3 night 4: the totals said "budget 129.56 s", the share of an A/B that was skipped, beside the
-    214 s the other base's A/B spent of its 300 s)."""
+    what earlier groups spent and what is kept for later ones). The totals once took the first group's share
+    (the H200, hold-out 3 night 4: "budget 129.56 s", the share of an A/B that was skipped, beside the 214 s
+    the other base's A/B spent of its 300 s)."""
     if len(items) == 1:
         return items[0]
     ok = [e for e in items if "error" not in e]
@@ -257,11 +257,7 @@ def pool_entry(items: list[dict[str, Any]], budget: tuple[float, str] | None = N
                                                   if "error" not in e),
                              "groups": items}
     total.pop("base", None)
-    if budget is not None:
-        total["budget_s"], total["budget_basis"] = round(budget[0], 2), budget[1]
-    else:
-        widest = max(ok, key=lambda e: float(e.get("budget_s") or 0.0))
-        total["budget_s"], total["budget_basis"] = widest.get("budget_s"), widest.get("budget_basis", "")
+    total["budget_s"], total["budget_basis"] = round(budget[0], 2), budget[1]
     if "pairs" in first:
         total["pairs"] = sum(int(e.get("pairs") or 0) for e in ok)
     if any("est_raw_run_s" in e for e in ok) and runs:   # a campaign A/B: the raw estimate per run, weighted
@@ -460,8 +456,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                        **({"est_raw_run_s": round(budget.raw_run_s, 3)} if budget.raw_run_s is not None else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",
                            "wall_s": round(ab.wall_s, 2)} if budget.shards else {})})
-    costs = {pool: pool_entry(items, whole.get(pool) if n_bases[pool] > 1 else None)
-             for pool, items in entries.items()}
+    costs = {pool: pool_entry(items, whole[pool]) for pool, items in entries.items()}
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})
     if not updated:
