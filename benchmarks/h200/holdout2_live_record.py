@@ -39,12 +39,17 @@ import tarfile
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 _GPU_UUID = re.compile(r"GPU-[0-9a-fA-F-]{8,}|MIG-[0-9a-fA-F-]{8,}")
 _SECRET_LINE = re.compile(r"serial|uuid|board id|part number|\bpdi\b", re.I)
 NIGHT_FILES = ("verdicts.txt", "nights.tsv", "shas.txt", "upstream_log.txt", "walls.txt", "zlops.yaml",
                "config_check.txt", "env_end.txt")
 CACHE_KEEP = (".json", ".cubin")
+PROC_FILES = (("flaggems_record.log", ".log", "log"), ("kernels.json", ".kernels.json", "kernels"),
+              ("manifest.json", ".manifest.json", "manifest"))
+COLS = ["seq", "night", "night_label", "label", "sha", "kind", "side", "folder", "selection", "wall_s", "first_gpu_s",
+        "status", "rc", "started_utc", "ended_utc", "kernels_line", "log", "kernels", "manifest", "timing"]
 scrubbed = 0
 
 
@@ -109,6 +114,66 @@ def same_inventory(a: Path, b: Path) -> bool:
     return sig(a) == sig(b) and len(sig(a)) > 0
 
 
+def run_folders(art: Path) -> list[tuple[str, str, str, Path]]:
+    """(run id, kind, A/B folder, folder) of every benchmark process under zlops' ``artifacts/<suite>/``: each
+    nightly shard (``<run>/h200/0``, kind ``night``) and every A/B run (kind ``ab``: ``<run>/ab/h200/<NN><side>``,
+    or ``<run>/ab/h200/<base sha12>/<NN><side>`` where the night's A/B is grouped by base commit)."""
+    folders = []
+    for run_dir in sorted(art.glob("nightly_flaggems_n*")):
+        if "_ab-base" in run_dir.name:
+            continue
+        rid = run_dir.name[len("nightly_flaggems_"):].rsplit("-", 1)[0]
+        folders.append((rid, "night", "-", run_dir / "h200" / "0"))
+        ab = run_dir / "ab" / "h200"
+        folders += [(rid, "ab", m.parent.relative_to(ab).as_posix(), m.parent)
+                    for m in sorted(ab.rglob("manifest.json"))]
+    return folders
+
+
+def process_row(rid: str, kind: str, ab: str, folder: Path, runs: dict[str, list[str]],
+                label_of: dict[str, str]) -> dict[str, Any]:
+    """One processes.tsv row (``_folder``: the process's folder) from its manifest and timing.json; ``runs``:
+    nights.tsv by run id, ``label_of``: commit sha -> label."""
+    m = json.loads((folder / "manifest.json").read_text())
+    started = datetime.fromisoformat(m["started_at"])
+    timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").exists() else {}
+    return {"night": runs[rid][0], "night_label": runs[rid][1], "label": label_of[m["commit"]],
+            "sha": m["commit"], "kind": kind, "side": ab[-1] if kind == "ab" else "-",
+            "folder": f"{rid}/{'h200/0' if kind == 'night' else 'ab/h200/' + ab}",
+            "selection": selection(m["argv"]),
+            "wall_s": f"{timing['duration_s']:.2f}" if "duration_s" in timing else "-",
+            "first_gpu_s": first_gpu_s(folder, started), "status": m["status"],
+            "rc": "-" if m.get("exit_code") is None else str(m["exit_code"]),
+            "started_utc": m["started_at"][:19] + "Z",
+            "ended_utc": (m.get("ended_at") or "-")[:19] + ("Z" if m.get("ended_at") else ""),
+            "kernels_line": m.get("kernels") or "-", "_folder": folder}
+
+
+def write_processes(rows: list[dict[str, Any]], out: Path, cols: list[str], *, stem_label: str,
+                    files: tuple[tuple[str, str, str], ...]) -> None:
+    """``out/processes.tsv`` (``cols``) and each process's ``files`` (source name, suffix, column) under
+    ``out/procs/<seq>_n<night>_<night|abNN{A,B}>_<row[stem_label]><suffix>``, in start order."""
+    rows.sort(key=lambda r: r["started_utc"])
+    procs = out / "procs"
+    procs.mkdir(exist_ok=True)
+    for seq, r in enumerate(rows, 1):
+        folder = r.pop("_folder")
+        side = "night" if r["kind"] == "night" else "ab" + r["folder"].rsplit("/", 1)[-1]
+        stem = f"{seq:03d}_n{r['night']}_{side}_{r[stem_label]}"
+        r["seq"] = str(seq)
+        for src, suffix, key in files:
+            if (folder / src).exists():
+                copy_text(folder / src, procs / (stem + suffix))
+                r[key] = f"procs/{stem}{suffix}"
+            else:
+                r[key] = "-"
+        r.setdefault("timing", "-")   # zlops stamps no per-test times (the ground truth's processes have them)
+    with (out / "processes.tsv").open("w") as fh:
+        fh.write("\t".join(cols) + "\n")
+        for r in rows:
+            fh.write("\t".join(r[c] for c in cols) + "\n")
+
+
 def main() -> int:
     call3, call4, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     tmp = Path(tempfile.mkdtemp(prefix="holdout2-record-"))
@@ -132,51 +197,9 @@ def main() -> int:
 
     label_of = {sha: label for label, sha in (line.split() for line in (nights / "shas.txt").read_text().splitlines())}
     runs = {line.split("\t")[3]: line.split("\t") for line in (nights / "nights.tsv").read_text().splitlines()}
-    folders = []
-    for run_dir in sorted(art.glob("nightly_flaggems_n*")):
-        if "_ab-base" in run_dir.name:
-            continue
-        rid = run_dir.name[len("nightly_flaggems_"):].rsplit("-", 1)[0]
-        folders.append((rid, "night", "-", run_dir / "h200" / "0"))
-        folders += [(rid, "ab", d.name, d) for d in sorted((run_dir / "ab" / "h200").glob("*"))]
-    rows = []
-    for rid, kind, ab, folder in folders:
-        m = json.loads((folder / "manifest.json").read_text())
-        started = datetime.fromisoformat(m["started_at"])
-        timing = json.loads((folder / "timing.json").read_text()) if (folder / "timing.json").exists() else {}
-        rows.append({"night": runs[rid][0], "night_label": runs[rid][1], "label": label_of[m["commit"]],
-                     "sha": m["commit"], "kind": kind, "side": ab[-1] if kind == "ab" else "-",
-                     "folder": f"{rid}/{'h200/0' if kind == 'night' else 'ab/h200/' + ab}",
-                     "selection": selection(m["argv"]),
-                     "wall_s": f"{timing['duration_s']:.2f}" if "duration_s" in timing else "-",
-                     "first_gpu_s": first_gpu_s(folder, started), "status": m["status"],
-                     "rc": "-" if m.get("exit_code") is None else str(m["exit_code"]),
-                     "started_utc": m["started_at"][:19] + "Z",
-                     "ended_utc": (m.get("ended_at") or "-")[:19] + ("Z" if m.get("ended_at") else ""),
-                     "kernels_line": m.get("kernels") or "-", "_folder": folder})
-    rows.sort(key=lambda r: r["started_utc"])
-    procs = out / "procs"
-    procs.mkdir(exist_ok=True)
-    for seq, r in enumerate(rows, 1):
-        folder = r.pop("_folder")
-        side = "night" if r["kind"] == "night" else "ab" + r["folder"].rsplit("/", 1)[-1]
-        stem = f"{seq:03d}_n{r['night']}_{side}_{r['label']}"
-        r["seq"] = str(seq)
-        for src, suffix, key in (("flaggems_record.log", ".log", "log"), ("kernels.json", ".kernels.json", "kernels"),
-                                 ("manifest.json", ".manifest.json", "manifest")):
-            if (folder / src).exists():
-                copy_text(folder / src, procs / (stem + suffix))
-                r[key] = f"procs/{stem}{suffix}"
-            else:
-                r[key] = "-"
-        r["timing"] = "-"   # zlops stamps no per-test times (the ground truth's processes have them)
-    cols = ["seq", "night", "night_label", "label", "sha", "kind", "side", "folder", "selection", "wall_s",
-            "first_gpu_s", "status", "rc", "started_utc", "ended_utc", "kernels_line", "log", "kernels", "manifest",
-            "timing"]
-    with (out / "processes.tsv").open("w") as fh:
-        fh.write("\t".join(cols) + "\n")
-        for r in rows:
-            fh.write("\t".join(r[c] for c in cols) + "\n")
+    folders = run_folders(art)
+    rows = [process_row(rid, kind, ab, folder, runs, label_of) for rid, kind, ab, folder in folders]
+    write_processes(rows, out, COLS, stem_label="label", files=PROC_FILES)
 
     mirror = home / "mirrors" / "flaggems.git"
     sha = {label: s for s, label in label_of.items()}
