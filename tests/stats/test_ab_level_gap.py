@@ -1,0 +1,50 @@
+"""An inconclusive A/B whose base runs sit on separated levels: ``unmeasurable`` only when those levels could
+explain the change (zlops.stats.decide; issue 22).
+
+The real case: CPU gloo on the H200 host's 16 cores (tests/data/campaign_gloo_h200host/run5), night 6, the 2x
+slowed shard's execute_s: A/B 5+5 +102.41%, CI [+28.28%, +141.92%], base runs on two levels 18% apart. The rule
+had called it ``unmeasurable`` (and so stopped its A/B at 5 pairs, where 5+5 cannot reach alpha 0.002); a CI wholly
+beyond the levels' gap is a change no reshuffle of them explains, so it stays a suspect for more pairs.
+"""
+
+from __future__ import annotations
+
+from zlops.judge.judges import confirm_suspect
+from zlops.model import Judgement, Verdict
+from zlops.stats import Policy
+
+# night 6 of run5, allreduce/1MiB/p2/tree/nccl execute_s (seconds), as recorded
+BASE = [0.014305, 0.012172, 0.015168, 0.016750, 0.012019]
+HEAD = [0.023931, 0.028959, 0.029496, 0.029089, 0.018352]
+
+
+def judged(base: list[float], head: list[float], *, verdict: Verdict = Verdict.SUSPECT, threshold: float = 20.5,
+           lower_is_better: bool = True) -> Judgement:
+    j = Judgement(verdict, 100.0, 100.0, threshold, "night: a suspect")
+    return confirm_suspect(j, base, head, lower_is_better=lower_is_better, policy=Policy())
+
+
+def test_a_change_beyond_the_base_levels_gap_stays_a_suspect_for_more_pairs() -> None:
+    out = judged(BASE, HEAD)
+    assert out.verdict is Verdict.SUSPECT
+    assert "A/B inconclusive, still a suspect" in out.note and "+102" in out.note
+    lo, hi = out.figures.ci_pct
+    assert lo > 18.0   # the CI's near bound beyond the base's 18% gap
+
+
+def test_a_change_inside_the_base_levels_gap_is_unmeasurable() -> None:
+    # the same base levels (12.1 / 15.2 ms), the head reshuffled between them with one run a little above
+    head = [0.015168, 0.016750, 0.015900, 0.012172, 0.016100]
+    out = judged(BASE, head, threshold=2.0)
+    assert out.verdict is Verdict.UNMEASURABLE
+    assert "A/B base runs" in out.note and "unmeasurable at 2%" in out.note
+
+
+def test_higher_is_better_is_judged_on_its_own_side() -> None:
+    # the bandwidth of the same runs (1 / time): a fall beyond the gap stays a suspect, as the time did
+    out = judged([1 / v for v in BASE], [1 / v for v in HEAD], lower_is_better=False)
+    assert out.verdict is Verdict.SUSPECT and "still a suspect" in out.note
+    # a suspected improvement whose A/B lies wholly on the other side: nothing beyond the gap on its own side
+    back = judged([1 / v for v in BASE], [1 / v for v in HEAD], verdict=Verdict.SUSPECT_IMPROVED,
+                  lower_is_better=False)
+    assert back.verdict is Verdict.UNMEASURABLE and "A/B base runs, 18% apart" in back.note
