@@ -48,3 +48,16 @@ def test_higher_is_better_is_judged_on_its_own_side() -> None:
     back = judged([1 / v for v in BASE], [1 / v for v in HEAD], verdict=Verdict.SUSPECT_IMPROVED,
                   lower_is_better=False)
     assert back.verdict is Verdict.UNMEASURABLE and "A/B base runs, 18% apart" in back.note
+
+
+def test_such_a_suspect_keeps_its_ab_going_three_more_pairs_can_confirm_it() -> None:
+    from zlops.judge.judges import ab_can_still_decide
+
+    j = Judgement(Verdict.SUSPECT, 100.0, 100.0, 20.5, "night: a suspect")
+    # the nightly A/B stops a group once no open suspect could still be decided (zlops.judge.confirm): this
+    # suspect is open after 5 pairs, and 3 more separated pairs (8+8: p = 0.000155 < alpha 0.002) would confirm it
+    assert judged(BASE, HEAD).verdict.awaiting_confirmation
+    assert ab_can_still_decide(j, BASE, HEAD, remaining_pairs=3, lower_is_better=True, policy=Policy())
+    lo, hi = min(BASE + HEAD), max(BASE + HEAD)
+    eight = judged(BASE + [lo] * 3, HEAD + [hi] * 3)
+    assert eight.verdict is Verdict.SEVERE and "8+8" in eight.note
