@@ -361,3 +361,52 @@ def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float,
     return {"home": str(home), "pools": {"h200": {"backend": "cpu", "devices": [0]}},
             "suites": {"flaggems": suite}, "device_wait_s": 5, "noise": scaled_noise_defaults(time_scale),
             "contention": {"gate": False}}  # replayed timings: the CI host's load is not what is judged
+
+
+@dataclass
+class Night:
+    """One replayed night of a hold-out (:func:`replay_nights`)."""
+
+    index: int
+    label: str
+    run_key: str
+    verdicts: dict[tuple[str, str], Any]      # (case, metric) -> Verdict
+    comparisons: dict[tuple[str, str], Any]
+    ab: dict[str, Any]                       # meta["ab"]["h200"] or {}
+    served: list[dict[str, str]]             # what the replay served during this night
+    kernels: list[Any]                       # the pool's inventory tonight (KernelRecord)
+    announced: list[tuple[str, str, str]] = field(default_factory=list)
+    events: list[tuple[int, str, str, str, str, bool]] = field(default_factory=list)   # id, case, metric, kind, to
+
+
+def replay_nights(tmp: Path, holdout: Holdout, names: tuple[str, ...], *, time_scale: float) -> tuple[Any, Any,
+                                                                                                   HoldoutReplay,
+                                                                                                   list[Night]]:
+    """Run the real ``zlops nightly`` once per commit of ``names`` on ``holdout``'s replay upstream (production
+    defaults, :func:`config_data`): ``(config, store, upstream, nights)``."""
+    from zlops.config.settings import parse_config
+    from zlops.steps.context import open_store
+    from zlops.steps.nightly import run_nightly
+    from zlops.store.kernels import pool_inventory
+
+    up = HoldoutReplay(tmp / "up", holdout=holdout)
+    state = tmp / "replay-state"
+    config = parse_config(config_data(tmp / "home", up.path, state, time_scale=time_scale, holdout=holdout),
+                          source="t.yaml")
+    store = open_store(config)
+    nights: list[Night] = []
+    for i, name in enumerate(names, 1):
+        before = len(served(state))
+        night = run_nightly(config, "flaggems", sha=up.shas[name], run_label=f"n{i}-{name}")
+        assert night.ok, f"night {i}"
+        comps = {(c.case, c.metric): c for c in night.summary.comparisons}
+        meta = store.get_run(night.run_key).meta or {}
+        events = [(a.id, a.case, a.metric, str(e.get("kind")), str(e.get("to_state")), bool(e.get("announced")))
+                  for a, e in store.run_alert_events(night.run_key)]
+        announced = [(c, m, to) for _, c, m, _, to, loud in events if loud]
+        inv = store.read(pool_inventory, night.run_key, "h200")
+        kernels = [k for i_ in (inv.inventories if inv else ()) for k in i_.kernels]
+        nights.append(Night(i, name, night.run_key, {k: c.verdict for k, c in comps.items()}, comps,
+                            dict((meta.get("ab") or {}).get("h200") or {}), served(state)[before:], kernels,
+                            announced, events))
+    return config, store, up, nights

@@ -25,19 +25,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from flaggems_holdout import HOLDOUT3, HoldoutReplay, config_data, served
+from flaggems_holdout import HOLDOUT3, Night, replay_nights
 
 from zlops.alerts.lifecycle import AlertState
-from zlops.config.settings import ThresholdsConfig, parse_config
+from zlops.config.settings import ThresholdsConfig
 from zlops.model import Verdict
-from zlops.steps.context import open_store
-from zlops.steps.nightly import run_nightly
-from zlops.store.kernels import pool_inventory
 
 NIGHTS = ["A", "D1", "D2", "D3", "D4", "D5", "W", "W", "W"]
 FIRST_W = NIGHTS.index("W")
@@ -52,20 +49,6 @@ LIVE = HOLDOUT3.data
 def _processes() -> list[dict[str, str]]:
     lines = [line.split("\t") for line in (LIVE / "processes.tsv").read_text().splitlines() if line.strip()]
     return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
-
-
-@dataclass
-class Night:
-    index: int
-    label: str
-    run_key: str
-    verdicts: dict[tuple[str, str], Verdict]
-    comparisons: dict[tuple[str, str], Any]
-    ab: dict[str, Any]                       # meta["ab"]["h200"] or {}
-    served: list[dict[str, str]]             # what the replay served during this night
-    kernels: list[Any]                       # the pool's inventory tonight (KernelRecord)
-    announced: list[tuple[str, str, str]] = field(default_factory=list)
-    events: list[tuple[int, str, str, str, str, bool]] = field(default_factory=list)   # id, case, metric, kind, to
 
 
 @dataclass
@@ -112,26 +95,7 @@ def _table(nights: list[Night], alerts: list[Any]) -> str:
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
     tmp = tmp_path_factory.mktemp("holdout3")
-    up = HoldoutReplay(tmp / "up", holdout=HOLDOUT3)
-    state = tmp / "replay-state"
-    config = parse_config(config_data(tmp / "home", up.path, state, time_scale=TIME_SCALE, holdout=HOLDOUT3),
-                          source="t.yaml")
-    store = open_store(config)
-    nights: list[Night] = []
-    for i, name in enumerate(NIGHTS, 1):
-        before = len(served(state))
-        night = run_nightly(config, "flaggems", sha=up.shas[name], run_label=f"n{i}-{name}")
-        assert night.ok, f"night {i}"
-        comps = {(c.case, c.metric): c for c in night.summary.comparisons}
-        meta = store.get_run(night.run_key).meta or {}
-        events = [(a.id, a.case, a.metric, str(e.get("kind")), str(e.get("to_state")), bool(e.get("announced")))
-                  for a, e in store.run_alert_events(night.run_key)]
-        announced = [(c, m, to) for _, c, m, _, to, loud in events if loud]
-        inv = store.read(pool_inventory, night.run_key, "h200")
-        kernels = [k for i_ in (inv.inventories if inv else ()) for k in i_.kernels]
-        nights.append(Night(i, name, night.run_key, {k: c.verdict for k, c in comps.items()}, comps,
-                            dict((meta.get("ab") or {}).get("h200") or {}), served(state)[before:], kernels,
-                            announced, events))
+    _config, store, _up, nights = replay_nights(tmp, HOLDOUT3, NIGHTS, time_scale=TIME_SCALE)
     alerts = list(store.alerts(suite="flaggems", states=None, limit=None))
     table = _table(nights, alerts)
     print("\n" + table)
