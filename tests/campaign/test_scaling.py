@@ -94,3 +94,19 @@ def test_alert_lines_word_derived_series_as_scaling_changes() -> None:
     assert "efficiency at P=2 fell 12.0%" in line
     digest = alert_messages.digest_line(ratio, {"kind": "opened", "to_state": "confirmed", "change_pct": 8.0})
     assert "nccl/ring time ratio at P=2 rose 8.0%" in digest
+
+
+def test_the_report_says_none_moved_only_of_what_was_judged() -> None:
+    """Run 5's last night (tests/data/campaign_gloo_h200host) read "No strong-scaling efficiency or stack ratio moved
+    beyond its threshold tonight" above eight rows all `unmeasurable` (+79.76%, +87.00% ...): the noise hid them."""
+    from zlops.model import CompareSummary
+    from zlops.report.markdown import campaign_section
+
+    hidden = [_cmp("efficiency_p2", "ar/1MiB/tree/nccl", 0.18, 0.13, Verdict.UNMEASURABLE, False),
+              _cmp("ratio_nccl_over_ring", "ar/1MiB/p1/ring", 1.0, 1.8, Verdict.UNMEASURABLE, True)]
+    quiet = [_cmp("efficiency_p2", "ar/1MiB/ring/ring", 0.10, 0.10, Verdict.UNCHANGED, False)]
+    text = "\n".join(campaign_section(None, CompareSummary("k", "s", "a" * 40, tuple(hidden + quiet))))
+    assert "No strong-scaling efficiency or stack ratio was flagged tonight (2 unmeasurable: not judged" in text
+    assert "moved beyond its threshold" not in text
+    text = "\n".join(campaign_section(None, CompareSummary("k", "s", "a" * 40, tuple(quiet))))
+    assert "No strong-scaling efficiency or stack ratio was flagged tonight." in text

@@ -7,6 +7,7 @@ together with its artifact folder.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
@@ -118,7 +119,14 @@ def campaign_section(plans: Mapping[str, Any] | None, summary: CompareSummary) -
             out.append(f"- `{p.series_case}` not run: it needs {p.p} devices, the pool has {len(plan.devices)}.")
     lines = scaling_lines(summary.comparisons)
     out += ["", "### Scaling", ""]
-    out += lines or ["- No strong-scaling efficiency or stack ratio moved beyond its threshold tonight."]
+    if not lines:
+        # "none moved" is said only of what was judged: a series the noise hides is counted, not called unmoved
+        gaps = Counter(c.verdict.value for c in derived if c.verdict.value in ("unmeasurable", "invalid", "missing",
+                                                                                "failed", "incomparable"))
+        why = "; ".join(f"{n} {v}" for v, n in sorted(gaps.items()))
+        lines = ["- No strong-scaling efficiency or stack ratio was flagged tonight"
+                 + (f" ({why}: not judged at the threshold, see the table)." if why else ".")]
+    out += lines
     if derived:
         out += ["", "| Pool | Series | Metric | Base | HEAD | Change (%) | Verdict |", "|---|---|---|---:|---:|---:|---|"]
         for c in sorted(derived, key=lambda c: (c.pool, c.case, c.metric)):
