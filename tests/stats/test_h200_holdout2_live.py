@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from flaggems_holdout import DATA2, HOLDOUT2
+from flaggems_replay import processes
 
 from zlops.config.settings import NoiseConfig
 from zlops.judge.interleave import ab_budget
@@ -38,8 +39,7 @@ K_CHANGED = ("kernel code changed: sum_dim_kernel_non_inner (compiled code 775d0
 
 
 def _processes() -> list[dict[str, str]]:
-    lines = [line.split("\t") for line in (LIVE / "processes.tsv").read_text().splitlines() if line.strip()]
-    return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
+    return processes(LIVE)
 
 
 def _latency(log: str | Path, case: str = SLOWED) -> float:

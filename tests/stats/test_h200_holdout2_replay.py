@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from flaggems_holdout import HOLDOUT2, Night, replay_nights
+from flaggems_replay import processes
 
 from zlops.alerts.explain import attribution_texts
 from zlops.model import Verdict
@@ -47,8 +48,7 @@ def _recorded_kernels(night: int) -> list[dict[str, Any]]:
 
 
 def _processes() -> list[dict[str, str]]:
-    lines = [line.split("\t") for line in (LIVE / "processes.tsv").read_text().splitlines() if line.strip()]
-    return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
+    return processes(LIVE)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from flaggems_holdout import HOLDOUT3, Night, replay_nights
+from flaggems_replay import processes
 
 from zlops.alerts.lifecycle import AlertState
 from zlops.config.settings import ThresholdsConfig
@@ -47,8 +48,7 @@ LIVE = HOLDOUT3.data
 
 
 def _processes() -> list[dict[str, str]]:
-    lines = [line.split("\t") for line in (LIVE / "processes.tsv").read_text().splitlines() if line.strip()]
-    return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
+    return processes(LIVE)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from flaggems_holdout import DATA, SLOWED_CASE, SLOWED_METRICS, HoldoutReplay, config_data, served
+from flaggems_replay import processes
 
 from zlops.alerts.lifecycle import AlertState
 from zlops.config.settings import parse_config
@@ -47,8 +48,7 @@ CONFIRMED = {Verdict.REGRESSION, Verdict.SEVERE}
 
 
 def _processes() -> list[dict[str, str]]:
-    lines = [line.split("\t") for line in (DATA / "processes.tsv").read_text().splitlines() if line.strip()]
-    return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
+    return processes(DATA)
 
 
 def test_the_recorded_change_is_the_ground_truth() -> None:
