@@ -18,7 +18,8 @@
 # flag_gems; pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions, alembic, mako and uv
 # for zlops: the image has the rest).
 # Knobs: NIGHTS; BUDGET_S (seconds this call may take); NIGHT_S (a night without A/B, 40) and AB_RESERVE_S (what
-# a night's A/B may spend, 300 = the budget floor): no night starts unless NIGHT_S + AB_RESERVE_S are left;
+# a night's A/B may spend, 300 = the budget floor): no night starts unless NIGHT_S + AB_RESERVE_S are left (NIGHT_S
+# alone for a night of last night's commit: its baseline is that commit, so no A/B runs);
 # ZLOPS_CONFIG_EXTRA (YAML appended to the config; empty = the production defaults); UNCHANGED_EXTRA (YAML appended
 # for the nights of unchanged code only, e.g. "noise: {ab_pairs: 0}": their A/Bs cost ~250 s a night on this suite);
 # DRY_UPSTREAM (a CPU dry run: a tests/flaggems_holdout.HoldoutReplay upstream, its shas in $DRY_UPSTREAM/shas.txt).
@@ -29,6 +30,9 @@
 # change = CHANGE_REV cherry-picked onto the last D, labelled W (or C): origin/w256 or origin/w384 (argmax's
 # wrapper launches its kernel once more: the ~3% slowdown), master (argmax's kernel changed: -46%, the ground
 # truth); `kernels: triton`; the change's nights run with the production config like S nights.
+# VARIANT=4: the fourth hold-out (flaggems_holdout4.bundle: min, argmin, div_tensor; A = master~1, D1 = master,
+# the change = CHANGE_REV (origin/m8, origin/m32 or origin/m64: argmin's wrapper launches its split-K kernel once
+# more over the first 8/32/64 rows) cherry-picked onto the last D, labelled W; `kernels: triton`.
 set -uo pipefail
 REPO=$PWD
 CARRY=${CARRY:-$REPO/.devcarry}
@@ -40,7 +44,9 @@ NIGHT_S=${NIGHT_S:-40}
 AB_RESERVE_S=${AB_RESERVE_S:-300}
 HOME_Z=${HOME_Z:-/tmp/zh}
 VARIANT=${VARIANT:-1}
-if [ "$VARIANT" = 3 ]; then
+if [ "$VARIANT" = 4 ]; then
+  BUNDLE=flaggems_holdout4.bundle; OPS_EXPR="min or argmin or div_tensor"; BASE_REV=master; KERNELS_LINE="kernels: triton"
+elif [ "$VARIANT" = 3 ]; then
   BUNDLE=flaggems_holdout3.bundle; OPS_EXPR="max or argmax or sub"; BASE_REV=master~1; KERNELS_LINE="kernels: triton"
 elif [ "$VARIANT" = 2 ]; then
   BUNDLE=flaggems_holdout2.bundle; OPS_EXPR="sum or prod or mul"; BASE_REV=master~2; KERNELS_LINE="kernels: triton"
@@ -78,10 +84,10 @@ else
        printf 'Nightly tracking note %s (docs only).\n' "$k" >> README.md && git commit -q -am "README: note $k (docs only)"
      done &&
      if [ "$VARIANT" = 2 ]; then git cherry-pick master~1 master > /dev/null
-     elif [ "$VARIANT" = 3 ]; then git cherry-pick "${CHANGE_REV:-master}" > /dev/null
+     elif [ "$VARIANT" = 3 ] || [ "$VARIANT" = 4 ]; then git cherry-pick "${CHANGE_REV:-master}" > /dev/null
      else git cherry-pick master > /dev/null; fi) || exit 1
   fi
-  if [ "$VARIANT" = 3 ]; then
+  if [ "$VARIANT" = 3 ] || [ "$VARIANT" = 4 ]; then
     SHA[W]=$(git -C "$UP" rev-parse live); SHA[C]=${SHA[W]}; LAST_D=live~1
   elif [ "$VARIANT" = 2 ]; then
     SHA[K]=$(git -C "$UP" rev-parse live); SHA[S]=$(git -C "$UP" rev-parse live~1); LAST_D=live~2
@@ -154,11 +160,14 @@ for label in $NIGHTS; do
   i=$((i+1))
   [ "$i" -le "$n" ] && continue          # run by an earlier call
   left=$((BUDGET_S - SECONDS))
-  if [ "$left" -lt $((NIGHT_S + AB_RESERVE_S)) ]; then
+  sha=${SHA[$label]:-}
+  prev_sha=$(tail -1 "$HOME_Z/nights.tsv" | cut -f3)
+  reserve=$AB_RESERVE_S
+  [ -n "$sha" ] && [ "$sha" = "$prev_sha" ] && reserve=0   # the same commit as last night: no A/B can run (A/A)
+  if [ "$left" -lt $((NIGHT_S + reserve)) ]; then
     echo "time: ${SECONDS} s of ${BUDGET_S} s spent; night $i ($label) and later left for a next call" | tee -a "$E/walls.txt"
     break
   fi
-  sha=${SHA[$label]:-}
   [ -n "$sha" ] || { echo "no commit for night label $label"; break; }
   start=$SECONDS
   rid="n$i-$label"

@@ -30,6 +30,7 @@ REV=ed2508bcb5a03000e9774734201d840ba362cd11
 OPS="mean amax add"
 [ "$VARIANT" = 2 ] && OPS="sum prod mul"
 [ "$VARIANT" = 3 ] && OPS="max argmax sub"
+[ "$VARIANT" = 4 ] && OPS="min argmin div"
 W=$(mktemp -d)
 export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops GIT_COMMITTER_EMAIL=zlops@example.com
 export GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z
@@ -43,7 +44,14 @@ git add -A
 git commit -q -m "FlagGems ${REV:0:12} trimmed: flag_gems + benchmark/ for $OPS"
 printf '\nNightly performance tracking of this trimmed tree: see zlops docs/recipes/flaggems.md.\n' >> README.md
 git commit -q -am "README: mention the nightly performance tracking (docs only)"
-if [ "$VARIANT" = 3 ]; then
+if [ "$VARIANT" = 4 ]; then
+  for mrows in 8 32 64; do
+    git checkout -q -b "m$mrows" master
+    python3 "$PATCHES/v4_W_argmin_wrapper.py" "$mrows"
+    git commit -q -am "argmin: launch the split-K kernel once more over the first $mrows rows above 2**30 elements (injected regression)"
+  done
+  git checkout -q master
+elif [ "$VARIANT" = 3 ]; then
   git checkout -q -b alt
   python3 "$PATCHES/v3_C_argmax_kernel.py" 64
   git commit -q -am "argmax: the non-inner kernel reads the first N/64 rows again where N*K >= 2**20 (injected, C2)"
@@ -97,5 +105,6 @@ PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
 git log --format='%H %s' --all
-if [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w144 w256 w384; else git bundle create -q "$BUNDLE" master; fi
+if [ "$VARIANT" = 4 ]; then git bundle create -q "$BUNDLE" master m8 m32 m64
+elif [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w144 w256 w384; else git bundle create -q "$BUNDLE" master; fi
 rm -rf "$W"
