@@ -151,7 +151,16 @@ save() {   # the evidence and the home, re-written after every night
     > "$E/verdicts.txt" 2>&1 || echo "summary failed: $(tail -3 "$E/verdicts.txt")"
   cp "$HOME_Z/nights.tsv" "$E/nights.tsv"
   tar czf "$OUT/nights_$TAG.tar.gz" -C "$W" "nights_$TAG"
-  tar czf "$OUT/home_$TAG.tar.gz" -C "$HOME_Z" --exclude=./worktrees --exclude=./envs --exclude='*/worktree' . 2>/dev/null
+  # Triton's IR files (ptx, llir, ttir, ttgir, source: ~1 MB a variant, an autotuned kernel has dozens) stay
+  # behind, the cubins and metadata the inventories hash come back; a home still over the 16 MiB a returned
+  # file may have comes back without any kernel cache (home_$TAG.nocache.tar.gz)
+  tar czf "$OUT/home_$TAG.tar.gz" -C "$HOME_Z" --exclude=./worktrees --exclude=./envs --exclude='*/worktree' \
+    --exclude='*.ptx' --exclude='*.llir' --exclude='*.ttir' --exclude='*.ttgir' --exclude='*.source' . 2>/dev/null
+  if [ "$(stat -c %s "$OUT/home_$TAG.tar.gz")" -gt 15728640 ]; then
+    rm -f "$OUT/home_$TAG.tar.gz"
+    tar czf "$OUT/home_$TAG.nocache.tar.gz" -C "$HOME_Z" --exclude=./worktrees --exclude=./envs --exclude='*/worktree' \
+      --exclude='triton_cache' --exclude='kernel_cache' --exclude='triton_seed' . 2>/dev/null
+  fi
 }
 
 n=$(wc -l < "$HOME_Z/nights.tsv")

@@ -101,3 +101,36 @@ def test_alerts_are_attributed_to_the_kernel_or_to_nothing(upstream: Upstream, m
     assert main(["alert", "show", str(alerts["beta"].id), "--config", str(cfg_path)]) == 0
     assert ("  kernels: no compiled kernel of this op changed (1 kernel(s): beta_kernel): the change is outside "
             "the kernels (launch path, Python, environment)") in capsys.readouterr().out
+
+
+def test_every_ab_run_takes_its_kernels_from_the_nights_caches(upstream: Upstream,
+                                                                make_config: Callable[..., Config],
+                                                                tmp_path: Path) -> None:
+    """An A/B's runs are seeded like a nightly shard (zlops.steps.run_device.side_seed_plan): the head's from
+    tonight's shard cache, the base's unchanged kernels from it too and its changed one from the earlier
+    night's. Before, each side's first run compiled every kernel (on the H200: FlagGems min, argmin and
+    div_tensor's first pair took 50.2 and 55.2 s, the runs after it 23.1-29.1 s, the estimate 25.1 s)."""
+    from zlops.steps.nightly import run_nightly
+
+    bench = upstream.path / "bench.py"
+    bench.write_text(bench.read_text().replace("import fakeops", KERNEL_WRITER + "\nimport fakeops", 1))
+    n1 = _commit(upstream, {"alpha": 1.0, "beta": 2.0}, {"alpha": "BLOCK=1024", "beta": "BLOCK=512"}, "n1")
+    n2 = _commit(upstream, {"alpha": 1.3, "beta": 2.0}, {"alpha": "BLOCK=2048", "beta": "BLOCK=512"},
+                 "alpha: bigger block, slower")
+    data = make_config().model_dump(mode="json", exclude_none=True)
+    data["suites"]["fake"]["kernels"] = "triton"
+    data["suites"]["fake"].setdefault("env", {})["PYTHONPATH"] = str(FAKE_TRITON)
+    data["judge"] = "noise"
+    data.setdefault("noise", {}).update({"ab_pairs": 7, "ab_budget_s": 600})
+    from zlops.config.settings import parse_config
+
+    config = parse_config(data)
+    run_nightly(config, "fake", sha=n1, run_label="n1")
+    night = run_nightly(config, "fake", sha=n2, run_label="n2")
+    runs = sorted((night.report.markdown.parent / "ab" / "local").iterdir())
+    assert len(runs) >= 10, [p.name for p in runs]
+    for run in runs:   # every run of both sides, the first ones included: nothing compiled
+        log = (run / "run.log").read_text()
+        assert "compiled" not in log and log.count(" hit") == 2, (run.name, log)
+    alpha = {c.case: c for c in night.summary.comparisons}["alpha"]
+    assert "A/B" in alpha.judgement.note, alpha.judgement.note

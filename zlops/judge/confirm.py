@@ -41,6 +41,7 @@ from zlops.run.selection import selected_cases, selects_cases
 from zlops.steps.cleanup import cleanup
 from zlops.steps.context import Prepared, RunContext, open_store
 from zlops.steps.prepare import prepare
+from zlops.steps.run_device import side_seed_plan
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,8 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
     spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
                      pool=pool, backend=ctx.config.pools[pool].backend, device=device,
                      worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out, cases=cases,
-                     kernel_cache=ctx.run_dir / "kernel_cache" / f"{side_ctx.sha[:12]}-{pool}-{device}")
+                     kernel_cache=ctx.run_dir / "kernel_cache" / f"{side_ctx.sha[:12]}-{pool}-{device}" / "triton_cache",
+                     kernel_seed=side_seed_plan(ctx, pool, device))
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
     if outcome.status is ShardStatus.SKIPPED:
         raise DeviceBusy(f"A/B run in {out} skipped: {outcome.error}")

@@ -302,13 +302,18 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
                           ctx.auto_devices)
     first_head: dict[str, Any] = {}
     started = datetime.now(timezone.utc)
+    from zlops.steps.run_device import side_seed_plan
+
+    seed_plan = side_seed_plan(ctx, pool, device, tonight=False)   # the earlier night's caches, both sides
 
     def run_one(side: str, index: int) -> tuple[dict[Key, float], float]:
         side_ctx, prep = sides[side]
         out = shard_dir / "paired" / f"{index:03d}{side}"
         spec = ShardSpec(run_key=ctx.run_key, suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha, pool=pool,
                          backend=pool_cfg.backend, device=device, worktree=prep.worktree, venv=prep.venv,
-                         artifact_dir=out, kernel_cache=shard_dir / "paired" / f"kernel_cache-{side_ctx.sha[:12]}")
+                         artifact_dir=out,
+                         kernel_cache=shard_dir / "paired" / f"kernel_cache-{side_ctx.sha[:12]}" / "triton_cache",
+                         kernel_seed=seed_plan)
         t0 = time.monotonic()
         outcome = run_shard(spec, locks_dir=config.locks_dir, device_wait_s=config.device_wait_s,
                             require_idle=pool_cfg.idle_required)
