@@ -19,7 +19,7 @@
 # for zlops: the image has the rest).
 # Knobs: NIGHTS; BUDGET_S (seconds this call may take); NIGHT_S (a night without A/B, 40) and AB_RESERVE_S (what
 # a night's A/B may spend, 300 = the budget floor): no night starts unless NIGHT_S + AB_RESERVE_S are left (NIGHT_S
-# alone for a night of last night's commit: its baseline is that commit, so no A/B runs);
+# alone while every night so far ran this same commit: no A/B can run);
 # ZLOPS_CONFIG_EXTRA (YAML appended to the config; empty = the production defaults); UNCHANGED_EXTRA (YAML appended
 # for the nights of unchanged code only, e.g. "noise: {ab_pairs: 0}": their A/Bs cost ~250 s a night on this suite);
 # DRY_UPSTREAM (a CPU dry run: a tests/flaggems_holdout.HoldoutReplay upstream, its shas in $DRY_UPSTREAM/shas.txt).
@@ -170,9 +170,10 @@ for label in $NIGHTS; do
   [ "$i" -le "$n" ] && continue          # run by an earlier call
   left=$((BUDGET_S - SECONDS))
   sha=${SHA[$label]:-}
-  prev_sha=$(tail -1 "$HOME_Z/nights.tsv" | cut -f3)
+  # only the very first nights of one commit can skip the A/B reserve: a suspect carried over from an earlier
+  # commit keeps that commit as its baseline, so a second night of D1 A/Bs D1 against A again (hold-out 4, night 4)
   reserve=$AB_RESERVE_S
-  [ -n "$sha" ] && [ "$sha" = "$prev_sha" ] && reserve=0   # the same commit as last night: no A/B can run (A/A)
+  [ -n "$sha" ] && [ -z "$(cut -f3 "$HOME_Z/nights.tsv" | grep -v "^$sha\$")" ] && reserve=0
   if [ "$left" -lt $((NIGHT_S + reserve)) ]; then
     echo "time: ${SECONDS} s of ${BUDGET_S} s spent; night $i ($label) and later left for a next call" | tee -a "$E/walls.txt"
     break
