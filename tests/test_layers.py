@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("zlops.store",)),
     ("run", ("zlops.run", "zlops.steps.context")),
     ("campaign", ("zlops.campaign",)),
-    ("workspace", ("zlops.steps.prepare", "zlops.steps.cleanup")),
+    ("workspace", ("zlops.steps.prepare", "zlops.steps.cleanup", "zlops.steps.seeding")),
     ("report", ("zlops.report",)),
     ("judge", ("zlops.judge", "zlops.campaign.ab")),
     ("alerts", ("zlops.alerts", "zlops.bisect")),

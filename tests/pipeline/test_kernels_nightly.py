@@ -106,7 +106,7 @@ def test_alerts_are_attributed_to_the_kernel_or_to_nothing(upstream: Upstream, m
 def test_every_ab_run_takes_its_kernels_from_the_nights_caches(upstream: Upstream,
                                                                 make_config: Callable[..., Config],
                                                                 tmp_path: Path) -> None:
-    """An A/B's runs are seeded like a nightly shard (zlops.steps.run_device.side_seed_plan): the head's from
+    """An A/B's runs are seeded like a nightly shard (zlops.steps.seeding.side_seed_plan): the head's from
     tonight's shard cache, the base's unchanged kernels from it too and its changed one from the earlier
     night's. Before, each side's first run compiled every kernel (on the H200: FlagGems min, argmin and
     div_tensor's first pair took 50.2 and 55.2 s, the runs after it 23.1-29.1 s, the estimate 25.1 s)."""

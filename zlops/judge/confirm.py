@@ -41,7 +41,7 @@ from zlops.run.selection import selected_cases, selects_cases
 from zlops.steps.cleanup import cleanup
 from zlops.steps.context import Prepared, RunContext, open_store
 from zlops.steps.prepare import prepare
-from zlops.steps.run_device import side_seed_plan
+from zlops.steps.seeding import side_seed_plan
 
 log = logging.getLogger(__name__)
 

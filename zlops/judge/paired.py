@@ -302,7 +302,7 @@ def run_paired_device(ctx: Any, pool: str, device: int, prepared: Any, *,
                           ctx.auto_devices)
     first_head: dict[str, Any] = {}
     started = datetime.now(timezone.utc)
-    from zlops.steps.run_device import side_seed_plan
+    from zlops.steps.seeding import side_seed_plan
 
     seed_plan = side_seed_plan(ctx, pool, device, tonight=False)   # the earlier night's caches, both sides
 
