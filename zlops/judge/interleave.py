@@ -153,12 +153,153 @@ def interleaved_order(n_pairs: int, *, seed: int | Sequence[int]) -> list[str]:
     return order(n_pairs, seed=seed)
 
 
+@dataclass
+class Rounds:
+    """What interleaved rounds measured: one head arm against one or more base arms (:func:`run_rounds`).
+
+    ``samples[arm]``: per series of that base arm, its values and the head's of the same rounds, aligned.
+    ``arm_runs`` / ``arm_seconds`` / ``arm_est_s``: per arm (the head's included) the processes kept or
+    discarded, their seconds, and what they were estimated to cost before the first run.
+    """
+
+    samples: dict[str, Samples] = field(default_factory=dict)
+    runs: int = 0
+    rounds: int = 0
+    seconds: float = 0.0
+    est_s: float = 0.0
+    stopped: str = "max pairs"
+    discarded: list[str] = field(default_factory=list)
+    run_seconds: list[float] = field(default_factory=list)
+    run_arms: list[str] = field(default_factory=list)
+    arm_pairs: dict[str, int] = field(default_factory=dict)
+    arm_runs: dict[str, int] = field(default_factory=dict)
+    arm_seconds: dict[str, float] = field(default_factory=dict)
+    arm_est_s: dict[str, float] = field(default_factory=dict)
+    closed: dict[str, str] = field(default_factory=dict)   # base arm -> why it stopped before the others
+
+
+def run_rounds(*, head: str, arms: Sequence[str],
+               run_one: Callable[[str, int, frozenset[str]], tuple[Mapping[Key, float], float]],
+               seed: int | Sequence[int], min_pairs: int, max_pairs: int, budget_s: float,
+               est_run_s: Callable[[str, frozenset[str]], float],
+               decided: Callable[[str, Samples], bool] | None = None, quiet: Callable[[], Any] | None = None,
+               keys: Mapping[str, Sequence[Key]] | None = None, max_discards: int | None = None,
+               order: Callable[[int, list[str]], list[str]] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> Rounds:
+    """Interleaved rounds of fresh processes: each round runs the ``head`` once and every open base arm of
+    ``arms`` once, in a random order (a seeded permutation; ``order(round, sides)`` overrides it), so one
+    head run serves every base: an A/B of tonight's commit against several baseline commits costs one head
+    run a round, not one per base (:mod:`zlops.judge.confirm`). Two sides (one base arm) are the pairs of
+    :func:`run_pairs`.
+
+    ``run_one(arm, i, open)`` runs one process (``open``: the base arms still open, whose series a head run
+    must measure) and returns per (case, metric) its value and the seconds it took; it raises
+    :class:`HostBusy` for a run the contention gate made invalid (the whole round is discarded, recorded with
+    its reason, and run again after ``quiet``), any other exception ends the rounds (the caller decides).
+    ``est_run_s(arm, open)``: the estimate of one run before any ran. ``keys[arm]``: the series of that base
+    arm (None: every series both ran). A base arm closes once it has ``min_pairs`` pairs and ``decided(arm,
+    its samples)`` says so; the rounds end when no arm is open ("decided"), at ``max_pairs`` pairs, or when
+    the next round would break the budget: the first round always runs, a later one only while ``seconds +
+    its estimate <= budget_s``, the estimate being the open arms' estimates times how much the runs so far
+    cost against theirs (the worst run's ratio until a whole round ran, then the sum's ratio).
+    ``max_discards`` (default ``max_pairs``) bounds the re-runs of busy rounds."""
+    if min_pairs < 1 or max_pairs < min_pairs:
+        raise ValueError(f"run_rounds: expected 1 <= min_pairs <= max_pairs, got {min_pairs}, {max_pairs}")
+    if not arms or head in arms or len(set(arms)) != len(arms):
+        raise ValueError(f"run_rounds: expected distinct base arms other than the head {head!r}, got {list(arms)}")
+    import numpy as np
+
+    out = Rounds(samples={a: {} for a in arms}, arm_pairs={a: 0 for a in arms})
+    limit_discards = max_pairs if max_discards is None else max_discards
+    rng = np.random.default_rng(seed)
+    first_round = len(arms) + 1
+    factor, est_done, seconds_done, plain = 1.0, 0.0, 0.0, 0.0
+    open_arms = list(arms)
+    index = 0
+    while True:
+        if max(out.arm_pairs[a] for a in open_arms) >= max_pairs:
+            out.stopped = "max pairs"
+            break
+        if decided is not None:
+            for arm in list(open_arms):
+                if out.arm_pairs[arm] >= min_pairs and decided(arm, out.samples[arm]):
+                    open_arms.remove(arm)
+                    if open_arms:
+                        out.closed[arm] = f"decided after {out.arm_pairs[arm]} pairs"
+        if not open_arms:
+            out.stopped = "decided"
+            break
+        now = frozenset(open_arms)
+        sides = [head, *open_arms]
+        estimates = {a: max(float(est_run_s(a, now)), 0.0) for a in sides}
+        # a side without an estimate is projected at the realised seconds of a run (the worst of the first round)
+        projected = sum(factor * e if e > 0 else plain for e in estimates.values())
+        if out.runs and out.seconds + projected > budget_s:
+            out.stopped = f"budget ({budget_s:.0f} s) spent"
+            break
+        if len(out.discarded) >= limit_discards + 1:
+            out.stopped = f"{len(out.discarded)} busy pairs discarded (limit {limit_discards})"
+            break
+        ran = order(index, sides) if order is not None else [sides[i] for i in rng.permutation(len(sides))]
+        got: dict[str, Mapping[Key, float]] = {}
+        busy: str | None = None
+        for pos, arm in enumerate(ran):
+            t0 = clock()
+            try:
+                values, took = run_one(arm, len(sides) * index + pos, now)
+            except HostBusy as exc:
+                took = max(clock() - t0, exc.seconds or 0.0)
+                busy = f"pair {index + 1} ({arm}): {exc}"
+                values = None
+            out.runs += 1
+            out.seconds += took
+            out.est_s += estimates[arm]
+            out.run_seconds.append(took)
+            out.run_arms.append(arm)
+            out.arm_runs[arm] = out.arm_runs.get(arm, 0) + 1
+            out.arm_seconds[arm] = out.arm_seconds.get(arm, 0.0) + took
+            out.arm_est_s[arm] = out.arm_est_s.get(arm, 0.0) + estimates[arm]
+            if estimates[arm] > 0:
+                est_done += estimates[arm]
+                seconds_done += took
+            if out.runs <= first_round:
+                factor = max(factor, took / estimates[arm]) if estimates[arm] > 0 else factor
+                plain = max(plain, took)
+            else:
+                factor = seconds_done / est_done if est_done > 0 else factor
+                plain = out.seconds / out.runs
+            if values is None:
+                break
+            got[arm] = values
+        index += 1
+        if busy is not None:
+            out.discarded.append(busy)
+            if len(out.discarded) > limit_discards:
+                out.stopped = f"{len(out.discarded)} busy pairs discarded (limit {limit_discards})"
+                break
+            if quiet is not None:
+                quiet()
+            continue
+        out.rounds += 1
+        for arm in open_arms:
+            out.arm_pairs[arm] += 1
+            common = set(got[arm]) & set(got[head])
+            wanted = None if keys is None or keys.get(arm) is None else set(keys[arm])
+            for key in sorted(common if wanted is None else common & wanted):
+                base, head_values = out.samples[arm].setdefault(key, ([], []))
+                base.append(float(got[arm][key]))
+                head_values.append(float(got[head][key]))
+    return out
+
+
 def run_pairs(*, run_one: Callable[[str, int], tuple[Mapping[Key, float], float]], seed: int | Sequence[int],
               min_pairs: int, max_pairs: int, budget_s: float, est_run_s: float,
               decided: Callable[[Samples], bool] | None = None, quiet: Callable[[], Any] | None = None,
               keys: Sequence[Key] | None = None, max_discards: int | None = None,
               clock: Callable[[], float] = time.monotonic) -> Pairs:
-    """Interleaved pairs of ``run_one("A", i)`` / ``run_one("B", i)`` (see the module docstring).
+    """Interleaved pairs of ``run_one("A", i)`` / ``run_one("B", i)`` (see the module docstring): the rounds
+    of :func:`run_rounds` with one base arm ("A") against the head ("B"), each pair's order "AB" or "BA"
+    (:func:`interleaved_order`).
 
     ``run_one`` runs one fresh process and returns per (case, metric) its value and the seconds it took
     (device-seconds for a gang); it raises :class:`HostBusy` for a run the contention gate made invalid,
@@ -170,56 +311,14 @@ def run_pairs(*, run_one: Callable[[str, int], tuple[Mapping[Key, float], float]
     """
     if min_pairs < 1 or max_pairs < min_pairs:
         raise ValueError(f"run_pairs: expected 1 <= min_pairs <= max_pairs, got {min_pairs}, {max_pairs}")
-    out = Pairs(est_run_s=est_run_s)
-    wanted = set(keys) if keys is not None else None
     limit_discards = max_pairs if max_discards is None else max_discards
-    order = interleaved_order(max_pairs + limit_discards, seed=seed)
-    run_s = est_run_s
-    slot = 0
-    while out.pairs < max_pairs:
-        if out.pairs >= min_pairs and decided is not None and decided(out.samples):
-            out.stopped = "decided"
-            break
-        if out.runs and out.seconds + 2 * run_s > budget_s:
-            out.stopped = f"budget ({budget_s:.0f} s) spent"
-            break
-        if slot >= len(order) // 2:
-            out.stopped = f"{len(out.discarded)} busy pairs discarded (limit {limit_discards})"
-            break
-        sides = order[2 * slot: 2 * slot + 2]
-        index = slot
-        slot += 1
-        got: dict[str, Mapping[Key, float]] = {}
-        busy: str | None = None
-        for side in sides:
-            t0 = clock()
-            try:
-                values, took = run_one(side, 2 * index + (0 if side == sides[0] else 1))
-            except HostBusy as exc:
-                took = max(clock() - t0, exc.seconds or 0.0)
-                busy = f"pair {index + 1} ({side}): {exc}"
-                values = None
-            out.runs += 1
-            out.seconds += took
-            out.run_seconds.append(took)
-            run_s = max(run_s, took) if out.runs <= 2 else out.seconds / out.runs
-            if values is None:
-                break
-            got[side] = values
-        if busy is not None:
-            out.discarded.append(busy)
-            if len(out.discarded) > limit_discards:
-                out.stopped = f"{len(out.discarded)} busy pairs discarded (limit {limit_discards})"
-                break
-            if quiet is not None:
-                quiet()
-            continue
-        out.pairs += 1
-        common = set(got["A"]) & set(got["B"])
-        for key in sorted(common if wanted is None else common & wanted):
-            base, head = out.samples.setdefault(key, ([], []))
-            base.append(float(got["A"][key]))
-            head.append(float(got["B"][key]))
-    else:
-        out.stopped = "max pairs"
-    return out
+    sequence = interleaved_order(max_pairs + limit_discards, seed=seed)
+    rounds = run_rounds(head="B", arms=["A"], run_one=lambda side, i, _open: run_one(side, i), seed=seed,
+                        min_pairs=min_pairs, max_pairs=max_pairs, budget_s=budget_s,
+                        est_run_s=lambda _arm, _open: est_run_s,
+                        decided=None if decided is None else (lambda _arm, samples: decided(samples)),
+                        quiet=quiet, keys=None if keys is None else {"A": keys}, max_discards=limit_discards,
+                        order=lambda i, _sides: sequence[2 * i: 2 * i + 2], clock=clock)
+    return Pairs(samples=rounds.samples["A"], runs=rounds.runs, pairs=rounds.rounds, seconds=rounds.seconds,
+                 est_run_s=est_run_s, stopped=rounds.stopped, discarded=rounds.discarded,
+                 run_seconds=rounds.run_seconds)
