@@ -221,110 +221,116 @@ def _recording_store(monkeypatch: pytest.MonkeyPatch, ctx: confirm_mod.RunContex
         type("R", (), {"started_at": started.get(key), "meta": {}})()})())
 
 
-def test_suspects_against_two_bases_share_the_pools_one_budget_most_severe_first(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seen live on the H200 (hold-out 2, night K, docs/evidence/h200_holdout2): tonight's suspects had two
-    baseline commits (a series confirmed last night has it as base, one still awaiting confirmation the night
-    before). Two A/Bs ran, each with the pool's whole 300 s budget, in base-sha order: 177 s + 207 s before the
-    night was cut off, the +18% suspect's A/B last, and the second A/B's run folders overwrote the first's."""
+class FakeDevice:
+    """The run layer of confirm_bases scripted: ``prepare``/``cleanup`` do nothing, ``run_side`` returns per
+    case the side's value (``values[(side, case)]``, side "B" or the base sha; 1.0 when absent) and advances a
+    fake clock by ``start_s`` plus ``case_s`` a case it ran (each case measures ``metrics``); every run is listed in ``runs`` as (side, cases, folder)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, values: dict[tuple[str, str], float], *,
+                 start_s: float = 12.0, case_s: float = 4.0, metrics: tuple[str, ...] = ("time",)) -> None:
+        self.values, self.start_s, self.case_s, self.now = values, start_s, case_s, 0.0
+        self.metrics = metrics
+        self.runs: list[tuple[str, tuple[str, ...], str]] = []
+        monkeypatch.setattr(confirm_mod, "prepare", lambda ctx: type("P", (), {"worktree": ctx.worktree,
+                                                                                "venv": ctx.worktree / ".venv"})())
+        monkeypatch.setattr(confirm_mod, "cleanup", lambda ctx: None)
+        monkeypatch.setattr(confirm_mod, "run_side", self.run_side)
+        monkeypatch.setattr(confirm_mod.time, "monotonic", lambda: self.now)
+
+    def run_side(self, ctx, side_ctx, prepared, pool, device, out, cases):  # type: ignore[no-untyped-def]
+        side = "B" if side_ctx.sha == ctx.sha else side_ctx.sha
+        self.runs.append((side, tuple(cases or ()), out.name))
+        self.now += self.start_s + self.case_s * len(cases or ())
+        # a little process noise, so the rank test sees no ties
+        jitter = 1.0 + 0.001 * (len(self.runs) % 5)
+        return {(c, m): self.values.get((side, c), 1.0) * jitter for c in cases or () for m in self.metrics}
+
+
+def test_suspects_against_two_bases_share_one_head_run_a_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen live on the H200 (hold-out 2, night K): tonight's suspects had two baseline commits (a series
+    confirmed last night has it as base, one still awaiting confirmation the night before); each base's A/B ran
+    a head of its own, and two A/Bs each took the whole 300 s budget. Now one A/B runs tonight's commit once a
+    round, measuring both bases' suspects, and each base once, on the pool's one budget."""
     from zlops.report.ab_cost import ab_cost_line
 
     _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2", "c3"])
     ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])   # the defaults: floor 300 s
-    older, last = "1" * 40, "f" * 40   # base shas: the mild suspect's base sorts first
+    older, last = "1" * 40, "f" * 40
     mild = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:0", older, "ms", 1.0, 1))
     loud = replace(_suspect("c2", 18.0), base=BaselinePoint("nightly:s:1", last, "ms", 1.0, 1))
-    calls: list[tuple[str, float, str]] = []
-
-    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
-        calls.append((suspects[0].base.sha, budget.seconds, folder))
-        spend = 100.0   # each A/B spends 100 s of what it was given
-        assert spend <= budget.seconds
-        samples = {(c.case, c.metric): ([1.0] * 6, [1.0 + c.judgement.worse_pct / 100] * 6) for c in suspects}
-        return confirm_mod.PoolAB(samples, 12, spend, budget, "decided")
-
-    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    dev = FakeDevice(monkeypatch, {("B", "c1"): 1.03, ("B", "c2"): 1.18})
     metas: list[dict] = []  # type: ignore[type-arg]
-    _recording_store(monkeypatch, ctx, metas)
-    summary = CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud))
-    confirm_mod.confirm(ctx, summary)
-    # the most severe suspect's A/B first, with the whole budget; the other gets what is left, and the
-    # two write their runs into folders of their own
-    assert [c[0] for c in calls] == [last, older]
-    assert calls[0][1] == pytest.approx(300.0) and calls[1][1] == pytest.approx(200.0)
-    assert calls[0][2] != calls[1][2] and all(c[2] for c in calls)
-    meta = metas[0]["ab"]["p"]
-    assert meta["runs"] == 24 and meta["seconds"] == pytest.approx(200.0)   # both A/Bs counted, not the last one
-    assert meta["budget_s"] == pytest.approx(300.0)
-    assert [g["base"] for g in meta["groups"]] == [last[:12], older[:12]]
-    assert "less 100 s spent tonight" in meta["groups"][1]["budget_basis"]
-    assert meta["outcomes"] == {"confirmed": 2}
-    line = ab_cost_line("p", meta)
-    assert ("2 A/Bs against different bases, one budget: base fffffff 12 runs, 100 s, base 1111111 12 runs, 100 s"
-            in line)
-
-
-def test_a_second_base_whose_pairs_no_longer_fit_is_skipped_and_says_why(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
-    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])
-    mild = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:0", "1" * 40, "ms", 1.0, 1))
-    loud = replace(_suspect("c2", 18.0), base=BaselinePoint("nightly:s:1", "f" * 40, "ms", 1.0, 1))
-    ran: list[str] = []
-
-    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
-        ran.append(suspects[0].case)
-        return confirm_mod.PoolAB({}, 20, 290.0, budget, "budget (300 s) spent")
-
-    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
     saved: list = []  # type: ignore[type-arg]
-    metas: list[dict] = []  # type: ignore[type-arg]
     _recording_store(monkeypatch, ctx, metas, saved=saved)
     confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud)))
-    assert ran == ["c2"]   # 10 s left: 5 pairs of the mild suspect's runs cannot fit, no A/B is started
-    groups = metas[0]["ab"]["p"]["groups"]
-    assert groups[1]["runs"] == 0 and groups[1]["stopped"].startswith("skipped:")
-    assert "less 290 s spent tonight by the pool's A/B against another base" in groups[1]["budget_basis"]
+    head = [r for r in dev.runs if r[0] == "B"]
+    assert head and all(r[1] == ("c1", "c2") for r in head)                # one head run measures both
+    assert {r[1] for r in dev.runs if r[0] == older} == {("c1",)} and {r[1] for r in dev.runs if r[0] == last} == {("c2",)}
+    rounds = len(head)
+    assert len(dev.runs) == 3 * rounds and rounds >= 5                      # 3 runs a round, not 4
+    assert len({r[2] for r in dev.runs}) == len(dev.runs)                    # a folder each
+    meta = metas[0]["ab"]["p"]
+    assert meta["shared_head"] and meta["runs"] == 3 * rounds and meta["head"]["runs"] == rounds
+    assert meta["budget_s"] == pytest.approx(300.0) and meta["seconds"] <= 300.0
+    assert meta["seconds"] == pytest.approx(sum(g["seconds"] for g in meta["groups"]) + meta["head"]["seconds"])
+    assert [g["base"] for g in meta["groups"]] == [last[:12], older[:12]]   # the louder suspect's base first
+    assert meta["outcomes"] == {"confirmed": 2}
     (rows,) = saved
-    note = next(r for r in rows if r.case == "c1").judgement.note
-    assert "A/B on p skipped" in note and "the budget is 10 s" in note
+    assert {r.case: r.verdict for r in rows} == {"c1": Verdict.REGRESSION, "c2": Verdict.SEVERE}
+    assert all("the head once a round" in r.judgement.note for r in rows)
+    line = ab_cost_line("p", meta)
+    assert f"one A/B against 2 bases, the head run once a round ({rounds} runs" in line
+    assert f"base {older[:7]} {rounds} runs" in line and f"base {last[:7]} {rounds} runs" in line
 
 
-def test_the_newest_base_goes_first_and_keeps_room_for_a_carried_suspects_first_decision(
+def test_a_carried_suspect_whose_case_the_head_already_runs_costs_only_its_base_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tonight's new suspects are judged against last night (the newest base); a suspect carried over from an
-    unresolved night against the night before it. The newest base's A/B goes first, whatever the suspects'
-    sizes (a carried-over noisy small shape at +329% took the whole budget before a quiet series' +99.7% in the
-    abs replay, tests/pipeline/test_flaggems_replay.py), and leaves the other A/B its first 5 pairs."""
+    """The gloo campaign on the H200 host (run 5, night 5): the slowed shard's execute_s, carried over against
+    an older base, was left 161 of 600 device-s after the newer bases' A/Bs and not measured, though the head
+    runs of its shard had run in another base's A/B. With the head shared, the carried suspect of the same
+    case adds only its base's runs: both fit a budget in which two A/Bs of their own would not."""
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2", "c3"])
+    # one run of one case: 12 s start-up + 4 s (the cost model's prior on a 24 s shard of 3 cases); 5 rounds of
+    # a head and two bases: 240 s; two A/Bs of their own: 2 x 160 = 320 s
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"], ab_budget_floor_s=260)
+    carried = replace(_suspect("c2", 150.0), metric="wall", base=BaselinePoint("nightly:s:0", "1" * 40, "ms", 1.0, 1))
+    tonight = replace(_suspect("c2", 60.0), base=BaselinePoint("nightly:s:1", "f" * 40, "ms", 1.0, 1))
+    FakeDevice(monkeypatch, {("B", "c2"): 2.0}, metrics=("time", "wall"))
+    metas: list[dict] = []  # type: ignore[type-arg]
+    saved: list = []  # type: ignore[type-arg]
+    _recording_store(monkeypatch, ctx, metas, saved=saved)
+    budget, _ = confirm_mod.pool_budget(ctx, "p", [tonight])
+    assert 2 * 2 * 5 * budget.run_s > 260 >= 3 * 5 * budget.run_s       # separately no, shared yes
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (carried, tonight)))
+    (rows,) = saved
+    assert {(r.metric, r.verdict) for r in rows} == {("time", Verdict.SEVERE), ("wall", Verdict.SEVERE)}
+    meta = metas[0]["ab"]["p"]
+    assert meta["ab_suspects"] == 2 and meta["seconds"] <= 260 and meta["runs"] == 15
+
+
+def test_a_base_whose_suspects_no_longer_fit_is_left_out_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest base's suspects first; an older base's suspect whose runs no longer fit stays a suspect,
+    and its note and the pool's groups say so."""
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"], ab_budget_floor_s=200)   # 5 pairs of one: 160 s
     from datetime import datetime, timezone
 
-    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2", "c3"])
-    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"], ab_budget_floor_s=400)
-    carried = replace(_suspect("c2", 300.0), base=BaselinePoint("nightly:s:0", "1" * 40, "ms", 1.0, 1))
-    tonight = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:1", "f" * 40, "ms", 1.0, 1))
+    mild = replace(_suspect("c1", 300.0), base=BaselinePoint("nightly:s:0", "1" * 40, "ms", 1.0, 1))
+    loud = replace(_suspect("c2", 18.0), base=BaselinePoint("nightly:s:1", "f" * 40, "ms", 1.0, 1))
     started = {"nightly:s:0": datetime(2026, 11, 30, tzinfo=timezone.utc),
                "nightly:s:1": datetime(2026, 12, 1, tzinfo=timezone.utc)}
-    calls: list[tuple[str, float]] = []
-
-    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
-        calls.append((suspects[0].case, budget.seconds))
-        return confirm_mod.PoolAB({}, 10, 100.0, budget, "decided")
-
-    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    dev = FakeDevice(monkeypatch, {("B", "c2"): 1.18})
+    saved: list = []  # type: ignore[type-arg]
     metas: list[dict] = []  # type: ignore[type-arg]
-    _recording_store(monkeypatch, ctx, metas, started=started)
-    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (carried, tonight)))
-    # one run of one case is estimated at 16 s (half the 24 s shard to start, 4 s a case): 5 pairs 160 s
-    assert [c[0] for c in calls] == ["c1", "c2"]
-    assert calls[0][1] == pytest.approx(400.0 - 160.0) and calls[1][1] == pytest.approx(300.0)
-    groups = metas[0]["ab"]["p"]["groups"]
-    assert "less 160 s kept for the A/Bs against other bases" in groups[0]["budget_basis"]
-    assert "less 100 s spent tonight" in groups[1]["budget_basis"]
-    # the totals are held against the pool's whole budget, not the first group's share (the H200, hold-out 3
-    # night 4: "budget 129.56 s" beside the 214 s the other base's A/B spent of its 300 s)
-    total = metas[0]["ab"]["p"]
-    assert total["budget_s"] == pytest.approx(400.0) and total["seconds"] == pytest.approx(200.0)
-    assert total["budget_basis"].startswith("floor 400 s") and "less" not in total["budget_basis"]
+    _recording_store(monkeypatch, ctx, metas, saved=saved, started=started)
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud)))
+    assert {r[0] for r in dev.runs} == {"B", "f" * 40}          # the newest base's A/B only, though c1 is louder
+    groups = {g["base"]: g for g in metas[0]["ab"]["p"]["groups"]}
+    assert groups["1" * 12]["runs"] == 0 and groups["1" * 12]["stopped"] == "none of its suspects fit the budget"
+    (rows,) = saved
+    assert "[not in tonight's A/B (budget)]" in next(r for r in rows if r.case == "c1").judgement.note
+    assert next(r for r in rows if r.case == "c2").verdict is Verdict.SEVERE
 
 
 def test_suspects_whose_baseline_is_tonights_commit_get_no_ab_and_say_why(

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -133,6 +134,55 @@ def choose(ordered: Sequence[Comparison], planned: Sequence[CampaignCase], cost:
     return chosen, ordered_shards, run_cost(shards)
 
 
+@dataclass(frozen=True)
+class CampaignCosting:
+    """What a campaign pool's A/B runs cost tonight, in device-seconds: each planned shard's typical
+    device-seconds (:func:`typical_device_seconds`) times the realised/estimated factor of earlier A/Bs
+    (:func:`realised_factor`)."""
+
+    night_s: float                         # tonight's campaign device-seconds on the pool
+    planned: tuple[CampaignCase, ...]      # tonight's planned shards
+    raw: Mapping[str, float]               # device-seconds per shard id, before the factor
+    factor: float
+    learnt: str
+    nights: int
+    devices: tuple[int, ...]
+
+    def shards(self, suspects: Sequence[Comparison]) -> tuple[CampaignCase, ...]:
+        """The shards one run needs to measure ``suspects``, by P then series."""
+        union = {s for c in suspects for s in shards_of(c.case, c.metric, self.planned)}
+        return tuple(sorted(union, key=lambda s: (s.p, s.series_case)))
+
+    def run_cost(self, shards: Sequence[CampaignCase]) -> float:
+        """Device-seconds of one run of ``shards`` (a shard not measured tonight: the mean of those that were)."""
+        cost = {k: v * self.factor for k, v in self.raw.items()}
+        typical = sum(cost.values()) / len(cost) if cost else 0.0
+        return sum(cost.get(s.shard_id, typical) for s in shards)
+
+    def plan(self, pool: str, shards: Sequence[CampaignCase]) -> CampaignPlan:
+        return ab_plan(pool, shards, self.devices, self.raw)
+
+    def est_basis(self, shards: Sequence[CampaignCase]) -> str:
+        run_s = self.run_cost(shards)
+        return (f"the {len(shards)} shards' device-seconds ({run_s / self.factor:.1f}, the median of "
+                f"{'tonight' if self.nights <= 1 else f'tonight and {self.nights - 1} earlier nights'})"
+                + (f" x {self.factor:.2f}, the realised/estimated ratio of {self.learnt}" if self.learnt else ""))
+
+
+def costing(ctx: RunContext, pool: str) -> CampaignCosting:
+    """The pool's :class:`CampaignCosting` tonight (its stored plan, tonight's and the last nights' shard
+    seconds, earlier A/Bs' realised/estimated factor). Raises ZlopsError without a stored plan."""
+    run = ctx.store.get_run(ctx.run_key)
+    plan = stored_plans(run.meta if run is not None else {}).get(pool)
+    if plan is None:
+        raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
+    tonight = tonight_device_seconds(ctx, pool)
+    cost, nights = typical_device_seconds(ctx, pool, tonight)
+    factor, learnt = realised_factor(ctx, pool)
+    return CampaignCosting(float(sum(tonight.values())), tuple(p.shard for p in plan.placements), cost, factor,
+                           learnt, nights, tuple(ctx.pool_devices(pool)))
+
+
 def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison], *,
                 spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a campaign pool's A/B (:func:`zlops.judge.budget.budget_seconds`: the larger of
@@ -143,24 +193,13 @@ def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison], *,
     from zlops.judge.budget import PoolBudget, budget_seconds, less_spent
 
     cfg = ctx.config.noise
-    run = ctx.store.get_run(ctx.run_key)
-    plan = stored_plans(run.meta if run is not None else {}).get(pool)
-    if plan is None:
-        raise ZlopsError(f"run {ctx.run_key} has no campaign plan for pool {pool}: nothing to re-run")
-    tonight = tonight_device_seconds(ctx, pool)
-    night_s = float(sum(tonight.values()))
-    budget = less_spent(budget_seconds(cfg, night_s, devices=len(ctx.pool_devices(pool))), spent_s, kept_s)
-    cost, nights = typical_device_seconds(ctx, pool, tonight)
-    factor, learnt = realised_factor(ctx, pool)
-    chosen, shards, run_s = choose(ordered, [p.shard for p in plan.placements],
-                                   {k: v * factor for k, v in cost.items()}, seconds=budget.seconds,
-                                   min_pairs=cfg.ab_min_pairs)
-    packed = ab_plan(pool, shards, ctx.pool_devices(pool), cost)
-    est_basis = (f"the {len(shards)} shards' device-seconds ({run_s / factor:.1f}, the median of "
-                 f"{'tonight' if nights <= 1 else f'tonight and {nights - 1} earlier nights'})"
-                 + (f" x {factor:.2f}, the realised/estimated ratio of {learnt}" if learnt else ""))
-    return PoolBudget(budget.seconds, night_s, run_s, tuple(s.series_case for s in shards), shards=shards,
-                      plan=packed, basis=budget.basis, est_basis=est_basis, raw_run_s=run_s / factor), chosen
+    c = costing(ctx, pool)
+    budget = less_spent(budget_seconds(cfg, c.night_s, devices=len(c.devices)), spent_s, kept_s)
+    chosen, shards, run_s = choose(ordered, c.planned, {k: v * c.factor for k, v in c.raw.items()},
+                                   seconds=budget.seconds, min_pairs=cfg.ab_min_pairs)
+    return PoolBudget(budget.seconds, c.night_s, run_s, tuple(s.series_case for s in shards), shards=shards,
+                      plan=c.plan(pool, shards), basis=budget.basis, est_basis=c.est_basis(shards),
+                      raw_run_s=run_s / c.factor), chosen
 
 
 #: the nights (tonight included) whose shard seconds make a campaign A/B run's estimate

@@ -22,6 +22,7 @@ import math
 import time
 import zlib
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.host.telemetry import summarize_dir
 from zlops.judge.budget import COST_HISTORY_RUNS, PoolBudget, budget_seconds, less_spent
 from zlops.judge.derived import follow_sources
-from zlops.judge.interleave import CostModel, Pairs, learn_cost, run_pairs
+from zlops.judge.interleave import CostModel, Pairs, learn_cost, run_pairs, run_rounds
 from zlops.judge.judges import ab_can_still_decide, confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
@@ -56,6 +57,42 @@ def _pick(suspects: list[Comparison], budget: int) -> list[Comparison]:
     return sorted(suspects, key=lambda c: (-_excess(c), c.pool, c.case, c.metric))[:budget]
 
 
+Samples = dict[tuple[str, str], tuple[list[float], list[float]]]
+
+
+def judge_runs(chosen: Sequence[Comparison], samples: Samples, policy: Any,
+               base_sha: str) -> dict[tuple[str, str, str], Judgement]:
+    """Each chosen suspect judged on its A/B runs (:func:`confirm_suspect`), where both sides have two or more."""
+    out = {}
+    for c in chosen:
+        base_s, head_s = samples.get((c.case, c.metric), ([], []))
+        if len(base_s) >= 2 and len(head_s) >= 2:
+            out[(c.pool, c.case, c.metric)] = confirm_suspect(
+                c.judgement, base_s, head_s, lower_is_better=c.lower_is_better, policy=policy,
+                base_label=f"A/B base {base_sha[:7]}")
+    return out
+
+
+def still_open(chosen: Sequence[Comparison], samples: Samples, policy: Any, base_sha: str, *, max_pairs: int,
+               futile: list[int]) -> bool:
+    """Whether more pairs are worth running for ``chosen``: a suspect is still undecided and the pairs left
+    could still decide one of them (futility, :func:`ab_can_still_decide`; where none could, the pairs done
+    are appended to ``futile``)."""
+    done = judge_runs(chosen, samples, policy, base_sha)
+    open_ = [c for c in chosen
+             if (c.verdict.awaiting_confirmation if (j := done.get((c.pool, c.case, c.metric))) is None
+                 else j.verdict.awaiting_confirmation)]
+    if not open_:
+        return False
+    for c in open_:
+        base_s, head_s = samples.get((c.case, c.metric), ([], []))
+        if ab_can_still_decide(c.judgement, base_s, head_s, remaining_pairs=max_pairs - len(base_s),
+                               lower_is_better=c.lower_is_better, policy=policy):
+            return True
+    futile.append(max((len(v[0]) for v in samples.values()), default=0))
+    return False
+
+
 def observed_runs(ctx: RunContext, store: Any, pool: str,
                   tonight: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """Whole processes timed on ``pool``: tonight's shards plus the A/B runs of the last nights (run meta)."""
@@ -68,55 +105,81 @@ def observed_runs(ctx: RunContext, store: Any, pool: str,
     return obs
 
 
-def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison], *,
-                spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
-    """The budget of a pool's A/B, and the suspects it can afford (most severe first).
+@dataclass(frozen=True)
+class DeviceCosting:
+    """What one A/B run costs on a one-device pool tonight: the pool's night, and a run's seconds by its cases."""
 
-    The budget is :func:`budget_seconds` of tonight's benchmark time on the pool, less ``spent_s``: what
-    the pool's earlier A/Bs tonight spent and ``kept_s``, what is kept for its later ones (suspects against
-    another baseline commit share the pool's one budget, :func:`confirm`). A run's cost comes
-    from the pool's cost model (:func:`zlops.judge.interleave.learn_cost` on tonight's shards and earlier A/B
-    runs: a fixed start-up plus a per-case time), so packing several suspects' cases into one run
-    costs little more than one; suspects are added most severe first while ``ab_min_pairs`` pairs of
-    the union of their cases fit. A suite that cannot select cases costs a whole shard per run.
-    """
-    cfg = ctx.config.noise
+    night_s: float                 # tonight's benchmark seconds on the pool (the budget's basis)
+    per_shard: float               # the longest shard tonight: a whole run
+    universe: tuple[str, ...]      # every case a whole run measures
+    n_cases: int                   # the most cases one device ran tonight
+    cost: CostModel | None         # None: the suite cannot select cases (every run is whole)
+    selects: bool
+
+    def executed(self, suite: Any, cases: Sequence[str]) -> int:
+        """How many cases a run of ``cases`` executes (a FlagGems ``-m`` selection runs every shape of its ops)."""
+        return len(selected_cases(suite, sorted(cases), list(self.universe)))
+
+    def run_cost(self, suite: Any, cases: Iterable[str]) -> float:
+        """Seconds of one run of these cases at the model's cost (a whole shard's when it runs everything)."""
+        if not self.selects or self.cost is None:
+            return self.per_shard
+        n = self.executed(suite, list(cases))
+        return min(self.cost.estimate(n), self.per_shard or math.inf) if n < self.n_cases else \
+            (self.per_shard or self.cost.estimate(n))
+
+
+def device_costing(ctx: RunContext, pool: str) -> DeviceCosting:
+    """The pool's :class:`DeviceCosting` tonight, from one read of its shards and results and the cost model
+    (:func:`zlops.judge.interleave.learn_cost` on tonight's shards and earlier A/B runs: a fixed start-up plus
+    a per-case time)."""
     store = open_store(ctx.config)
     shards = [o for o in store.shards(ctx.run_key) if o.pool == pool and o.status is ShardStatus.OK]
     durations = [o.duration_s for o in shards if o.duration_s]
     night_s = float(sum(durations)) if durations else 0.0
     per_shard = max(durations) if durations else 0.0
-    budget = less_spent(budget_seconds(cfg, night_s), spent_s, kept_s)
-    ordered = _pick(suspects, cfg.ab_budget)
     per_device_cases: dict[int, set[str]] = defaultdict(set)
     for p, device, res in store.results(ctx.run_key):
         if p == pool:
             per_device_cases[device].add(res.case)
     tonight = [(len(per_device_cases.get(o.device, ())), float(o.duration_s)) for o in shards if o.duration_s]
     n_cases = max((len(v) for v in per_device_cases.values()), default=1) or 1
+    universe = tuple(sorted({case for v in per_device_cases.values() for case in v}))
     if not selects_cases(ctx.suite):
-        return PoolBudget(budget.seconds, night_s, per_shard, None, basis=budget.basis), ordered
+        return DeviceCosting(night_s, per_shard, universe, n_cases, None, False)
     try:
         cost = learn_cost(observed_runs(ctx, store, pool, tonight))
     except ValueError:   # nothing timed tonight (every shard failed): a whole shard per run, said so
         cost = CostModel(per_shard, 0.0, "no process timed: a whole shard per run")
-    universe = sorted({case for v in per_device_cases.values() for case in v})
+    return DeviceCosting(night_s, per_shard, universe, n_cases, cost, True)
 
-    def run_cost(cases: set[str]) -> float:
-        # what a run of these suspects' cases executes (FlagGems: every shape of their ops) at the model's cost
-        n = len(selected_cases(ctx.suite, sorted(cases), universe))
-        return min(cost.estimate(n), per_shard or math.inf) if n < n_cases else (per_shard or cost.estimate(n))
 
+def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison], *,
+                spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
+    """The budget of a pool's A/B, and the suspects it can afford (most severe first).
+
+    The budget is :func:`budget_seconds` of tonight's benchmark time on the pool, less ``spent_s``: what
+    the pool's earlier A/Bs tonight spent and ``kept_s``, what is kept for its later ones. A run's cost comes
+    from the pool's cost model (:func:`device_costing`), so packing several suspects' cases into one run
+    costs little more than one; suspects are added most severe first while ``ab_min_pairs`` pairs of
+    the union of their cases fit. A suite that cannot select cases costs a whole shard per run.
+    """
+    cfg = ctx.config.noise
+    costing = device_costing(ctx, pool)
+    budget = less_spent(budget_seconds(cfg, costing.night_s), spent_s, kept_s)
+    ordered = _pick(suspects, cfg.ab_budget)
+    if not costing.selects:
+        return PoolBudget(budget.seconds, costing.night_s, costing.per_shard, None, basis=budget.basis), ordered
     chosen: list[Comparison] = []
     for c in ordered:
         cases = {x.case for x in chosen} | {c.case}
-        if chosen and 2 * cfg.ab_min_pairs * run_cost(cases) > budget.seconds:
+        if chosen and 2 * cfg.ab_min_pairs * costing.run_cost(ctx.suite, cases) > budget.seconds:
             continue   # a cheaper suspect further down may still fit beside the chosen ones
         chosen.append(c)
     cases = tuple(sorted({c.case for c in chosen}))
-    runs = len(selected_cases(ctx.suite, list(cases), universe)) if cases else 0
-    return PoolBudget(budget.seconds, night_s, run_cost(set(cases)), cases, basis=budget.basis, cost=cost,
-                      runs_cases=runs), chosen
+    runs = costing.executed(ctx.suite, cases) if cases else 0
+    return PoolBudget(budget.seconds, costing.night_s, costing.run_cost(ctx.suite, set(cases)), cases,
+                      basis=budget.basis, cost=costing.cost, runs_cases=runs), chosen
 
 
 def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: str,
@@ -208,6 +271,203 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
         cleanup(base_ctx)
     return PoolAB(pairs.samples, pairs.runs, pairs.seconds, budget, pairs.stopped,
                   wall_s=time.monotonic() - wall0, pairs=pairs)
+
+
+@dataclass
+class Arm:
+    """One baseline commit's side of a pool's A/B against several bases (:func:`confirm_bases`)."""
+
+    base_sha: str
+    members: list[Comparison]                    # the pool's suspects against this base
+    chosen: list[Comparison]                     # those the budget affords
+    ctx: RunContext | None = None
+    futile: list[int] | None = None
+
+
+def _arm_cost(ctx: RunContext, costing: Any, suspects: Sequence[Comparison]) -> float:
+    """Seconds (device-seconds for a campaign) of one run that measures ``suspects``."""
+    if not suspects:
+        return 0.0
+    if isinstance(costing, DeviceCosting):
+        return costing.run_cost(ctx.suite, {c.case for c in suspects})
+    return float(costing.run_cost(costing.shards(suspects)))
+
+
+def choose_bases(ctx: RunContext, costing: Any, groups: Sequence[tuple[str, list[Comparison]]], *,
+                 budget_s: float) -> dict[str, list[Comparison]]:
+    """The suspects one A/B against several bases can afford, per base: greedy over the groups in the order
+    given (the newest base first), each group's suspects most severe first; a suspect joins while
+    ``ab_min_pairs`` rounds still fit, a round being one head run of every chosen suspect's cases (their
+    union: a suspect whose case or shard the head already runs adds nothing there) plus one run of each base
+    of its own suspects' cases. A campaign keeps :data:`zlops.campaign.ab.HEADROOM`. When not even the first
+    suspect fits, it is returned alone, so the caller says why the A/B was skipped."""
+    cfg = ctx.config.noise
+    headroom = 1.0 if isinstance(costing, DeviceCosting) else campaign_ab.HEADROOM
+    campaign = not isinstance(costing, DeviceCosting)
+    chosen: dict[str, list[Comparison]] = {}
+    first: tuple[str, Comparison] | None = None
+    taken = 0
+    for base_sha, members in groups:
+        for c in _pick(members, cfg.ab_budget):
+            if taken >= cfg.ab_budget:
+                break
+            if campaign and not costing.shards([c]):
+                continue   # no planned shard re-measures it
+            first = first or (base_sha, c)
+            trial = {b: list(v) for b, v in chosen.items()}
+            trial.setdefault(base_sha, []).append(c)
+            if cfg.ab_min_pairs * round_cost(ctx, costing, trial) * headroom > budget_s:
+                continue   # a cheaper suspect further down may still fit beside the chosen ones
+            chosen = trial
+            taken += 1
+    if not chosen and first is not None:
+        chosen = {first[0]: [first[1]]}
+    return chosen
+
+
+def round_cost(ctx: RunContext, costing: Any, chosen: Mapping[str, Sequence[Comparison]]) -> float:
+    """One round of an A/B against several bases: the head's run of every chosen suspect, one run per base."""
+    everyone = [c for v in chosen.values() for c in v]
+    return _arm_cost(ctx, costing, everyone) + sum(_arm_cost(ctx, costing, v) for v in chosen.values())
+
+
+def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[Comparison]]], *,
+                  policy: Any, progress: Progress) -> tuple[dict[str, Any], dict[tuple[str, str, str], Judgement]]:
+    """One interleaved A/B of ``pool``'s suspects against several baseline commits (``groups``: per base its
+    suspects, the newest base first), the head run once a round for all of them
+    (:func:`zlops.judge.interleave.run_rounds`): tonight's commit measures the union of the open bases'
+    suspects' cases (a campaign: their shards), each open base its own, in a random order, and a base stops
+    once its suspects are decided or no pair left could decide them. Each base's A/B used to run a head of its
+    own (gloo on the H200 host, night 6: the slowed shard's head ran in two of three A/Bs; night 5: a
+    carried-over suspect's base was left 161 of 600 device-s, too few for its shard, though the head runs
+    it needed had run in another base's A/B).
+
+    Returns the pool's run-meta entry (totals, ``groups`` per base, ``head``) and the new judgements."""
+    cfg = ctx.config.noise
+    campaign = ctx.suite.campaign is not None
+    costing: Any = campaign_ab.costing(ctx, pool) if campaign else device_costing(ctx, pool)
+    whole = budget_seconds(cfg, costing.night_s, devices=len(ctx.pool_devices(pool)) if campaign else 1)
+    unit = "device-s" if campaign else "s"
+    picked = choose_bases(ctx, costing, groups, budget_s=whole.seconds)
+    arms = [Arm(b, members, picked.get(b, []), futile=[]) for b, members in groups]
+    live = [a for a in arms if a.chosen]
+    need = cfg.ab_min_pairs * round_cost(ctx, costing, {a.base_sha: a.chosen for a in live})
+    updated: dict[tuple[str, str, str], Judgement] = {}
+
+    def note(c: Comparison, text: str) -> None:
+        updated[(c.pool, c.case, c.metric)] = replace(
+            c.judgement, note=f"{c.judgement.note} {text}" if c.judgement.note else text)
+
+    entry: dict[str, Any] = {"night_s": round(costing.night_s, 2), "budget_s": round(whole.seconds, 2),
+                             "budget_basis": whole.basis, "suspects": sum(len(a.members) for a in arms),
+                             "bases": len(arms), "shared_head": True,
+                             **({"unit": "device-seconds"} if campaign else {}),
+                             **({"cost_model": costing.cost.to_json()} if isinstance(costing, DeviceCosting)
+                                and costing.cost is not None else {})}
+    if not live or need > whole.seconds:
+        why = (f"{cfg.ab_min_pairs} rounds of the head and {len(live)} base(s) need ~{need:.0f} {unit}, the budget "
+               f"is {whole.seconds:.0f} {unit}")
+        for a in arms:
+            for c in a.members:
+                note(c, f"[A/B on {pool} skipped: {why}]")
+        entry.update(runs=0, seconds=0.0, ab_suspects=0, stopped=f"skipped: {why}; suspects stay suspects",
+                     groups=[{"base": a.base_sha[:12], "runs": 0, "seconds": 0.0, "suspects": len(a.members),
+                              "ab_suspects": 0} for a in arms])
+        return entry, updated
+
+    max_pairs = max(cfg.ab_pairs, cfg.ab_min_pairs)
+    by_arm = {a.base_sha: a for a in live}
+    plans: dict[tuple[str, ...], Any] = {}
+    observed: list[list[float]] = []
+    device = ctx.pool_devices(pool)[0]
+
+    def suspects_of(arm: str, open_: frozenset[str]) -> list[Comparison]:
+        return by_arm[arm].chosen if arm != "B" else [c for b in sorted(open_) for c in by_arm[b].chosen]
+
+    def est(arm: str, open_: frozenset[str]) -> float:
+        return _arm_cost(ctx, costing, suspects_of(arm, open_))
+
+    def run_one(arm: str, i: int, open_: frozenset[str]) -> tuple[dict[tuple[str, str], float], float]:
+        side_ctx = ctx if arm == "B" else by_arm[arm].ctx
+        assert side_ctx is not None
+        out = ctx.run_dir / "ab" / pool / (f"{i:02d}B" if arm == "B" else f"{i:02d}A-{arm[:12]}")
+        suspects = suspects_of(arm, open_)
+        if campaign:
+            shards = costing.shards(suspects)
+            key = tuple(s.shard_id for s in shards)
+            if key not in plans:
+                plans[key] = costing.plan(pool, shards)
+            return campaign_ab.run_side(ctx, side_ctx, sides[arm], pool, out, plans[key])
+        cases = tuple(sorted({c.case for c in suspects})) if costing.selects else None
+        t0 = time.monotonic()
+        medians = run_side(ctx, side_ctx, sides[arm], pool, device, out, cases)
+        took = time.monotonic() - t0
+        if cases is not None:
+            observed.append([costing.executed(ctx.suite, cases), round(took, 3)])
+        return medians, took
+
+    sides: dict[str, Prepared] = {}
+    wall0 = time.monotonic()
+    try:
+        with progress.step("ab", suite=ctx.suite_name, commit=f"{len(live)} bases..{ctx.sha[:7]}", device=pool):
+            for a in live:
+                a.ctx = RunContext(ctx.config, ctx.suite_name, f"{ctx.run_key}:ab-base", a.base_sha, ctx.auto_devices)
+                sides[a.base_sha] = prepare(a.ctx)
+            sides["B"] = prepare(ctx)
+            rounds = run_rounds(
+                head="B", arms=[a.base_sha for a in live], run_one=run_one,
+                seed=zlib.crc32(f"{ctx.run_key}/{pool}".encode()), min_pairs=min(cfg.ab_min_pairs, max_pairs),
+                max_pairs=max_pairs, budget_s=whole.seconds, est_run_s=est, quiet=quiet_waiter(ctx, pool),
+                keys={a.base_sha: sorted({(c.case, c.metric) for c in a.chosen}) for a in live},
+                decided=lambda arm, samples: not still_open(by_arm[arm].chosen, samples, policy, arm,
+                                                            max_pairs=max_pairs, futile=by_arm[arm].futile or []))
+    except ZlopsError as exc:
+        log.warning("A/B of pool %s against %d bases failed, suspects stay suspects: %s", pool, len(live), exc)
+        entry.update(error=str(exc)[:300])
+        return entry, updated
+    finally:
+        for a in live:
+            if a.ctx is not None:
+                cleanup(a.ctx)
+    cost = (f"{rounds.runs} runs against {len(live)} bases, the head once a round, {rounds.seconds:.0f} {unit} "
+            f"(estimated {rounds.est_s:.0f}), budget {whole.seconds:.0f} {unit}")
+    if rounds.discarded:
+        cost += f"; {len(rounds.discarded)} busy round(s) re-run"
+    outcomes: dict[str, int] = defaultdict(int)
+    groups_meta = []
+    for a in arms:
+        mine: dict[str, int] = defaultdict(int)
+        decided = judge_runs(a.chosen, rounds.samples.get(a.base_sha, {}), policy, a.base_sha) if a.chosen else {}
+        for key, j in decided.items():
+            updated[key] = replace(j, note=f"{j.note} [A/B on {pool}: {cost}]")
+            mine[_outcome(j)] += 1
+            outcomes[_outcome(j)] += 1
+        for c in a.members:
+            if (c.pool, c.case, c.metric) not in decided:
+                note(c, "[not in tonight's A/B (budget)]" if c not in a.chosen else "[the A/B runs measured no value]")
+        stopped = rounds.closed.get(a.base_sha, rounds.stopped) if a.chosen else "none of its suspects fit the budget"
+        if a.futile and mine.get("inconclusive") and stopped.startswith("decided"):
+            stopped = (f"futile after {a.futile[-1]} pairs: no outcome of the {max_pairs - a.futile[-1]} pairs left "
+                       f"could confirm or clear the {mine['inconclusive']} inconclusive suspect(s)")
+        groups_meta.append({"base": a.base_sha[:12], "runs": rounds.arm_runs.get(a.base_sha, 0),
+                            "pairs": rounds.arm_pairs.get(a.base_sha, 0),
+                            "seconds": round(rounds.arm_seconds.get(a.base_sha, 0.0), 2),
+                            "est_s": round(rounds.arm_est_s.get(a.base_sha, 0.0), 2),
+                            "suspects": len(a.members), "ab_suspects": len(a.chosen), "outcomes": dict(mine),
+                            "stopped": stopped})
+    runs = rounds.runs
+    entry.update(runs=runs, pairs=rounds.rounds, seconds=round(rounds.seconds, 2), est_s=round(rounds.est_s, 2),
+                 est_run_s=round(rounds.est_s / runs, 2) if runs else None,
+                 realised_run_s=round(rounds.seconds / runs, 2) if runs else None,
+                 stopped=rounds.stopped, discarded=list(rounds.discarded), ab_suspects=sum(len(a.chosen) for a in arms),
+                 outcomes=dict(outcomes), observed=observed, wall_s=round(time.monotonic() - wall0, 2),
+                 head={"runs": rounds.arm_runs.get("B", 0), "seconds": round(rounds.arm_seconds.get("B", 0.0), 2),
+                       "est_s": round(rounds.arm_est_s.get("B", 0.0), 2)},
+                 groups=groups_meta)
+    if campaign and runs:   # what campaign_ab.realised_factor learns from: the estimate before the factor
+        entry["est_raw_run_s"] = round(rounds.est_s / costing.factor / runs, 3)
+        entry["shards"] = [s.series_case for s in costing.shards([c for a in live for c in a.chosen])]
+    return entry, updated
 
 
 def quiet_waiter(ctx: RunContext, pool: str) -> Any:
@@ -329,18 +589,29 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     order = sorted(groups, key=lambda k: (k[0], -base_started(groups[k]), -max(_excess(c) for c in groups[k]),
                                           k[1]))
     n_bases = Counter(pool for pool, _ in groups)
+    # a pool with suspects against two or more baseline commits (other than tonight's) gets one A/B of them
+    # all, the head run once a round for every base (confirm_bases)
+    runnable = Counter(pool for pool, base_sha in groups if base_sha != ctx.sha)
+    shared = {pool for pool, n in runnable.items() if n > 1}
     first_need: dict[tuple[str, str], float] = {}
     for key in order:
         # a group whose baseline is tonight's commit runs no A/B (below): no room is kept for it
-        if n_bases[key[0]] > 1 and key[1] != ctx.sha:
+        if n_bases[key[0]] > 1 and key[1] != ctx.sha and key[0] not in shared:
             est, _ = budget_of(key[0], groups[key])
             first_need[key] = 2 * cfg.noise.ab_min_pairs * est.run_s
     spent: dict[str, float] = defaultdict(float)
     entries: dict[str, list[dict[str, Any]]] = defaultdict(list)
     updated: dict[tuple[str, str, str], Judgement] = {}
     whole: dict[str, tuple[float, str]] = {}   # each pool's budget tonight, before it is shared out
+    multi: dict[str, dict[str, Any]] = {}
+    for pool in sorted(shared):
+        multi[pool], got = confirm_bases(ctx, pool, [(b, groups[(p, b)]) for p, b in order
+                                                     if p == pool and b != ctx.sha], policy=policy, progress=progress)
+        updated.update(got)
     for i, (pool, base_sha) in enumerate(order):
         members = groups[(pool, base_sha)]
+        if pool in shared and base_sha != ctx.sha:
+            continue   # in the pool's one A/B against its bases, above
         kept = sum(first_need.get(k, 0.0) for k in order[i + 1:] if k[0] == pool)
         budget, chosen = budget_of(pool, members, spent_s=spent[pool])
         if pool not in whole:   # nothing spent yet on this pool: its budget is whole
@@ -379,38 +650,16 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                     c.judgement, note=f"{c.judgement.note} {skipped}" if c.judgement.note else skipped)
             continue
 
-        def judged(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
-                   chosen: list[Comparison] = chosen,
-                   base_sha: str = base_sha) -> dict[tuple[str, str, str], Judgement]:
-            out = {}
-            for c in chosen:
-                base_s, head_s = samples.get((c.case, c.metric), ([], []))
-                if len(base_s) >= 2 and len(head_s) >= 2:
-                    out[(c.pool, c.case, c.metric)] = confirm_suspect(
-                        c.judgement, base_s, head_s, lower_is_better=c.lower_is_better, policy=policy,
-                        base_label=f"A/B base {base_sha[:7]}")
-            return out
-
         max_pairs = max(cfg.noise.ab_pairs, cfg.noise.ab_min_pairs)
         futile: list[int] = []   # pairs at which the A/B stopped because no remaining pair could decide
 
-        def undecided(samples: dict[tuple[str, str], tuple[list[float], list[float]]],
-                      chosen: list[Comparison] = chosen, futile: list[int] = futile,
-                      max_pairs: int = max_pairs) -> bool:
-            done = judged(samples, chosen)
-            open_ = [c for c in chosen
-                     if (c.verdict.awaiting_confirmation if (j := done.get((c.pool, c.case, c.metric))) is None
-                         else j.verdict.awaiting_confirmation)]
-            if not open_:
-                return False
-            # futility: stop when none of the open suspects could be decided by the pairs still allowed
-            for c in open_:
-                base_s, head_s = samples.get((c.case, c.metric), ([], []))
-                if ab_can_still_decide(c.judgement, base_s, head_s, remaining_pairs=max_pairs - len(base_s),
-                                       lower_is_better=c.lower_is_better, policy=policy):
-                    return True
-            futile.append(max((len(v[0]) for v in samples.values()), default=0))
-            return False
+        def judged(samples: Samples, chosen: list[Comparison] = chosen,
+                   base_sha: str = base_sha) -> dict[tuple[str, str, str], Judgement]:
+            return judge_runs(chosen, samples, policy, base_sha)
+
+        def undecided(samples: Samples, chosen: list[Comparison] = chosen, futile: list[int] = futile,
+                      max_pairs: int = max_pairs, base_sha: str = base_sha) -> bool:
+            return still_open(chosen, samples, policy, base_sha, max_pairs=max_pairs, futile=futile)
 
         try:
             ab = confirm_pool(ctx, pool, chosen, progress=progress, budget=budget, decide_fn=undecided,
@@ -458,7 +707,10 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
                        **({"est_raw_run_s": round(budget.raw_run_s, 3)} if budget.raw_run_s is not None else {}),
                        **({"shards": list(budget.cases or ()), "unit": "device-seconds",
                            "wall_s": round(ab.wall_s, 2)} if budget.shards else {})})
-    costs = {pool: pool_entry(items, whole[pool]) for pool, items in entries.items()}
+    costs = {pool: pool_entry(items, whole[pool]) for pool, items in entries.items() if pool not in multi}
+    for pool, entry in multi.items():   # a same-commit group of the pool (no A/B) is one of its groups
+        entry["groups"] = [*entry.get("groups", []), *entries.get(pool, [])]
+        costs[pool] = entry
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})
     if not updated:

@@ -25,8 +25,9 @@ def ab_cost_line(pool: str, entry: Mapping[str, Any]) -> str:
     seconds, budget = _num(entry.get("seconds")) or 0.0, _num(entry.get("budget_s"))
     est_run, real_run = _num(entry.get("est_run_s")), _num(entry.get("realised_run_s"))
     parts = [f"{pool}: {runs} runs"]
+    shared = bool(entry.get("shared_head"))
     if entry.get("pairs") is not None:
-        parts[0] += f" ({entry['pairs']} pairs)"
+        parts[0] += f" ({entry['pairs']} {'rounds' if shared else 'pairs'})"
     if runs:
         cost = f"{seconds:.0f} {unit} spent"
         if est_run is not None:
@@ -49,7 +50,14 @@ def ab_cost_line(pool: str, entry: Mapping[str, Any]) -> str:
     if entry.get("discarded"):
         parts.append(f"{len(entry['discarded'])} busy pair(s) discarded and run again")
     groups = [g for g in entry.get("groups") or () if isinstance(g, Mapping)]
-    if len(groups) > 1:   # one A/B per baseline commit, sharing the pool's budget (zlops.judge.confirm.pool_entry)
+    head = entry.get("head")
+    if shared and isinstance(head, Mapping):   # one A/B against several bases (zlops.judge.confirm.confirm_bases)
+        each = [f"base {str(g.get('base', '?'))[:7]} {int(g.get('runs') or 0)} runs, "
+                f"{_num(g.get('seconds')) or 0.0:.0f} {unit}" + (f" ({g['stopped']})" if g.get("stopped") else "")
+                for g in groups]
+        parts.append(f"one A/B against {len(groups)} bases, the head run once a round ({int(head.get('runs') or 0)} "
+                     f"runs, {_num(head.get('seconds')) or 0.0:.0f} {unit}): " + ", ".join(each))
+    elif len(groups) > 1:   # one A/B per baseline commit, sharing the pool's budget (zlops.judge.confirm.pool_entry)
         each = [f"base {str(g.get('base', '?'))[:7]} " + (f"failed: {g['error']}" if "error" in g else
                 f"{int(g.get('runs') or 0)} runs, {_num(g.get('seconds')) or 0.0:.0f} {unit}")
                 for g in groups]
