@@ -164,6 +164,42 @@ def test_the_budget_takes_the_most_severe_suspects_whose_shards_fit_and_free_rid
     assert chosen == [big] and run_s == 40 and len(run) == 2
 
 
+def test_against_two_bases_the_head_runs_a_shard_once_for_both(tmp_path: Path) -> None:
+    """The gloo campaign on the H200 host (run 5, night 5): the slowed shard's wall_s against last night's commit and
+    its execute_s, carried over, against an older one. Each base's A/B ran the shard's head runs of its own, and
+    the older base's got 161 of 600 device-s, too few. In one A/B against both bases a round is the head's run of
+    the union of the chosen suspects' shards plus each base's run of its own: the carried suspect of the same
+    shard adds only its base's runs (zlops.judge.confirm.choose_bases, with the campaign's headroom)."""
+    from dataclasses import replace
+
+    from zlops.campaign.ab import HEADROOM, CampaignCosting
+    from zlops.judge.confirm import choose_bases, round_cost
+    from zlops.model import BaselinePoint, Comparison, Judgement
+
+    shards = tuple(_shard(p, v, s) for p in (1, 2) for v in ("ring", "tree") for s in ("nccl", "ring"))
+    costing = CampaignCosting(night_s=100.0, planned=shards, raw={s.shard_id: 10.0 * s.p for s in shards},
+                              factor=1.0, learnt="", nights=1, devices=(0, 1))
+    config = parse_config(campaign_config(tmp_path / "home", tmp_path / "up", devices=[0, 1], locks_dir=tmp_path / "l"))
+    ctx = RunContext(config, "coll", "nightly:coll:3", "c" * 40)
+
+    def suspect(case: str, metric: str, worse: float, base: str) -> Comparison:
+        return replace(Comparison("coll", "cpu2", case, metric, "s", True, BaselinePoint("r", base, "s", 1.0, 1), (1.0,),
+                                  Judgement(Verdict.SUSPECT, worse, worse, 2)))
+
+    newest, older = "b" * 40, "a" * 40
+    wall = suspect("allreduce/4KiB/p2/tree/nccl", "wall_s", 84.0, newest)
+    other = suspect("allreduce/4KiB/p1/ring/nccl", "execute_s", 9.0, newest)
+    execute = suspect("allreduce/4KiB/p2/tree/nccl", "execute_s", 156.0, older)
+    # a round of the three: head p2/tree/nccl + p1/ring/nccl (30), newest base both (30), older base p2 (20)
+    assert round_cost(ctx, costing, {newest: [wall, other], older: [execute]}) == 80.0
+    budget = 5 * 80.0 * HEADROOM   # 5 rounds of all three fit; two A/Bs of their own would need 5 x (60 + 40)
+    chosen = choose_bases(ctx, costing, [(newest, [wall, other]), (older, [execute])], budget_s=budget)
+    assert chosen == {newest: [wall, other], older: [execute]}
+    # a little less: the newest base's suspects first, the carried one is left for the next night
+    chosen = choose_bases(ctx, costing, [(newest, [wall, other]), (older, [execute])], budget_s=budget - 1)
+    assert chosen == {newest: [wall, other]}
+
+
 def test_an_ab_run_packs_its_shards_over_the_pool_like_a_night_and_the_same_for_both_sides() -> None:
     from zlops.campaign.ab import ab_plan
 

@@ -240,17 +240,21 @@ def test_every_ab_estimate_is_within_30pct_of_its_cost_and_the_night_within_its_
 
 @pytest.mark.slow
 def test_the_k_nights_two_bases_share_one_budget_in_folders_of_their_own(replayed: Replayed) -> None:
-    """K's suspects have two bases (night 2's unresolved suspects A, the series night 2 confirmed S): two A/Bs, the
-    second given what the first left of the pool's one budget, each in ``<run>/ab/h200/<base sha12>/`` (live, on
-    main 35ecc5f, both took the whole 300 s and wrote into the same folders)."""
+    """K's suspects have two bases (night 2's unresolved suspects A, the series night 2 confirmed S): one A/B of
+    both on the pool's one budget, the head run once a round for every base it measures, each run in a folder of
+    its own (``<run>/ab/h200/<NN>B``, ``<NN>A-<base sha12>``; live, on main 35ecc5f, two A/Bs both took the whole
+    300 s and wrote into the same folders)."""
     k = _night(replayed, "K")
     groups = k.ab.get("groups") or []
     bases = {replayed.shas["A"][:12], replayed.shas["S"][:12]}
-    assert len(groups) == 2 and {g["base"] for g in groups} == bases, replayed.table
-    first, second = groups
-    assert float(second["budget_s"]) == pytest.approx(float(first["budget_s"]) - float(first["seconds"]), abs=0.05)
-    assert sum(float(g["seconds"]) for g in groups) <= float(k.ab["budget_s"]) == float(first["budget_s"])
+    assert k.ab.get("shared_head") and len(groups) == 2 and {g["base"] for g in groups} == bases, replayed.table
+    head = k.ab["head"]
+    assert float(k.ab["seconds"]) == pytest.approx(sum(float(g["seconds"]) for g in groups) + float(head["seconds"]),
+                                                   abs=0.05)
+    assert float(k.ab["seconds"]) <= float(k.ab["budget_s"])
+    assert int(k.ab["runs"]) == sum(int(g["runs"]) for g in groups) + int(head["runs"])
     run_dirs = list((replayed.home / "artifacts" / "flaggems").glob("nightly_flaggems_n3-K-*"))
     assert len(run_dirs) == 1
-    folders = {p.parent.name for p in (run_dirs[0] / "ab" / "h200").glob("*/[0-9][0-9][AB]")}
-    assert folders == {g["base"] for g in groups if g.get("runs")}, folders
+    folders = sorted(p.name for p in (run_dirs[0] / "ab" / "h200").iterdir())
+    assert len(folders) == int(k.ab["runs"]), folders
+    assert {f[2:] for f in folders} == {"B"} | {f"A-{g['base']}" for g in groups if g.get("runs")}, folders

@@ -184,17 +184,17 @@ def costing(ctx: RunContext, pool: str) -> CampaignCosting:
 
 
 def pool_budget(ctx: RunContext, pool: str, ordered: Sequence[Comparison], *,
-                spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
+                spent_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a campaign pool's A/B (:func:`zlops.judge.budget.budget_seconds`: the larger of
     ``noise.ab_budget_share`` of tonight's campaign device-seconds on the pool and ``noise.ab_budget_floor_s``
     on each of the pool's devices, or ``noise.ab_budget_s``), less ``spent_s`` (the pool's A/Bs against other
-    baseline commits tonight) and ``kept_s`` (kept for its later ones), and the suspects it can afford
+    baseline commits tonight), and the suspects it can afford
     (:func:`choose`; ``ordered`` is most severe first)."""
     from zlops.judge.budget import PoolBudget, budget_seconds, less_spent
 
     cfg = ctx.config.noise
     c = costing(ctx, pool)
-    budget = less_spent(budget_seconds(cfg, c.night_s, devices=len(c.devices)), spent_s, kept_s)
+    budget = less_spent(budget_seconds(cfg, c.night_s, devices=len(c.devices)), spent_s)
     chosen, shards, run_s = choose(ordered, c.planned, {k: v * c.factor for k, v in c.raw.items()},
                                    seconds=budget.seconds, min_pairs=cfg.ab_min_pairs)
     return PoolBudget(budget.seconds, c.night_s, run_s, tuple(s.series_case for s in shards), shards=shards,

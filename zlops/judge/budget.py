@@ -50,17 +50,12 @@ def budget_seconds(cfg: NoiseConfig, night_s: float, *, devices: int = 1) -> Bud
                      ceiling_s=cfg.ab_budget_max_s * n, fixed_s=cfg.ab_budget_s)
 
 
-def less_spent(budget: Budget, spent_s: float, kept_s: float = 0.0) -> Budget:
-    """``budget`` less what the pool's A/Bs against other baseline commits spent tonight and what is kept for
-    its later ones (both said in its basis)."""
-    if spent_s <= 0 and kept_s <= 0:
+def less_spent(budget: Budget, spent_s: float) -> Budget:
+    """``budget`` less what the pool's A/B spent tonight (said in its basis)."""
+    if spent_s <= 0:
         return budget
-    basis = budget.basis
-    if spent_s > 0:
-        basis += f", less {spent_s:.0f} s spent tonight by the pool's A/B against another base"
-    if kept_s > 0:
-        basis += f", less {kept_s:.0f} s kept for the A/Bs against other bases"
-    return Budget(max(budget.seconds - spent_s - kept_s, 0.0), basis)
+    return Budget(max(budget.seconds - spent_s, 0.0),
+                  f"{budget.basis}, less {spent_s:.0f} s spent tonight by the pool's A/B against another base")
 
 
 #: earlier nights whose A/B runs teach the cost model (one bulk read of their run rows)

@@ -155,18 +155,18 @@ def device_costing(ctx: RunContext, pool: str) -> DeviceCosting:
 
 
 def pool_budget(ctx: RunContext, pool: str, suspects: list[Comparison], *,
-                spent_s: float = 0.0, kept_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
+                spent_s: float = 0.0) -> tuple[PoolBudget, list[Comparison]]:
     """The budget of a pool's A/B, and the suspects it can afford (most severe first).
 
     The budget is :func:`budget_seconds` of tonight's benchmark time on the pool, less ``spent_s``: what
-    the pool's earlier A/Bs tonight spent and ``kept_s``, what is kept for its later ones. A run's cost comes
+    the pool's earlier A/Bs tonight spent. A run's cost comes
     from the pool's cost model (:func:`device_costing`), so packing several suspects' cases into one run
     costs little more than one; suspects are added most severe first while ``ab_min_pairs`` pairs of
     the union of their cases fit. A suite that cannot select cases costs a whole shard per run.
     """
     cfg = ctx.config.noise
     costing = device_costing(ctx, pool)
-    budget = less_spent(budget_seconds(cfg, costing.night_s), spent_s, kept_s)
+    budget = less_spent(budget_seconds(cfg, costing.night_s), spent_s)
     ordered = _pick(suspects, cfg.ab_budget)
     if not costing.selects:
         return PoolBudget(budget.seconds, costing.night_s, costing.per_shard, None, basis=budget.basis), ordered
@@ -429,8 +429,10 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
         for a in live:
             if a.ctx is not None:
                 cleanup(a.ctx)
-    cost = (f"{rounds.runs} runs against {len(live)} bases, the head once a round, {rounds.seconds:.0f} {unit} "
-            f"(estimated {rounds.est_s:.0f}), budget {whole.seconds:.0f} {unit}")
+    against = ", ".join(a.base_sha[:7] for a in live)
+    cost = (f"{rounds.runs} runs, the head once a round against base{'s' if len(live) > 1 else ''} {against} "
+            f"(of {len(arms)} bases tonight), {rounds.seconds:.0f} {unit} (estimated {rounds.est_s:.0f}), "
+            f"budget {whole.seconds:.0f} {unit}")
     if rounds.discarded:
         cost += f"; {len(rounds.discarded)} busy round(s) re-run"
     outcomes: dict[str, int] = defaultdict(int)
@@ -464,6 +466,10 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
                  head={"runs": rounds.arm_runs.get("B", 0), "seconds": round(rounds.arm_seconds.get("B", 0.0), 2),
                        "est_s": round(rounds.arm_est_s.get("B", 0.0), 2)},
                  groups=groups_meta)
+    union = sorted({c.case for a in live for c in a.chosen})
+    if not campaign:   # what the head's run of every chosen suspect selects and executes, as a one-base A/B says
+        entry["cases"] = len(union) if costing.selects else "all"
+        entry["cases_run"] = costing.executed(ctx.suite, union) if costing.selects else None
     if campaign and runs:   # what campaign_ab.realised_factor learns from: the estimate before the factor
         entry["est_raw_run_s"] = round(rounds.est_s / costing.factor / runs, 3)
         entry["shards"] = [s.series_case for s in costing.shards([c for a in live for c in a.chosen])]
@@ -569,15 +575,14 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
             return campaign_ab.pool_budget(ctx, pool, _pick(members, cfg.noise.ab_budget), **kw)
         return pool_budget(ctx, pool, members, **kw)
 
-    # One budget per pool and night. Suspects against different baseline commits need one A/B each: a
-    # series judged against last night (tonight's new suspects) and one still awaiting confirmation, judged
-    # against the night before its pending ones (a suspect carried over). They share the pool's budget, the
-    # newest base first (tonight's question), each earlier A/B keeping room for the later ones' first
-    # decision (ab_min_pairs pairs) where the budget holds both. Measured on the H200 (hold-out 2, night
-    # K, docs/evidence/h200_holdout2): two A/Bs each took the whole 300 s budget, in base-sha order, 384 s,
-    # and the +18% suspect's A/B came last and was cut off; ordering by the suspects' size instead gives a
-    # carried-over noisy small shape (+329%) the budget before a quiet series' +99.7% (the abs replay,
-    # tests/pipeline/test_flaggems_replay.py).
+    # One budget per pool and night. Suspects can have different baseline commits: a series judged against last
+    # night (tonight's new suspects) and one still awaiting confirmation, judged against the night before its
+    # pending ones (a suspect carried over). They get one A/B (confirm_bases): the head runs once a round for
+    # every base, and the newest base's suspects are chosen first (tonight's question). Measured on the H200
+    # (hold-out 2, night K, docs/evidence/h200_holdout2): two A/Bs each took the whole 300 s budget, in base-sha
+    # order, 384 s, and the +18% suspect's A/B came last and was cut off; ordering by the suspects' size instead
+    # gives a carried-over noisy small shape (+329%) the budget before a quiet series' +99.7% (the abs replay,
+    # tests/pipeline/test_flaggems_replay.py). A group whose baseline is tonight's commit runs no A/B (below).
     started: dict[str, float] = {}   # one read per distinct base run (a group or two), not per suspect
     for key in {c.base.run_key for c in suspects if c.base is not None}:
         run_ = store.get_run(key)
@@ -593,12 +598,6 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     # all, the head run once a round for every base (confirm_bases)
     runnable = Counter(pool for pool, base_sha in groups if base_sha != ctx.sha)
     shared = {pool for pool, n in runnable.items() if n > 1}
-    first_need: dict[tuple[str, str], float] = {}
-    for key in order:
-        # a group whose baseline is tonight's commit runs no A/B (below): no room is kept for it
-        if n_bases[key[0]] > 1 and key[1] != ctx.sha and key[0] not in shared:
-            est, _ = budget_of(key[0], groups[key])
-            first_need[key] = 2 * cfg.noise.ab_min_pairs * est.run_s
     spent: dict[str, float] = defaultdict(float)
     entries: dict[str, list[dict[str, Any]]] = defaultdict(list)
     updated: dict[tuple[str, str, str], Judgement] = {}
@@ -608,16 +607,13 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         multi[pool], got = confirm_bases(ctx, pool, [(b, groups[(p, b)]) for p, b in order
                                                      if p == pool and b != ctx.sha], policy=policy, progress=progress)
         updated.update(got)
-    for i, (pool, base_sha) in enumerate(order):
+    for pool, base_sha in order:
         members = groups[(pool, base_sha)]
         if pool in shared and base_sha != ctx.sha:
             continue   # in the pool's one A/B against its bases, above
-        kept = sum(first_need.get(k, 0.0) for k in order[i + 1:] if k[0] == pool)
         budget, chosen = budget_of(pool, members, spent_s=spent[pool])
         if pool not in whole:   # nothing spent yet on this pool: its budget is whole
             whole[pool] = (budget.seconds, budget.basis)
-        if kept and budget.seconds - kept >= first_need.get((pool, base_sha), 0.0):
-            budget, chosen = budget_of(pool, members, spent_s=spent[pool], kept_s=kept)
         if not chosen:
             continue
         need = 2 * cfg.noise.ab_min_pairs * budget.run_s
