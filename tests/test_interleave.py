@@ -135,3 +135,39 @@ def test_the_report_shows_each_pool_s_a_b_cost_beside_its_estimate_and_budget() 
     assert "budget 300 s (floor 300 s" in h200 and "1 confirmed, 3 cleared" in h200
     assert "4 of 5 suspects in the A/B" in h200 and "1 busy pair(s)" in h200 and "12.0 s start-up" in h200
     assert ab_section({}) == [] and ab_section(meta)[0] == "## A/B confirmation"
+
+
+def test_rounds_run_the_head_once_for_every_base_and_the_last_base_gives_way_to_the_budget() -> None:
+    """An A/B against two bases (zlops.judge.confirm.confirm_bases): a round is one head run and one run of each
+    open base, in a seeded random order; samples pair each base's runs with the head's of the same round; when a
+    whole round no longer fits, the last base stops and the first still gets its pairs."""
+    from zlops.judge.interleave import run_rounds
+
+    calls: list[tuple[str, frozenset[str]]] = []
+
+    def run_one(arm: str, i: int, open_: frozenset[str]) -> tuple[dict[tuple[str, str], float], float]:
+        calls.append((arm, open_))
+        value = {"head": 1.2, "new": 1.0, "old": 1.1}[arm]
+        return {KEY: value, ("other", "time"): 5.0}, 10.0
+
+    out = run_rounds(head="head", arms=["new", "old"], run_one=run_one, seed=3, min_pairs=3, max_pairs=5,
+                     budget_s=125.0, est_run_s=lambda arm, open_: 10.0, keys={"new": [KEY], "old": [KEY]})
+    # rounds 1-4 of three runs (120 s) fit; round 5 of three would not, of two (the head and "new") it does not either
+    assert out.rounds == 4 and out.runs == 12 and out.stopped == "budget (125 s) spent"
+    for r in range(4):
+        assert sorted(a for a, _ in calls[3 * r: 3 * r + 3]) == ["head", "new", "old"]
+    assert len({tuple(a for a, _ in calls[3 * r: 3 * r + 3]) for r in range(4)}) > 1   # the order is shuffled
+    assert out.samples["new"][KEY] == ([1.0] * 4, [1.2] * 4) and out.samples["old"][KEY] == ([1.1] * 4, [1.2] * 4)
+    assert out.arm_runs == {"head": 4, "new": 4, "old": 4} and out.est_s == pytest.approx(120.0)
+    calls.clear()
+    out = run_rounds(head="head", arms=["new", "old"], run_one=run_one, seed=3, min_pairs=3, max_pairs=5,
+                     budget_s=145.0, est_run_s=lambda arm, open_: 10.0)
+    # after 4 rounds (120 s) a round of three (30 s) does not fit 145 s, a round of the head and "new" does
+    assert out.arm_pairs == {"new": 5, "old": 4} and out.closed == {"old": "budget (145 s) spent after 4 pairs"}
+    assert calls[-1][1] == frozenset({"new"}) and out.seconds == pytest.approx(140.0)
+    # a base whose suspects are decided stops; the others go on
+    out = run_rounds(head="head", arms=["new", "old"], run_one=run_one, seed=3, min_pairs=2, max_pairs=5,
+                     budget_s=1000.0, est_run_s=lambda arm, open_: 10.0,
+                     decided=lambda arm, samples: arm == "old")
+    assert out.arm_pairs == {"new": 5, "old": 2} and out.closed["old"] == "decided after 2 pairs"
+    assert out.stopped == "max pairs"

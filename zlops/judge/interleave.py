@@ -201,7 +201,9 @@ def run_rounds(*, head: str, arms: Sequence[str],
     its samples)`` says so; the rounds end when no arm is open ("decided"), at ``max_pairs`` pairs, or when
     the next round would break the budget: the first round always runs, a later one only while ``seconds +
     its estimate <= budget_s``, the estimate being the open arms' estimates times how much the runs so far
-    cost against theirs (the worst run's ratio until a whole round ran, then the sum's ratio).
+    cost against theirs (the worst run's ratio until a whole round ran, then the sum's ratio); where the whole
+    round does not fit, the last open arms of ``arms`` (list the most urgent first) stop, one by one, while a
+    round of the others fits.
     ``max_discards`` (default ``max_pairs``) bounds the re-runs of busy rounds."""
     if min_pairs < 1 or max_pairs < min_pairs:
         raise ValueError(f"run_rounds: expected 1 <= min_pairs <= max_pairs, got {min_pairs}, {max_pairs}")
@@ -229,14 +231,27 @@ def run_rounds(*, head: str, arms: Sequence[str],
         if not open_arms:
             out.stopped = "decided"
             break
+        def projected(arms_now: list[str]) -> tuple[dict[str, float], float]:
+            estimates = {a: max(float(est_run_s(a, frozenset(arms_now))), 0.0) for a in [head, *arms_now]}
+            # a side without an estimate is projected at the realised seconds of a run (the worst of the first round)
+            return estimates, sum(factor * e if e > 0 else plain for e in estimates.values())
+
+        estimates, cost = projected(open_arms)
+        if out.runs and out.seconds + cost > budget_s:
+            # the last arms (the least urgent: callers list the arms most urgent first) give way while a smaller
+            # round fits, so the first ones still reach a decision; with none left to drop the budget is spent
+            kept = list(open_arms)
+            while len(kept) > 1 and out.seconds + cost > budget_s:
+                kept.pop()
+                estimates, cost = projected(kept)
+            if out.seconds + cost > budget_s:
+                out.stopped = f"budget ({budget_s:.0f} s) spent"
+                break
+            for arm in open_arms[len(kept):]:
+                out.closed[arm] = f"budget ({budget_s:.0f} s) spent after {out.arm_pairs[arm]} pairs"
+            open_arms = kept
         now = frozenset(open_arms)
         sides = [head, *open_arms]
-        estimates = {a: max(float(est_run_s(a, now)), 0.0) for a in sides}
-        # a side without an estimate is projected at the realised seconds of a run (the worst of the first round)
-        projected = sum(factor * e if e > 0 else plain for e in estimates.values())
-        if out.runs and out.seconds + projected > budget_s:
-            out.stopped = f"budget ({budget_s:.0f} s) spent"
-            break
         if len(out.discarded) >= limit_discards + 1:
             out.stopped = f"{len(out.discarded)} busy pairs discarded (limit {limit_discards})"
             break
