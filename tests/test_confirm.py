@@ -40,7 +40,7 @@ def test_a_threshold_above_the_severe_line_is_judged_not_crashed(tmp_path: Path,
     monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
         "save_comparisons": lambda self, key, rows: saved.append(rows),
         "update_run_meta": lambda self, key, values: metas.append(values),
-        "get_run": lambda self, key: None})())
+        "get_run": lambda self, key: None, "list_runs": lambda self, **kw: []})())
     ctx = confirm_mod.RunContext(config, "s", "nightly:s:2", "b" * 40)
     out = confirm_mod.confirm(ctx, _summary(threshold=5.64))
     (row,) = out.comparisons
@@ -197,7 +197,7 @@ def test_the_ab_stops_when_no_remaining_pair_could_decide(tmp_path: Path, monkey
     monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
         "save_comparisons": lambda self, key, rows: None,
         "update_run_meta": lambda self, key, v: metas.append(v),
-        "get_run": lambda self, key: None})())
+        "get_run": lambda self, key: None, "list_runs": lambda self, **kw: []})())
     base = BaselinePoint("nightly:s:1", "a" * 40, "ms", 1.0, 3)
     c = Comparison("s", "p", "nonzero_1M", "time", "ms", True, base, Summary(1.03, 3),
                    Judgement(Verdict.SUSPECT, 3.0, 3.0, 2.0, "night"))
@@ -402,3 +402,61 @@ def test_no_budget_is_kept_for_a_same_commit_group_that_runs_no_ab(
     groups = metas[0]["ab"]["p"]["groups"]
     assert "kept for the A/Bs against other bases" not in groups[0]["budget_basis"]
     assert groups[1]["stopped"].startswith("skipped: its baseline is this commit itself")
+
+
+def _store_with_an_earlier_ab(monkeypatch: pytest.MonkeyPatch, ctx: confirm_mod.RunContext, *, earlier_sha: str,
+                              runs: tuple[list[float], list[float]], base: str, metas: list, saved: list,  # type: ignore[type-arg]
+                              identities: tuple[dict | None, dict | None] = (None, None)) -> None:  # type: ignore[type-arg]
+    """_fake_store's night, plus the night before: ``earlier_sha`` ran, and its A/B judged c1 against ``base``
+    with ``runs`` (base, head); ``identities``: that night's and tonight's recorded pool identity."""
+    from zlops.model import Figures
+
+    store = confirm_mod.open_store(ctx.config)
+    before = type("R", (), {"run_key": "nightly:s:1", "sha": earlier_sha, "meta": {}})()
+    figures = Figures(reference=1.0, reference_label=f"A/B base {base[:7]}, {len(runs[0])} runs", value=1.03,
+                      value_label=f"A/B head, {len(runs[1])} runs", runs_base=tuple(runs[0]), runs_head=tuple(runs[1]))
+    monkeypatch.setattr(confirm_mod, "open_store", lambda cfg: type("S", (), {
+        "shards": store.shards, "results": store.results,
+        "list_runs": lambda self, **kw: [before],
+        "pool_identities": lambda self, keys: [("nightly:s:1", None, "p", identities[0]),
+                                               (ctx.run_key, None, "p", identities[1])],
+        "verdict_evidence": lambda self, keys, only_evidence=False: {
+            ("nightly:s:1", "p", "c1", "time"): (Verdict.SUSPECT, figures)},
+        "save_comparisons": lambda self, key, rows: saved.append(rows),
+        "update_run_meta": lambda self, key, v: metas.append(v),
+        "get_run": lambda self, key: None})())
+
+
+@pytest.mark.parametrize(("earlier_sha", "identities", "pooled"), [
+    ("b" * 40, (None, None), True),                                          # the same commits, no ids recorded
+    ("b" * 40, ({"device_ids": ["GPU-1"]}, {"device_ids": ["GPU-1"]}), True),
+    ("c" * 40, (None, None), False),                                         # upstream moved: another head
+    ("b" * 40, ({"device_ids": ["GPU-1"]}, {"device_ids": ["GPU-2"]}), False),   # another device
+])
+def test_an_ab_of_the_same_commits_as_the_night_before_starts_from_its_pairs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, earlier_sha: str, identities: tuple, pooled: bool) -> None:  # type: ignore[type-arg]
+    """Hold-out 4 on the H200, lease 1 night 4: the README-only D1 ran again (upstream did not move) and its
+    carried suspects' A/B against A started from zero pairs, the night after an A/B of the same two commits.
+    With the night before's pairs (same commits, same devices) the A/B goes on from them."""
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])
+    assert ctx.sha == "b" * 40
+    base = "a" * 40
+    suspect = _suspect("c1", 3.0)   # against base "a" * 40
+    dev = FakeDevice(monkeypatch, {("B", "c1"): 1.03})
+    metas: list[dict] = []  # type: ignore[type-arg]
+    saved: list = []  # type: ignore[type-arg]
+    _store_with_an_earlier_ab(monkeypatch, ctx, earlier_sha=earlier_sha, base=base, metas=metas, saved=saved,
+                              runs=([1.0, 1.001, 0.999, 1.002], [1.03, 1.031, 1.029, 1.032]), identities=identities)
+    monkeypatch.setattr(confirm_mod, "run_side", dev.run_side)
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", ctx.sha, (suspect,)))
+    (rows,) = saved
+    row = rows[0]
+    meta = metas[0]["ab"]["p"]
+    if pooled:   # 4 pairs of the night before: 1 more reaches the first decision (5 pairs), here a confirmation
+        assert meta.get("pooled_pairs") == 4 and meta["runs"] == 2, meta
+        assert row.verdict is Verdict.REGRESSION and len(row.figures.runs_base) == 5
+        assert "with 4 pairs of the night before (the same commits and devices)" in row.judgement.note
+    else:
+        assert "pooled_pairs" not in meta and meta["runs"] >= 10, meta
+        assert "night before" not in row.judgement.note

@@ -171,3 +171,27 @@ def test_rounds_run_the_head_once_for_every_base_and_the_last_base_gives_way_to_
                      decided=lambda arm, samples: arm == "old")
     assert out.arm_pairs == {"new": 5, "old": 2} and out.closed["old"] == "decided after 2 pairs"
     assert out.stopped == "max pairs"
+
+
+def test_an_earlier_ab_of_the_same_commits_counts_towards_its_pairs() -> None:
+    """The night before ran the same two commits' A/B (upstream did not move): its pairs start the samples and
+    count towards min_pairs and max_pairs, so an A/B they left undecidable stops before running again."""
+    dev = FakeDevice(head=1.1)
+    prior = {KEY: ([1.0, 1.0, 1.0], [1.1, 1.1, 1.1])}
+    out = run_pairs(run_one=dev.run_one, seed=1, min_pairs=5, max_pairs=8, budget_s=1000, est_run_s=10,
+                    keys=[KEY], prior=prior, decided=lambda s: len(s[KEY][0]) >= 5)
+    assert out.pairs == 2 and out.pooled == 3 and out.samples[KEY] == ([1.0] * 5, [1.1] * 5)
+    assert out.to_json()["pooled_pairs"] == 3
+    # earlier pairs that already reach max_pairs: nothing runs
+    full = run_pairs(run_one=dev.run_one, seed=1, min_pairs=5, max_pairs=8, budget_s=1000, est_run_s=10,
+                     keys=[KEY], prior={KEY: ([1.0] * 8, [1.1] * 8)})
+    assert full.runs == 0 and full.stopped == "max pairs"
+    # decided (futile) on the earlier pairs alone: nothing runs either
+    futile = run_pairs(run_one=dev.run_one, seed=1, min_pairs=5, max_pairs=8, budget_s=1000, est_run_s=10,
+                       keys=[KEY], prior={KEY: ([1.0] * 6, [1.1] * 6)}, decided=lambda s: True)
+    assert futile.runs == 0 and futile.stopped == "decided"
+    # a series without earlier pairs: the A/B starts from zero for the arm
+    other = ("other", "time")
+    fresh = run_pairs(run_one=dev.run_one, seed=1, min_pairs=2, max_pairs=3, budget_s=1000, est_run_s=10,
+                      keys=[KEY, other], prior={KEY: ([1.0] * 3, [1.1] * 3)})
+    assert fresh.pooled == 0 and fresh.pairs == 3 and len(fresh.samples[KEY][0]) == 6

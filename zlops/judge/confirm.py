@@ -93,6 +93,40 @@ def still_open(chosen: Sequence[Comparison], samples: Samples, policy: Any, base
     return False
 
 
+def earlier_runs(ctx: RunContext, store: Any, suspects: Sequence[Comparison]) -> dict[tuple[str, str], Samples]:
+    """Per (pool, base sha), the A/B runs of the night before that tonight's A/B can start from: the same two
+    commits (that night ran tonight's commit: upstream did not move) on the same physical devices (their
+    recorded ids, as the caliber check reads them), per series that night's A/B judged against the same base.
+    Without it such a night started its A/B from zero pairs (hold-out 4 on the H200, lease 1 night 4: the
+    README-only D1 against A again, 250 s into its A/B when the call ended). Three store reads, none per series."""
+    from zlops.identity import check_caliber
+
+    earlier = next((r for r in store.list_runs(suite=ctx.suite_name, kind="nightly", limit=3)
+                    if r.run_key != ctx.run_key), None)
+    if earlier is None or earlier.sha != ctx.sha:
+        return {}
+    idents: dict[tuple[str, str], Any] = {}
+    for run_key, _, pool, ident in store.pool_identities([earlier.run_key, ctx.run_key]):
+        idents.setdefault((run_key, pool), ident)
+    wanted = {(c.pool, c.case, c.metric): c.base.sha for c in suspects if c.base is not None}
+    out: dict[tuple[str, str], Samples] = {}
+    same_devices: dict[str, bool] = {}
+    for (run_key, pool, case, metric), (_, figures) in store.verdict_evidence([earlier.run_key],
+                                                                                only_evidence=True).items():
+        base = wanted.get((pool, case, metric))
+        if base is None or figures is None or not figures.runs_head or len(figures.runs_base) != len(figures.runs_head):
+            continue
+        if not (figures.reference_label or "").startswith(f"A/B base {base[:7]},"):
+            continue   # that night's A/B of the series was against another base
+        if pool not in same_devices:
+            a, b = idents.get((earlier.run_key, pool)), idents.get((ctx.run_key, pool))
+            same_devices[pool] = (a is None and b is None) or (
+                a is not None and b is not None and not check_caliber(a, b).refused and not check_caliber(a, b).devices_moved)
+        if same_devices[pool]:
+            out.setdefault((pool, base), {})[(case, metric)] = (list(figures.runs_base), list(figures.runs_head))
+    return out
+
+
 def observed_runs(ctx: RunContext, store: Any, pool: str,
                   tonight: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """Whole processes timed on ``pool``: tonight's shards plus the A/B runs of the last nights (run meta)."""
@@ -222,7 +256,8 @@ class PoolAB:
 
 
 def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, progress: Progress,
-                 budget: PoolBudget, decide_fn: object = None, folder: str = "") -> PoolAB:
+                 budget: PoolBudget, decide_fn: object = None, folder: str = "",
+                 prior: Samples | None = None) -> PoolAB:
     """Interleaved A/B of ``suspects`` (one pool, one baseline commit) on the pool's first device, or,
     for a campaign suite (``budget.plan``), of the suspects' shards packed over the pool's devices
     (zlops.campaign.ab), through :func:`zlops.judge.interleave.run_pairs`.
@@ -266,7 +301,8 @@ def confirm_pool(ctx: RunContext, pool: str, suspects: list[Comparison], *, prog
                               max_pairs=max(cfg.ab_pairs, cfg.ab_min_pairs), budget_s=budget.seconds,
                               est_run_s=budget.run_s, keys=keys, quiet=quiet_waiter(ctx, pool),
                               decided=None if decide_fn is None else
-                              (lambda samples: not decide_fn(samples)))  # type: ignore[operator]
+                              (lambda samples: not decide_fn(samples)),  # type: ignore[operator]
+                              prior=prior or None)
     finally:
         cleanup(base_ctx)
     return PoolAB(pairs.samples, pairs.runs, pairs.seconds, budget, pairs.stopped,
@@ -332,7 +368,8 @@ def round_cost(ctx: RunContext, costing: Any, chosen: Mapping[str, Sequence[Comp
 
 
 def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[Comparison]]], *,
-                  policy: Any, progress: Progress) -> tuple[dict[str, Any], dict[tuple[str, str, str], Judgement]]:
+                  policy: Any, progress: Progress, prior: Mapping[str, Samples] | None = None,
+                  ) -> tuple[dict[str, Any], dict[tuple[str, str, str], Judgement]]:
     """One interleaved A/B of ``pool``'s suspects against several baseline commits (``groups``: per base its
     suspects, the newest base first), the head run once a round for all of them
     (:func:`zlops.judge.interleave.run_rounds`): tonight's commit measures the union of the open bases'
@@ -342,6 +379,7 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
     carried-over suspect's base was left 161 of 600 device-s, too few for its shard, though the head runs
     it needed had run in another base's A/B).
 
+    ``prior``: per base, the night before's A/B runs of the same commits (:func:`earlier_runs`).
     Returns the pool's run-meta entry (totals, ``groups`` per base, ``head``) and the new judgements."""
     cfg = ctx.config.noise
     campaign = ctx.suite.campaign is not None
@@ -420,7 +458,8 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
                 max_pairs=max_pairs, budget_s=whole.seconds, est_run_s=est, quiet=quiet_waiter(ctx, pool),
                 keys={a.base_sha: sorted({(c.case, c.metric) for c in a.chosen}) for a in live},
                 decided=lambda arm, samples: not still_open(by_arm[arm].chosen, samples, policy, arm,
-                                                            max_pairs=max_pairs, futile=by_arm[arm].futile or []))
+                                                            max_pairs=max_pairs, futile=by_arm[arm].futile or []),
+                prior={a.base_sha: dict((prior or {}).get(a.base_sha) or {}) for a in live})
     except ZlopsError as exc:
         log.warning("A/B of pool %s against %d bases failed, suspects stay suspects: %s", pool, len(live), exc)
         entry.update(error=str(exc)[:300])
@@ -435,6 +474,8 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
             f"budget {whole.seconds:.0f} {unit}")
     if rounds.discarded:
         cost += f"; {len(rounds.discarded)} busy round(s) re-run"
+    if any(rounds.pooled.values()):
+        cost += "; with pairs of the night before (the same commits and devices)"
     outcomes: dict[str, int] = defaultdict(int)
     groups_meta = []
     for a in arms:
@@ -456,7 +497,8 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
                             "seconds": round(rounds.arm_seconds.get(a.base_sha, 0.0), 2),
                             "est_s": round(rounds.arm_est_s.get(a.base_sha, 0.0), 2),
                             "suspects": len(a.members), "ab_suspects": len(a.chosen), "outcomes": dict(mine),
-                            "stopped": stopped})
+                            "stopped": stopped,
+                            **({"pooled_pairs": rounds.pooled[a.base_sha]} if rounds.pooled.get(a.base_sha) else {})})
     runs = rounds.runs
     entry.update(runs=runs, pairs=rounds.rounds, seconds=round(rounds.seconds, 2), est_s=round(rounds.est_s, 2),
                  est_run_s=round(rounds.est_s / runs, 2) if runs else None,
@@ -603,9 +645,11 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     updated: dict[tuple[str, str, str], Judgement] = {}
     whole: dict[str, tuple[float, str]] = {}   # each pool's budget tonight, before it is shared out
     multi: dict[str, dict[str, Any]] = {}
+    prior = earlier_runs(ctx, store, suspects)
     for pool in sorted(shared):
         multi[pool], got = confirm_bases(ctx, pool, [(b, groups[(p, b)]) for p, b in order
-                                                     if p == pool and b != ctx.sha], policy=policy, progress=progress)
+                                                     if p == pool and b != ctx.sha], policy=policy, progress=progress,
+                                         prior={b: v for (p, b), v in prior.items() if p == pool})
         updated.update(got)
     for pool, base_sha in order:
         members = groups[(pool, base_sha)]
@@ -659,7 +703,8 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
 
         try:
             ab = confirm_pool(ctx, pool, chosen, progress=progress, budget=budget, decide_fn=undecided,
-                              folder=base_sha[:12] if n_bases[pool] > 1 else "")
+                              folder=base_sha[:12] if n_bases[pool] > 1 else "",
+                              **({"prior": prior[(pool, base_sha)]} if (pool, base_sha) in prior else {}))
         except ZlopsError as exc:
             log.warning("A/B of pool %s failed, suspects stay suspects: %s", pool, exc)
             entries[pool].append({"base": base_sha[:12], "error": str(exc)[:300]})
@@ -672,6 +717,8 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
             cost = f"{ab.runs} runs of {len(budget.shards)} gang shards, " + cost.split(", ", 1)[1]
         if ab.pairs is not None and ab.pairs.discarded:
             cost += f"; {len(ab.pairs.discarded)} busy pair(s) re-run"
+        if ab.pairs is not None and ab.pairs.pooled:
+            cost += f"; with {ab.pairs.pooled} pairs of the night before (the same commits and devices)"
         outcomes: dict[str, int] = defaultdict(int)
         decided = judged(ab.samples)
         for key, j in decided.items():

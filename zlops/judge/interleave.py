@@ -134,6 +134,7 @@ class Pairs:
     stopped: str = "max pairs"
     discarded: list[str] = field(default_factory=list)
     run_seconds: list[float] = field(default_factory=list)
+    pooled: int = 0               # pairs of an earlier A/B of the same commits the samples started from
 
     @property
     def realised_run_s(self) -> float | None:
@@ -144,7 +145,7 @@ class Pairs:
         return {"runs": self.runs, "pairs": self.pairs, "seconds": round(self.seconds, 2),
                 "est_run_s": round(self.est_run_s, 2), "realised_run_s": None if real is None else round(real, 2),
                 "est_s": round(self.est_run_s * self.runs, 2), "stopped": self.stopped,
-                "discarded": list(self.discarded)}
+                "discarded": list(self.discarded), **({"pooled_pairs": self.pooled} if self.pooled else {})}
 
 
 def interleaved_order(n_pairs: int, *, seed: int | Sequence[int]) -> list[str]:
@@ -176,6 +177,7 @@ class Rounds:
     arm_seconds: dict[str, float] = field(default_factory=dict)
     arm_est_s: dict[str, float] = field(default_factory=dict)
     closed: dict[str, str] = field(default_factory=dict)   # base arm -> why it stopped before the others
+    pooled: dict[str, int] = field(default_factory=dict)   # base arm -> pairs of an earlier A/B it started from
 
 
 def run_rounds(*, head: str, arms: Sequence[str],
@@ -185,6 +187,7 @@ def run_rounds(*, head: str, arms: Sequence[str],
                decided: Callable[[str, Samples], bool] | None = None, quiet: Callable[[], Any] | None = None,
                keys: Mapping[str, Sequence[Key]] | None = None, max_discards: int | None = None,
                order: Callable[[int, list[str]], list[str]] | None = None,
+               prior: Mapping[str, Samples] | None = None,
                clock: Callable[[], float] = time.monotonic) -> Rounds:
     """Interleaved rounds of fresh processes: each round runs the ``head`` once and every open base arm of
     ``arms`` once, in a random order (a seeded permutation; ``order(round, sides)`` overrides it), so one
@@ -204,14 +207,23 @@ def run_rounds(*, head: str, arms: Sequence[str],
     cost against theirs (the worst run's ratio until a whole round ran, then the sum's ratio); where the whole
     round does not fit, the last open arms of ``arms`` (list the most urgent first) stop, one by one, while a
     round of the others fits.
-    ``max_discards`` (default ``max_pairs``) bounds the re-runs of busy rounds."""
+    ``max_discards`` (default ``max_pairs``) bounds the re-runs of busy rounds. ``prior[arm]``: values of an
+    earlier A/B of the same two commits on the same device (the night before, when upstream did not move),
+    per series, base and head aligned: the samples start from them, and they count towards ``min_pairs`` and
+    ``max_pairs`` as far as every series of the arm (``keys[arm]``) has them, so a comparison the earlier
+    pairs left undecidable stops before it runs again."""
     if min_pairs < 1 or max_pairs < min_pairs:
         raise ValueError(f"run_rounds: expected 1 <= min_pairs <= max_pairs, got {min_pairs}, {max_pairs}")
     if not arms or head in arms or len(set(arms)) != len(arms):
         raise ValueError(f"run_rounds: expected distinct base arms other than the head {head!r}, got {list(arms)}")
     import numpy as np
 
-    out = Rounds(samples={a: {} for a in arms}, arm_pairs={a: 0 for a in arms})
+    out = Rounds(samples={a: {k: (list(b), list(h)) for k, (b, h) in ((prior or {}).get(a) or {}).items()
+                              if len(b) == len(h)} for a in arms},
+                 arm_pairs={a: 0 for a in arms})
+    for a in arms:   # earlier pairs every series of the arm has
+        wanted = list(keys[a]) if keys is not None and keys.get(a) is not None else list(out.samples[a])
+        out.pooled[a] = min((len(out.samples[a].get(k, ([], []))[0]) for k in wanted), default=0)
     limit_discards = max_pairs if max_discards is None else max_discards
     rng = np.random.default_rng(seed)
     first_round = len(arms) + 1
@@ -219,12 +231,12 @@ def run_rounds(*, head: str, arms: Sequence[str],
     open_arms = list(arms)
     index = 0
     while True:
-        if max(out.arm_pairs[a] for a in open_arms) >= max_pairs:
+        if max(out.arm_pairs[a] + out.pooled[a] for a in open_arms) >= max_pairs:
             out.stopped = "max pairs"
             break
         if decided is not None:
             for arm in list(open_arms):
-                if out.arm_pairs[arm] >= min_pairs and decided(arm, out.samples[arm]):
+                if out.arm_pairs[arm] + out.pooled[arm] >= min_pairs and decided(arm, out.samples[arm]):
                     open_arms.remove(arm)
                     if open_arms:
                         out.closed[arm] = f"decided after {out.arm_pairs[arm]} pairs"
@@ -310,7 +322,7 @@ def run_rounds(*, head: str, arms: Sequence[str],
 def run_pairs(*, run_one: Callable[[str, int], tuple[Mapping[Key, float], float]], seed: int | Sequence[int],
               min_pairs: int, max_pairs: int, budget_s: float, est_run_s: float,
               decided: Callable[[Samples], bool] | None = None, quiet: Callable[[], Any] | None = None,
-              keys: Sequence[Key] | None = None, max_discards: int | None = None,
+              keys: Sequence[Key] | None = None, max_discards: int | None = None, prior: Samples | None = None,
               clock: Callable[[], float] = time.monotonic) -> Pairs:
     """Interleaved pairs of ``run_one("A", i)`` / ``run_one("B", i)`` (see the module docstring): the rounds
     of :func:`run_rounds` with one base arm ("A") against the head ("B"), each pair's order "AB" or "BA"
@@ -333,7 +345,8 @@ def run_pairs(*, run_one: Callable[[str, int], tuple[Mapping[Key, float], float]
                         est_run_s=lambda _arm, _open: est_run_s,
                         decided=None if decided is None else (lambda _arm, samples: decided(samples)),
                         quiet=quiet, keys=None if keys is None else {"A": keys}, max_discards=limit_discards,
-                        order=lambda i, _sides: sequence[2 * i: 2 * i + 2], clock=clock)
+                        order=lambda i, _sides: sequence[2 * i: 2 * i + 2],
+                        prior=None if prior is None else {"A": prior}, clock=clock)
     return Pairs(samples=rounds.samples["A"], runs=rounds.runs, pairs=rounds.rounds, seconds=rounds.seconds,
                  est_run_s=est_run_s, stopped=rounds.stopped, discarded=rounds.discarded,
-                 run_seconds=rounds.run_seconds)
+                 run_seconds=rounds.run_seconds, pooled=rounds.pooled.get("A", 0))
