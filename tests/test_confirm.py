@@ -460,3 +460,35 @@ def test_an_ab_of_the_same_commits_as_the_night_before_starts_from_its_pairs(
     else:
         assert "pooled_pairs" not in meta and meta["runs"] >= 10, meta
         assert "night before" not in row.judgement.note
+
+
+def test_each_base_of_a_shared_ab_says_when_its_suspects_were_futile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """+-4% process noise on every side after 5 rounds: no outcome of the 3 pairs left could decide either base's
+    suspect; both bases stop and say so in their group, and the suspects stay suspects."""
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
+    ctx = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"], ab_budget_floor_s=1000)
+    older, last = "1" * 40, "f" * 40
+    mild = replace(_suspect("c1", 3.0), base=BaselinePoint("nightly:s:0", older, "ms", 1.0, 1))
+    loud = replace(_suspect("c2", 3.0), base=BaselinePoint("nightly:s:1", last, "ms", 1.0, 1))
+    dev = FakeDevice(monkeypatch, {})
+    noise = {"B": [1.04, 0.98, 1.06, 1.01, 1.0, 1.0, 1.0, 1.0], older: [1.0, 1.05, 0.97, 1.03, 0.99, 1, 1, 1],
+             last: [1.0, 1.05, 0.97, 1.03, 0.99, 1, 1, 1]}
+    seen: dict[str, int] = {}
+
+    def run_side(ctx, side_ctx, prepared, pool, device, out, cases):  # type: ignore[no-untyped-def]
+        side = "B" if side_ctx.sha == ctx.sha else side_ctx.sha
+        i = seen[side] = seen.get(side, -1) + 1
+        dev.now += 16.0
+        return {(c, "time"): noise[side][i] for c in cases}
+
+    monkeypatch.setattr(confirm_mod, "run_side", run_side)
+    metas: list[dict] = []  # type: ignore[type-arg]
+    saved: list = []  # type: ignore[type-arg]
+    _recording_store(monkeypatch, ctx, metas, saved=saved)
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", "b" * 40, (mild, loud)))
+    meta = metas[0]["ab"]["p"]
+    assert meta["runs"] == 15, meta
+    for g in meta["groups"]:
+        assert g["stopped"].startswith("futile after 5 pairs"), g
+    (rows,) = saved
+    assert {r.verdict for r in rows} == {Verdict.SUSPECT}

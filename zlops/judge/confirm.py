@@ -23,7 +23,7 @@ import time
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -317,7 +317,7 @@ class Arm:
     members: list[Comparison]                    # the pool's suspects against this base
     chosen: list[Comparison]                     # those the budget affords
     ctx: RunContext | None = None
-    futile: list[int] | None = None
+    futile: list[int] = field(default_factory=list)   # pairs at which its suspects were futile
 
 
 def _arm_cost(ctx: RunContext, costing: Any, suspects: Sequence[Comparison]) -> float:
@@ -387,7 +387,7 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
     whole = budget_seconds(cfg, costing.night_s, devices=len(ctx.pool_devices(pool)) if campaign else 1)
     unit = "device-s" if campaign else "s"
     picked = choose_bases(ctx, costing, groups, budget_s=whole.seconds)
-    arms = [Arm(b, members, picked.get(b, []), futile=[]) for b, members in groups]
+    arms = [Arm(b, members, picked.get(b, [])) for b, members in groups]
     live = [a for a in arms if a.chosen]
     need = cfg.ab_min_pairs * round_cost(ctx, costing, {a.base_sha: a.chosen for a in live})
     updated: dict[tuple[str, str, str], Judgement] = {}
@@ -458,7 +458,7 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
                 max_pairs=max_pairs, budget_s=whole.seconds, est_run_s=est, quiet=quiet_waiter(ctx, pool),
                 keys={a.base_sha: sorted({(c.case, c.metric) for c in a.chosen}) for a in live},
                 decided=lambda arm, samples: not still_open(by_arm[arm].chosen, samples, policy, arm,
-                                                            max_pairs=max_pairs, futile=by_arm[arm].futile or []),
+                                                            max_pairs=max_pairs, futile=by_arm[arm].futile),
                 prior={a.base_sha: dict((prior or {}).get(a.base_sha) or {}) for a in live})
     except ZlopsError as exc:
         log.warning("A/B of pool %s against %d bases failed, suspects stay suspects: %s", pool, len(live), exc)
