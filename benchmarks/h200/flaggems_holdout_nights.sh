@@ -33,6 +33,9 @@
 # VARIANT=4: the fourth hold-out (flaggems_holdout4.bundle: min, argmin, div_tensor; A = master~1, D1 = master,
 # the change = CHANGE_REV (origin/m8, origin/m32 or origin/m64: argmin's wrapper launches its split-K kernel once
 # more over the first 8/32/64 rows) cherry-picked onto the last D, labelled W; `kernels: triton`.
+# VARIANT=5: the fifth hold-out (flaggems_holdout5.bundle: amin, any, maximum; A = master~1, D1 = master, the
+# change = CHANGE_REV (origin/r65536, origin/r131072 or origin/r196608: amin's wrapper launches its kernel once more
+# over the first ROWS rows of [1024, 1024, 1024]) cherry-picked onto the last D, labelled W; `kernels: triton`.
 set -uo pipefail
 REPO=$PWD
 CARRY=${CARRY:-$REPO/.devcarry}
@@ -44,7 +47,9 @@ NIGHT_S=${NIGHT_S:-40}
 AB_RESERVE_S=${AB_RESERVE_S:-300}
 HOME_Z=${HOME_Z:-/tmp/zh}
 VARIANT=${VARIANT:-1}
-if [ "$VARIANT" = 4 ]; then
+if [ "$VARIANT" = 5 ]; then
+  BUNDLE=flaggems_holdout5.bundle; OPS_EXPR="amin or any or maximum"; BASE_REV=master; KERNELS_LINE="kernels: triton"
+elif [ "$VARIANT" = 4 ]; then
   BUNDLE=flaggems_holdout4.bundle; OPS_EXPR="min or argmin or div_tensor"; BASE_REV=master; KERNELS_LINE="kernels: triton"
 elif [ "$VARIANT" = 3 ]; then
   BUNDLE=flaggems_holdout3.bundle; OPS_EXPR="max or argmax or sub"; BASE_REV=master~1; KERNELS_LINE="kernels: triton"
@@ -84,10 +89,10 @@ else
        printf 'Nightly tracking note %s (docs only).\n' "$k" >> README.md && git commit -q -am "README: note $k (docs only)"
      done &&
      if [ "$VARIANT" = 2 ]; then git cherry-pick master~1 master > /dev/null
-     elif [ "$VARIANT" = 3 ] || [ "$VARIANT" = 4 ]; then git cherry-pick "${CHANGE_REV:-master}" > /dev/null
+     elif [ "$VARIANT" -ge 3 ]; then git cherry-pick "${CHANGE_REV:-master}" > /dev/null
      else git cherry-pick master > /dev/null; fi) || exit 1
   fi
-  if [ "$VARIANT" = 3 ] || [ "$VARIANT" = 4 ]; then
+  if [ "$VARIANT" -ge 3 ]; then
     SHA[W]=$(git -C "$UP" rev-parse live); SHA[C]=${SHA[W]}; LAST_D=live~1
   elif [ "$VARIANT" = 2 ]; then
     SHA[K]=$(git -C "$UP" rev-parse live); SHA[S]=$(git -C "$UP" rev-parse live~1); LAST_D=live~2

@@ -15,6 +15,10 @@
 #      of the input above 2**28 elements (+10% on [1024, 1024, 1024] dim 1, measured; no compiled code changes),
 #   K  holdout_patches/v2_K_sum_kernel.py, on S: sum's non-inner kernel loop reads the first N/8 rows twice
 #      (the kernel's compiled code changes).
+# VARIANT 5 is the fifth hold-out (tests/data/flaggems_h200/holdout5_2026-12-04/PROVENANCE.md): amin, any and
+# maximum, with A, B (README only) on master and the candidate ~3% slowdowns on the branches r65536, r131072 and
+# r196608 (from B): holdout_patches/v5_W_amin_wrapper.py ROWS (amin's wrapper launches its unchanged kernel once
+# more over the first ROWS rows of [1024, 1024, 1024] reduced over dim 1; no kernel source changes).
 # VARIANT 3 is the third hold-out (tests/data/flaggems_h200/holdout3_2026-12-02/PROVENANCE.md): max, argmax and sub,
 # with A, B (README only), then on master
 #   C  holdout_patches/v3_C_argmax_kernel.py 32: argmax's non-inner kernel reads the first N/32 rows of its
@@ -31,6 +35,7 @@ OPS="mean amax add"
 [ "$VARIANT" = 2 ] && OPS="sum prod mul"
 [ "$VARIANT" = 3 ] && OPS="max argmax sub"
 [ "$VARIANT" = 4 ] && OPS="min argmin div"
+[ "$VARIANT" = 5 ] && OPS="amin any maximum"
 W=$(mktemp -d)
 export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops GIT_COMMITTER_EMAIL=zlops@example.com
 export GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z
@@ -44,7 +49,14 @@ git add -A
 git commit -q -m "FlagGems ${REV:0:12} trimmed: flag_gems + benchmark/ for $OPS"
 printf '\nNightly performance tracking of this trimmed tree: see zlops docs/recipes/flaggems.md.\n' >> README.md
 git commit -q -am "README: mention the nightly performance tracking (docs only)"
-if [ "$VARIANT" = 4 ]; then
+if [ "$VARIANT" = 5 ]; then
+  for rows in 65536 131072 196608; do
+    git checkout -q -b "r$rows" master
+    python3 "$PATCHES/v5_W_amin_wrapper.py" "$rows"
+    git commit -q -am "amin: launch the reduction kernel once more over the first $rows rows above 2**30 elements (injected regression)"
+  done
+  git checkout -q master
+elif [ "$VARIANT" = 4 ]; then
   for mrows in 8 32 64; do
     git checkout -q -b "m$mrows" master
     python3 "$PATCHES/v4_W_argmin_wrapper.py" "$mrows"
@@ -105,6 +117,7 @@ PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
 git log --format='%H %s' --all
-if [ "$VARIANT" = 4 ]; then git bundle create -q "$BUNDLE" master m8 m32 m64
+if [ "$VARIANT" = 5 ]; then git bundle create -q "$BUNDLE" master r65536 r131072 r196608
+elif [ "$VARIANT" = 4 ]; then git bundle create -q "$BUNDLE" master m8 m32 m64
 elif [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w144 w256 w384; else git bundle create -q "$BUNDLE" master; fi
 rm -rf "$W"
