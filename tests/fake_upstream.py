@@ -2,7 +2,8 @@
 
 Its bench.py does not time anything: it writes zlops JSON whose samples come from ``timings.json``
 in the repository, so each commit's "performance" is exactly what the test wrote, and verdicts are
-deterministic. ``behaviour.json`` makes a device crash, hang or write a malformed file on demand.
+deterministic. ``behaviour.json`` makes a device crash, hang, write a malformed file or fail its last case (exit 1 after writing
+the others: ``partial``) on demand.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ if once and os.path.exists(once):
     t = {k: v * 1.10 for k, v in t.items()}
 cases = [{"name": k, "metric": "time", "unit": "ms", "samples": [v * (1 + 0.001 * (i % 3 - 1)) for i in range(a.rounds)]}
          for k, v in sorted(t.items())]
+if mode == "partial":  # the last case failed (as pytest exits 1 on a failed test): the others are written
+    cases = cases[:-1]
 json.dump({"schema_version": 1, "harness": {"name": "fake", "version": fakeops.VERSION}, "cases": cases}, open(a.out, "w"))
+if mode == "partial":
+    print("1 failed, %d passed" % len(cases), flush=True); sys.exit(1)
 '''
 
 PYPROJECT = """[build-system]
@@ -96,7 +101,7 @@ class Upstream:
 
 def config_data(home: Path, upstream: Path, *, devices: tuple[int, ...] = (0,), backend: str = "cpu",
                 database: str | None = None, timeout_s: float = 120,
-                contention_gate: bool = False) -> dict[str, object]:
+                contention_gate: bool = False, partial_exit_codes: list[int] | None = None) -> dict[str, object]:
     """The fake upstream's config. The host contention gate is off unless ``contention_gate``: the
     fake benchmark writes scripted numbers, and how busy the CI machine is (other jobs share it) is
     not what these tests judge; the gate's own tests turn it on (tests/test_contention.py)."""
@@ -116,4 +121,6 @@ def config_data(home: Path, upstream: Path, *, devices: tuple[int, ...] = (0,), 
     }
     if database:
         data["database"] = database
+    if partial_exit_codes:
+        data["suites"]["fake"]["partial_exit_codes"] = partial_exit_codes  # type: ignore[index]
     return data

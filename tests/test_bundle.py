@@ -99,6 +99,20 @@ def test_a_failed_shard_is_a_complete_bundle_with_a_warning(tmp_path: Path) -> N
     assert report.warnings == ("shard failed: benchmark exited with code 3",)
 
 
+def test_an_ok_shard_with_a_non_zero_exit_is_a_problem_unless_the_suite_accepted_the_code(tmp_path: Path) -> None:
+    note = "partial: the benchmark exited with code 1 (the suite's partial_exit_codes): ..."
+    crashed = make_bundle(tmp_path / "a", CASES, manifest_extra={"exit_code": 1}, timing_extra={"exit_code": 1})
+    assert "status ok but exit_code 1" in verify_bundle(crashed).problems
+    partial = make_bundle(tmp_path / "b", CASES, manifest_extra={"exit_code": 1, "partial_exit_codes": [1],
+                                                                  "error": note}, timing_extra={"exit_code": 1})
+    report = verify_bundle(partial)
+    assert report.ok, report.problems
+    assert note in report.warnings
+    other = make_bundle(tmp_path / "c", CASES, manifest_extra={"exit_code": 2, "partial_exit_codes": [1]},
+                        timing_extra={"exit_code": 2})
+    assert "status ok but exit_code 2" in verify_bundle(other).problems
+
+
 def test_a_shard_that_never_finished_is_a_problem(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path / "b", CASES, manifest_extra={"status": "running"},
                          timing_extra={"status": "running"})

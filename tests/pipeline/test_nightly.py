@@ -121,6 +121,34 @@ def test_a_crashing_device_never_loses_the_other_devices_results(
     assert reason.startswith("1 of 2 shards of pool local ended OK (failed the rest)")
 
 
+@pytest.mark.parametrize("accepted", [False, True])
+def test_a_harness_that_exits_1_after_writing_results_fails_the_shard_unless_the_code_is_partial(
+        upstream: Upstream, make_config: Callable[..., Config], accepted: bool) -> None:
+    """FlagGems' per-dtype tests under --dtypes float16 fail for the other dtypes and pytest exits 1 after writing
+    every float16 result (hold-out 5, 2026-12-04): by default a non-zero exit fails the shard; a suite that lists
+    1 in ``partial_exit_codes`` keeps the written results and says the shard was partial, everywhere it is shown."""
+    c1 = upstream.commit(BASE)
+    c2 = upstream.commit({**BASE, "alpha": 1.5}, behaviour={"0": "partial"})
+    config = make_config(partial_exit_codes=[1] if accepted else [])
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
+    shard = n2.shards[0]
+    manifest = json.loads((shard.artifact_dir / "manifest.json").read_text())
+    assert manifest["exit_code"] == 1 and "1 failed" in (shard.artifact_dir / "run.log").read_text()
+    if not accepted:
+        assert shard.status is ShardStatus.FAILED and "exited with code 1" in (shard.error or "")
+        assert set(verdicts(n2).values()) == {Verdict.FAILED}   # nothing judged from a crashed process
+        return
+    assert shard.status is ShardStatus.OK and manifest["status"] == "ok" and manifest["partial_exit_codes"] == [1]
+    assert (shard.error or "").startswith("partial: the benchmark exited with code 1")
+    got = verdicts(n2)
+    assert got["alpha"] is Verdict.REGRESSION and got["gamma"] is Verdict.MISSING   # not written: missing
+    stored = open_store(config).shards(n2.run_key)[0]
+    assert stored.status is ShardStatus.OK and stored.error == shard.error
+    report = (shard.artifact_dir.parents[1] / "report.md").read_text()
+    assert "partial: the benchmark exited with code 1" in report
+
+
 def test_each_device_is_pinned_through_the_backend(upstream: Upstream, make_config: Callable[..., Config]) -> None:
     c1 = upstream.commit(BASE)
     config = make_config(devices=(2, 3), backend="cuda")

@@ -390,6 +390,11 @@ class SuiteConfig(_Strict):
     select: SelectConfig | None = Field(
         default=None, description="map case names to the harness's selection tokens so {cases} can run only some "
                                   "cases of a suite that is not partitioned (the A/B of tonight's suspects)")
+    partial_exit_codes: list[int] = Field(
+        default_factory=list, json_schema_extra={"accepts": "a list of exit codes 1-255, e.g. [1]"},
+        description="exit codes (besides 0) that mean some of the harness's cases failed while the results it wrote "
+                    "are valid (pytest: 1, 'some tests failed'): the shard stays ok with a 'partial' note, the cases "
+                    "it did not write are missing that night; any other non-zero exit fails the shard")
     results_glob: str | None = Field(
         default=None, description="the harness names its results file itself (FlagGems: 'result*.log'): the command "
                                   "runs in the shard's artifact folder and the one file matching this glob there "
@@ -492,12 +497,23 @@ class SuiteConfig(_Strict):
                 raise ValueError("campaign: a campaign suite has its own shards; drop partition and select")
             if self.results_glob is not None:
                 raise ValueError("campaign: results_glob is not supported; pass {results} to the harness")
+            if self.partial_exit_codes:
+                raise ValueError("campaign: partial_exit_codes is not supported; a campaign lane's shards must exit 0")
             if "devices" not in command_placeholders(self.command):
                 raise ValueError("campaign: the command must pass the shard's devices with {devices} (a comma list)")
             if self.campaign.grid is not None and self.campaign.grid.sizes and \
                     "size" not in command_placeholders(self.command):
                 raise ValueError("campaign: grid.sizes is set, so the command must pass {size}")
         return self
+
+    @field_validator("partial_exit_codes")
+    @classmethod
+    def _partial_codes(cls, v: list[int]) -> list[int]:
+        bad = [c for c in v if not 1 <= c <= 255]
+        if bad:
+            raise ValueError(f"partial_exit_codes: {bad} are not exit codes 1-255 (0 is always a success; a signal "
+                             "is never partial)")
+        return sorted(set(v))
 
     @field_validator("results_glob")
     @classmethod

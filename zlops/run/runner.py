@@ -317,6 +317,12 @@ def _lease(spec: ShardSpec, backend: str, locks_dir: Path, wait_s: float) -> Ite
             yield GangLease((one,), one.waited)
 
 
+def partial_note(code: int, run_log: Path) -> str:
+    """The note an ok shard carries when its benchmark exited with one of the suite's ``partial_exit_codes``."""
+    return (f"partial: the benchmark exited with code {code} (the suite's partial_exit_codes): the results it wrote "
+            f"are kept, the cases it did not write are missing; see {run_log}")
+
+
 def run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float,
               telemetry_interval_s: float = 1.0, require_idle: bool = False,
               idle_poll_s: float = 5.0) -> ShardOutcome:
@@ -431,15 +437,19 @@ def _run_shard(spec: ShardSpec, *, locks_dir: Path, device_wait_s: float, teleme
             error = f"interrupted ({proc.interrupted()}): the benchmark's process group was ended"
         elif done.timed_out:
             status, error = ShardStatus.TIMEOUT, f"timed out after {spec.suite.timeout_s:g} s; process group killed"
-        elif done.returncode != 0:
+        elif done.returncode != 0 and done.returncode not in spec.suite.partial_exit_codes:
             status = ShardStatus.FAILED
             error = f"benchmark exited with code {done.returncode}; see {spec.artifact_dir / RUN_LOG}"
         elif spec.suite.results_glob and (error := collect_named_results(spec)) is not None:
             status = ShardStatus.FAILED
         elif not spec.results_file.exists() and not spec.results_file.is_symlink():
-            status, error = ShardStatus.FAILED, f"benchmark exited 0 but wrote no results file {spec.results_file}"
+            status = ShardStatus.FAILED
+            error = f"benchmark exited {done.returncode} but wrote no results file {spec.results_file}"
         else:
             status = ShardStatus.OK
+            if done.returncode != 0:  # one of the suite's partial_exit_codes: the results written stand
+                error = partial_note(done.returncode, spec.artifact_dir / RUN_LOG)
+                manifest["partial_exit_codes"] = list(spec.suite.partial_exit_codes)
     if kernels is not None:
         if started is not None:
             manifest["kernels"] = _record_kernels(spec, *kernels)

@@ -37,7 +37,7 @@ from zlops.config.settings import Config
 from zlops.errors import ZlopsError
 from zlops.model import CompareSummary, Comparison, ShardOutcome, ShardStatus
 from zlops.run.ingest import ShardRead, read_shard
-from zlops.run.runner import read_manifest
+from zlops.run.runner import RUN_LOG, partial_note, read_manifest
 from zlops.steps.compare import compare as compare_step
 from zlops.steps.context import context_for, open_store
 from zlops.store.comparisons import archive_comparisons, save_comparisons
@@ -120,6 +120,7 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
     before = {(c.pool, c.case, c.metric): c for c in store.comparisons(run_key)}
     extras = store.shard_extras(run_key)
     reparsed, failed = 0, []
+    partial = tuple(ctx.suite.partial_exit_codes)
     for outcome in shards:
         path = files[(outcome.pool, outcome.device)]
         plan = lanes.get((outcome.pool, outcome.device))
@@ -129,10 +130,12 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         if plan is not None:  # a campaign lane: its gang shards' own files, each read as the lane read it
             lane, results = reread_lane(ctx, plan, outcome)   # the contention rule per gang shard
             read = ShardRead(lane, tuple(results))
-        elif outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0)):
+        elif outcome.status is ShardStatus.TIMEOUT or (outcome.exit_code not in (None, 0, *partial)):
             read = ShardRead(outcome)  # a crash stays a crash, whatever the file says
         else:  # the file read as the nightly reads it, today's contention limits on what was sampled
-            read = read_shard(config, ctx.suite_name, replace(outcome, status=ShardStatus.OK, error=None),
+            code = outcome.exit_code
+            note = None if code in (None, 0) else partial_note(code, outcome.artifact_dir / RUN_LOG)
+            read = read_shard(config, ctx.suite_name, replace(outcome, status=ShardStatus.OK, error=note),
                               results_file=path, telemetry=extra.get("telemetry") or {})
         if read.outcome.status is not ShardStatus.OK:
             failed.append(f"{outcome.pool}/{outcome.device}: {read.outcome.error}")
