@@ -127,6 +127,7 @@ suites:
     select: {token: "^([^/]+)/", join: " or ", every: "$OPS_EXPR"}
     results_glob: "result*.log"
     results_name: flaggems_record.log
+    partial_exit_codes: [1]
     format: flaggems-record
     pools: [h200]
     rounds: 1

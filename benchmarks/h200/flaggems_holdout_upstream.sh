@@ -16,8 +16,8 @@
 #   K  holdout_patches/v2_K_sum_kernel.py, on S: sum's non-inner kernel loop reads the first N/8 rows twice
 #      (the kernel's compiled code changes).
 # VARIANT 5 is the fifth hold-out (tests/data/flaggems_h200/holdout5_2026-12-04/PROVENANCE.md): amin, any and
-# maximum, with A, B (README only) on master and the candidate ~3% slowdowns on the branches r65536, r131072 and
-# r196608 (from B): holdout_patches/v5_W_amin_wrapper.py ROWS (amin's wrapper launches its unchanged kernel once
+# maximum, with A, B (README only) on master and the candidate ~3% slowdowns on the branches r65536, r131072,
+# r196608, r393216 and r524288 (from B): holdout_patches/v5_W_amin_wrapper.py ROWS (amin's wrapper launches its unchanged kernel once
 # more over the first ROWS rows of [1024, 1024, 1024] reduced over dim 1; no kernel source changes).
 # VARIANT 3 is the third hold-out (tests/data/flaggems_h200/holdout3_2026-12-02/PROVENANCE.md): max, argmax and sub,
 # with A, B (README only), then on master
@@ -50,7 +50,7 @@ git commit -q -m "FlagGems ${REV:0:12} trimmed: flag_gems + benchmark/ for $OPS"
 printf '\nNightly performance tracking of this trimmed tree: see zlops docs/recipes/flaggems.md.\n' >> README.md
 git commit -q -am "README: mention the nightly performance tracking (docs only)"
 if [ "$VARIANT" = 5 ]; then
-  for rows in 65536 131072 196608; do
+  for rows in 65536 131072 196608 393216 524288; do
     git checkout -q -b "r$rows" master
     python3 "$PATCHES/v5_W_amin_wrapper.py" "$rows"
     git commit -q -am "amin: launch the reduction kernel once more over the first $rows rows above 2**30 elements (injected regression)"
@@ -117,7 +117,7 @@ PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
 git log --format='%H %s' --all
-if [ "$VARIANT" = 5 ]; then git bundle create -q "$BUNDLE" master r65536 r131072 r196608
+if [ "$VARIANT" = 5 ]; then git bundle create -q "$BUNDLE" master r65536 r131072 r196608 r393216 r524288
 elif [ "$VARIANT" = 4 ]; then git bundle create -q "$BUNDLE" master m8 m32 m64
 elif [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w144 w256 w384; else git bundle create -q "$BUNDLE" master; fi
 rm -rf "$W"
