@@ -1,0 +1,102 @@
+"""Hold-out 5 on the H200 (tests/data/flaggems_h200/holdout5_2026-12-04/PROVENANCE.md): FlagGems amin, any and
+maximum, never run by zlops before, production defaults plus the recipe's ``partial_exit_codes: [1]``.
+
+What the record shows, re-derived here from the recorded processes and the nights' JSON:
+- the ground truth, measured first with interleaved fresh ``-m amin`` processes: amin's wrapper launching its
+  kernel once more over the first 524288 of the 2**20 rows of [1024, 1024, 1024] makes that shape +3.01% slower
+  (2 + 2 processes, ranges apart); 393216 rows +2.27%, and the first lease's 65536/131072/196608 rows +0.41/+0.84/
+  +1.17%: a dose-response, so the change is real and its size known before zlops saw a night;
+- the first lease's nights got no results at all: FlagGems' ``test_amin`` is parametrized over three dtypes, the
+  two not asked for (``--dtypes float16``) raise, pytest exits 1 after writing every float16 result, and zlops
+  failed the shard (what ``partial_exit_codes`` now keeps); the record it threw away holds all 15 cases;
+- eight nights of unchanged code on three machines: no loud verdict, no confirmed or announced alert; the two A/Bs
+  that ran (14 runs each) cost within 8% of their estimate and within the 300 s floor, and said inconclusive,
+  unmeasurable (bimodal process levels) or cleared, never `unchanged` without a decision.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from zlops.formats import flaggems_record
+
+ROOT = Path(__file__).resolve().parents[2]
+REC = ROOT / "tests" / "data" / "flaggems_h200" / "holdout5_2026-12-04"
+LOUD = {"improved", "potential", "regression", "severe"}
+SLOWED = ("amin", "1024x1024x1024")
+
+_spec = importlib.util.spec_from_file_location(
+    "gt_summary", ROOT / "benchmarks" / "h200" / "holdout2_groundtruth_summary.py")
+assert _spec is not None and _spec.loader is not None
+gt_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gt_summary)
+
+
+@pytest.mark.parametrize(("folder", "expected"), [
+    ("groundtruth1", {"W64k": 0.41, "W128k": 0.84, "W192k": 1.17}),
+    ("groundtruth2", {"W384k": 2.27, "W512k": 3.01}),
+])
+def test_the_ground_truth_was_measured_first_and_every_candidate_is_apart(folder: str, expected: dict) -> None:
+    by_label = gt_summary.latencies(REC / folder)[SLOWED]
+    base = by_label["A"]
+    assert len(base) == 2
+    for label, pct in expected.items():
+        runs = by_label[label]
+        assert len(runs) == 2
+        assert 100 * (statistics.median(runs) / statistics.median(base) - 1) == pytest.approx(pct, abs=0.005)
+        assert min(runs) > max(base)   # every slowed process is slower than every process of A
+    summary = (REC / folder / "gt5_summary.txt").read_text()
+    assert "W512k" not in summary or "change picked: W512k -> origin/r524288" in summary
+
+
+def test_the_first_lease_lost_a_whole_valid_record_to_pytest_exit_1() -> None:
+    lease = REC / "lease1_exit1"
+    manifest = json.loads((lease / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["exit_code"] == 1
+    log = (lease / "run.log").read_text()
+    assert "Given dtype(s) 'torch.float16'can't be supported by this op 'amin'" in log
+    assert "2 failed, 3 passed" in log
+    results = flaggems_record.parse((lease / "result_record.log").read_text(), source="result_record.log")
+    cases = {r.case for r in results}
+    assert len(cases) == 15 and {c.split("/")[0] for c in cases} == {"amin", "any", "maximum"}
+    assert len(results) == 50   # the 50 series every later night judged
+
+
+def _nights(lease: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((REC / lease / "json").glob("night*-*.json"))]
+
+
+@pytest.mark.parametrize(("lease", "labels"), [("lease2", ["A", "A", "D1"]), ("lease3", ["A", "A", "D1"]),
+                                               ("lease4", ["A", "A"])])
+def test_no_loud_verdict_and_no_confirmed_alert_on_unchanged_code(lease: str, labels: list[str]) -> None:
+    nights = _nights(lease)
+    assert [n["label"] for n in nights] == labels
+    for n in nights:
+        assert n["series"] == 50 and n["rc"] == 0
+        assert not LOUD & set(n["verdict_counts"]), (n["night"], n["verdict_counts"])
+        assert not n["loud"]
+        assert all(e["to_state"] in ("new", "cleared") and not e["announced"] for e in n["alert_events"])
+        opened = {(e["case"], e["metric"]) for e in n["alert_events"] if e["to_state"] == "new"}
+        assert not opened & {(u["case"], u["metric"]) for u in n["unmeasurable"]}, n["night"]
+
+
+@pytest.mark.parametrize(("lease", "gap", "outcomes"), [
+    ("lease2", 0.058, {"inconclusive": 13, "unmeasurable": 6}),
+    ("lease3", 0.070, {"inconclusive": 12, "unmeasurable": 5, "cleared": 1}),
+])
+def test_each_ab_cost_what_it_was_estimated_to_and_decided_nothing_it_could_not(
+        lease: str, gap: float, outcomes: dict) -> None:
+    (night3,) = [n for n in _nights(lease) if n["night"] == 3]
+    ab = night3["meta"]["ab"]["h200"]
+    assert ab["runs"] == 14 and len(ab["observed"]) == 14
+    miss = ab["seconds"] / ab["est_s"] - 1
+    assert miss == pytest.approx(gap, abs=0.001) and abs(miss) < 0.30
+    assert ab["seconds"] <= ab["budget_s"] == 300.0
+    assert ab["outcomes"] == outcomes
+    for row in night3["ab_rows"]:   # an undecided A/B never reads unchanged
+        assert row["verdict"] != "unchanged" or "cleared" in row["note"], row["note"]
