@@ -492,3 +492,65 @@ def test_each_base_of_a_shared_ab_says_when_its_suspects_were_futile(tmp_path: P
         assert g["stopped"].startswith("futile after 5 pairs"), g
     (rows,) = saved
     assert {r.verdict for r in rows} == {Verdict.SUSPECT}
+
+
+def _mirror_with(path: Path, changes: list[dict[str, str]]) -> list[str]:
+    """A git repository at ``path`` (the suite's mirror) with one commit per dict of file -> text; the SHAs."""
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@x",
+           "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "init", "-q", str(path)], check=True, env=env)
+    shas = []
+    for files in changes:
+        for name, text in files.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            (path / name).write_text(text)
+        subprocess.run(["git", "-C", str(path), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(path), "commit", "-q", "-m", "c"], check=True, env=env)
+        shas.append(subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], check=True, env=env,
+                                   capture_output=True, text=True).stdout.strip())
+    return shas
+
+
+@pytest.mark.parametrize(("head_change", "skipped"), [
+    ({"README.md": "docs\n", "docs/guide.rst": "more\n"}, True),    # a README commit (hold-out 5's D1)
+    ({"README.md": "docs\n", "src/op.py": "x = 2\n"}, False),       # code too: the A/B runs
+])
+def test_suspects_against_a_commit_that_differs_only_in_inert_paths_get_no_ab(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, head_change: dict, skipped: bool) -> None:
+    """Hold-out 5 on the H200: D1 (a README line) against A took 14 A/B runs, 298 s of the 300 s floor, for an A/A
+    test. Two commits whose trees differ only in the suite's inert_paths run the same code: no A/B, the
+    suspects stay suspects and say why; any other changed path, or no inert_paths (the default), and it runs."""
+    _fake_store(monkeypatch, duration_s=24.0, cases=["c1", "c2"])
+    ctx0 = _budget_ctx(tmp_path, ["bench", "-k", "{cases}"])
+    base_sha, head_sha = _mirror_with(ctx0.mirror_path, [{"src/op.py": "x = 1\n", "README.md": "r\n"}, head_change])
+    inert = ctx0.config.suites["s"].model_copy(update={"inert_paths": ["*.md", "*.rst", "docs/*"]})
+    ctx = confirm_mod.RunContext(ctx0.config.model_copy(update={"suites": {"s": inert}}), "s", "nightly:s:2", head_sha)
+    suspect = replace(_suspect("c1", 18.0), base=BaselinePoint("nightly:s:1", base_sha, "ms", 1.0, 1))
+    ran: list[str] = []
+
+    def fake_pool(ctx, pool, suspects, *, progress, budget, decide_fn, folder=""):  # type: ignore[no-untyped-def]
+        ran.append(suspects[0].base.sha)
+        return confirm_mod.PoolAB({(c.case, c.metric): ([1.0] * 6, [1.0] * 6) for c in suspects}, 12, 100.0, budget,
+                                  "decided")
+
+    monkeypatch.setattr(confirm_mod, "confirm_pool", fake_pool)
+    saved: list = []  # type: ignore[type-arg]
+    metas: list[dict] = []  # type: ignore[type-arg]
+    _recording_store(monkeypatch, ctx, metas, saved=saved)
+    confirm_mod.confirm(ctx, CompareSummary("nightly:s:2", "s", head_sha, (suspect,)))
+    if not skipped:
+        assert ran == [base_sha]
+        return
+    assert ran == []
+    (rows,) = saved
+    (row,) = rows
+    assert row.verdict is Verdict.SUSPECT
+    assert (f"its baseline {base_sha[:7]} differs from this commit only in inert paths (README.md, docs/guide.rst"
+            in row.judgement.note)
+    assert metas[0]["ab"]["p"]["stopped"].startswith(f"skipped: its baseline {base_sha[:7]} differs")
+    # off by default: every differing commit gets its A/B
+    off = confirm_mod.RunContext(ctx0.config, "s", "nightly:s:2", head_sha)
+    confirm_mod.confirm(off, CompareSummary("nightly:s:2", "s", head_sha, (suspect,)))
+    assert ran == [base_sha]

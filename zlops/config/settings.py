@@ -390,6 +390,13 @@ class SuiteConfig(_Strict):
     select: SelectConfig | None = Field(
         default=None, description="map case names to the harness's selection tokens so {cases} can run only some "
                                   "cases of a suite that is not partitioned (the A/B of tonight's suspects)")
+    inert_paths: list[str] = Field(
+        default_factory=list,
+        json_schema_extra={"accepts": "a list of fnmatch globs relative to the repo root ('*' crosses '/'), "
+                                      "e.g. ['*.md', 'docs/*']"},
+        description="paths whose changes cannot change what the benchmarks measure: suspects against a baseline "
+                    "commit that differs from tonight's only in these paths get no A/B (it would compare the same "
+                    "code with itself); they stay suspects. Default [] (every differing commit gets its A/B)")
     partial_exit_codes: list[int] = Field(
         default_factory=list, json_schema_extra={"accepts": "a list of exit codes 1-255, e.g. [1]"},
         description="exit codes (besides 0) that mean some of the harness's cases failed while the results it wrote "

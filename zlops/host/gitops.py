@@ -244,6 +244,12 @@ def merge_base(mirror: Mirror, a: str, b: str) -> str:
     return mirror.git("merge-base", "--end-of-options", a, b, what="git merge-base").strip()
 
 
+def changed_paths(mirror: Mirror, a: str, b: str) -> list[str]:
+    """The paths whose content differs between commits ``a`` and ``b`` (renames as a deletion and an addition)."""
+    out = mirror.git("diff", "--name-only", "--no-renames", "-z", "--end-of-options", a, b, what="git diff")
+    return [p for p in out.split("\0") if p]
+
+
 def commit_subject(mirror: Mirror, sha: str) -> str:
     return mirror.git("log", "-1", "--format=%s", "--end-of-options", sha, what="git log").strip()
 

@@ -17,6 +17,7 @@ the same bot, randomized order, adding repeats while undecided); asv ``--interle
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import math
 import time
@@ -91,6 +92,31 @@ def still_open(chosen: Sequence[Comparison], samples: Samples, policy: Any, base
             return True
     futile.append(max((len(v[0]) for v in samples.values()), default=0))
     return False
+
+
+def _same_code(ctx: RunContext, base_sha: str) -> str | None:
+    """Why an A/B of tonight's commit against ``base_sha`` could show no code change, or None when it could.
+
+    The same commit, or two commits whose trees differ only in the suite's ``inert_paths`` (docs, licence, CI
+    files). A git error leaves the A/B to run (the cautious side)."""
+    if base_sha == ctx.sha:
+        return (f"its baseline is this commit itself ({base_sha[:7]}): an A/B would compare the commit with "
+                "itself and can show no code change")
+    globs = ctx.suite.inert_paths
+    if not globs or not base_sha:
+        return None
+    from zlops.host import gitops
+
+    try:
+        paths = gitops.changed_paths(gitops.mirror_of(ctx.suite.repo, ctx.mirror_path), base_sha, ctx.sha)
+    except ZlopsError as exc:
+        log.warning("A/B: could not list the paths changed since %s (%s); the A/B runs", base_sha[:7], exc)
+        return None
+    if any(not any(fnmatch.fnmatchcase(p, g) for g in globs) for p in paths):
+        return None
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"its baseline {base_sha[:7]} differs from this commit only in inert paths ({shown or 'no file'}; "
+            "the suite's inert_paths): an A/B would compare the same code with itself and can show no code change")
 
 
 def earlier_runs(ctx: RunContext, store: Any, suspects: Sequence[Comparison]) -> dict[tuple[str, str], Samples]:
@@ -636,9 +662,10 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     order = sorted(groups, key=lambda k: (k[0], -base_started(groups[k]), -max(_excess(c) for c in groups[k]),
                                           k[1]))
     n_bases = Counter(pool for pool, _ in groups)
-    # a pool with suspects against two or more baseline commits (other than tonight's) gets one A/B of them
-    # all, the head run once a round for every base (confirm_bases)
-    runnable = Counter(pool for pool, base_sha in groups if base_sha != ctx.sha)
+    same_code = {b: why for b in sorted({b for _, b in groups}) if (why := _same_code(ctx, b)) is not None}
+    # a pool with suspects against two or more baseline commits (other than tonight's code) gets one A/B of
+    # them all, the head run once a round for every base (confirm_bases)
+    runnable = Counter(pool for pool, base_sha in groups if base_sha not in same_code)
     shared = {pool for pool, n in runnable.items() if n > 1}
     spent: dict[str, float] = defaultdict(float)
     entries: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -648,12 +675,13 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     prior = earlier_runs(ctx, store, suspects)
     for pool in sorted(shared):
         multi[pool], got = confirm_bases(ctx, pool, [(b, groups[(p, b)]) for p, b in order
-                                                     if p == pool and b != ctx.sha], policy=policy, progress=progress,
+                                                     if p == pool and b not in same_code], policy=policy,
+                                         progress=progress,
                                          prior={b: v for (p, b), v in prior.items() if p == pool})
         updated.update(got)
     for pool, base_sha in order:
         members = groups[(pool, base_sha)]
-        if pool in shared and base_sha != ctx.sha:
+        if pool in shared and base_sha not in same_code:
             continue   # in the pool's one A/B against its bases, above
         budget, chosen = budget_of(pool, members, spent_s=spent[pool])
         if pool not in whole:   # nothing spent yet on this pool: its budget is whole
@@ -661,12 +689,12 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         if not chosen:
             continue
         need = 2 * cfg.noise.ab_min_pairs * budget.run_s
-        if base_sha == ctx.sha:
+        if base_sha in same_code:
             # the suspects' baseline is tonight's commit itself (a night of the same commit, or the night after
-            # a confirmed change): an A/B would run one commit against itself, an A/A test that can show no code
-            # change; on the H200 such A/Bs took 180-254 s of a 300 s floor a night (hold-out 3, night 2)
-            why = (f"its baseline is this commit itself ({base_sha[:7]}): an A/B would compare the commit with "
-                   "itself and can show no code change")
+            # a confirmed change), or differs from it only in the suite's inert_paths (a README commit): an A/B
+            # would run the same code against itself, an A/A test that can show no code change; on the H200
+            # such A/Bs took 180-254 s of a 300 s floor a night (hold-out 3, night 2; hold-out 5, D1 after A)
+            why = same_code[base_sha]
             entries[pool].append({"base": base_sha[:12], "runs": 0, "seconds": 0.0, "night_s": round(budget.night_s, 2),
                                   "budget_s": round(budget.seconds, 2), "budget_basis": budget.basis,
                                   "suspects": len(members), "ab_suspects": 0, "est_run_s": round(budget.run_s, 2),
