@@ -257,3 +257,26 @@ def test_a_rescore_that_invalidates_a_shard_takes_its_points_out_of_history(
     rescore(config, n1.run_key)
     assert store.shards(n1.run_key)[0].status is ShardStatus.OK
     assert _stored_points(config, n1.run_key) == nightly
+
+
+def test_a_rescore_keeps_a_partial_shard_partial_and_a_crash_a_crash(upstream: Upstream,
+                                                                    make_config: Callable[..., Config]) -> None:
+    """A shard whose benchmark exited with one of the suite's partial_exit_codes is re-read as the night read it
+    (ok, with its 'partial' note); under a suite that no longer accepts the code the exit is a crash: failed."""
+    c1 = upstream.commit({**BASE, "gamma": 3.0})
+    c2 = upstream.commit({"alpha": 1.5, "beta": 2.0, "gamma": 3.0}, behaviour={"0": "partial"})
+    config = make_config(partial_exit_codes=[1])
+    run_nightly(config, "fake", sha=c1, run_label="n1")
+    n2 = run_nightly(config, "fake", sha=c2, run_label="n2")
+    assert n2.shards[0].status is ShardStatus.OK
+    result = rescore(config, n2.run_key)
+    assert result.reparsed == 1 and result.failed == ()
+    (shard,) = open_store(config).shards(n2.run_key)
+    assert shard.status is ShardStatus.OK and (shard.error or "").startswith("partial: the benchmark exited with code 1")
+    got = {c.case: c.verdict for c in result.summary.comparisons}
+    assert got["alpha"] is Verdict.REGRESSION and got["gamma"] is Verdict.MISSING
+    strict = make_config()   # the code no longer accepted: the exit is a crash, whatever the file says
+    again = rescore(strict, n2.run_key)
+    (shard,) = open_store(strict).shards(n2.run_key)
+    assert shard.status is ShardStatus.FAILED and "not in the suite's partial_exit_codes" in (shard.error or "")
+    assert {c.verdict for c in again.summary.comparisons} == {Verdict.FAILED}
