@@ -272,7 +272,8 @@ def test_a_rescore_keeps_a_partial_shard_partial_and_a_crash_a_crash(upstream: U
     result = rescore(config, n2.run_key)
     assert result.reparsed == 1 and result.failed == ()
     (shard,) = open_store(config).shards(n2.run_key)
-    assert shard.status is ShardStatus.OK and (shard.error or "").startswith("partial: the benchmark exited with code 1")
+    assert shard.status is ShardStatus.OK
+    assert (shard.error or "").startswith("partial: the benchmark exited with code 1")
     got = {c.case: c.verdict for c in result.summary.comparisons}
     assert got["alpha"] is Verdict.REGRESSION and got["gamma"] is Verdict.MISSING
     strict = make_config()   # the code no longer accepted: the exit is a crash, whatever the file says
