@@ -350,3 +350,15 @@ def test_noise_judge_counts_name_the_configured_classes_cases_and_the_real_range
     regressions = next(t for t in texts if t.startswith(":red_circle: *Regressions*"))
     assert regressions.startswith(":red_circle: *Regressions* (confirmed, worse by more than 2%)\n"
                                   "• *gpu* · `sum` · `1111111..2222222`: 1 series worse by 3.4%")
+
+
+def test_a_partial_shard_is_said_beside_the_failures() -> None:
+    """An ok shard whose benchmark exited with one of the suite's partial_exit_codes carries a note: Slack shows it
+    (the cases it did not write are counted under 'Missing tonight')."""
+    note = "partial: the benchmark exited with code 1 (the suite's partial_exit_codes): the results it wrote are kept"
+    shards = [*SHARDS, ShardOutcome("npu", 1, "ascend", ShardStatus.OK, Path("a/npu-1"), 1, T0, T0, error=note)]
+    texts = _texts(slack_summary_messages(SUMMARY, run=RUN, shards=shards, channel="C0PERF").main)
+    (line,) = [t for t in texts if t.startswith(":warning: *Partial shards*")]
+    assert line.endswith("• npu device 1 (ascend): ok: " + note)
+    assert not any(t.startswith(":warning: *Partial shards*") for t in
+                   _texts(slack_summary_messages(SUMMARY, run=RUN, shards=SHARDS, channel="C0PERF").main))

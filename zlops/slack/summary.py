@@ -173,6 +173,10 @@ def slack_summary_messages(
     failures += _count_lines(by[Verdict.FAILED], ranges, "failed tonight")
     if failures:
         body += _list_blocks(":x: *Failures*", failures)
+    partial = [_shard_line(s) for s in sorted(shards, key=lambda s: (s.pool, s.device))
+               if s.status is ShardStatus.OK and (s.error or "").strip()]
+    if partial:   # ok shards with a note: the benchmark exited with one of the suite's partial_exit_codes
+        body += _list_blocks(":warning: *Partial shards* (results kept; cases not written read missing)", partial)
     if by[Verdict.MISSING]:
         body += _list_blocks(":grey_question: *Missing tonight* (in the baseline, no value tonight)",
                              _count_lines(by[Verdict.MISSING], ranges, "missing"))
