@@ -20,6 +20,8 @@
 # Knobs: NIGHTS; BUDGET_S (seconds this call may take); NIGHT_S (a night without A/B, 40) and AB_RESERVE_S (what
 # a night's A/B may spend, 300 = the budget floor): no night starts unless NIGHT_S + AB_RESERVE_S are left (NIGHT_S
 # alone while every night so far ran this same commit: no A/B can run);
+# INERT_PATHS (the suite's inert_paths as YAML list items, e.g. '"*.md"': a README night then runs no A/B against
+# the commit before it; empty = none, every differing commit gets its A/B);
 # ZLOPS_CONFIG_EXTRA (YAML appended to the config; empty = the production defaults); UNCHANGED_EXTRA (YAML appended
 # for the nights of unchanged code only, e.g. "noise: {ab_pairs: 0}": their A/Bs cost ~250 s a night on this suite);
 # DRY_UPSTREAM (a CPU dry run: a tests/flaggems_holdout.HoldoutReplay upstream, its shas in $DRY_UPSTREAM/shas.txt).
@@ -128,6 +130,7 @@ suites:
     results_glob: "result*.log"
     results_name: flaggems_record.log
     partial_exit_codes: [1]
+    inert_paths: [${INERT_PATHS:-}]
     format: flaggems-record
     pools: [h200]
     rounds: 1
