@@ -102,3 +102,46 @@ def test_each_ab_cost_what_it_was_estimated_to_and_decided_nothing_it_could_not(
     assert ab["outcomes"] == outcomes
     for row in night3["ab_rows"]:   # an undecided A/B never reads unchanged
         assert row["verdict"] != "unchanged" or "cleared" in row["note"], row["note"]
+
+
+HARNESS = r'''
+import os, shutil, sys
+shutil.copy(os.environ["RECORD_SRC"], "result_" + "_".join(a.replace("/", "_") for a in sys.argv[1:]) + ".log")
+sys.stdout.write(open(os.environ["RUN_LOG_SRC"]).read())   # what pytest printed on the H200
+sys.exit(1)
+'''
+
+
+@pytest.mark.parametrize("accepted", [False, True])
+def test_the_recorded_exit_1_night_replayed_through_the_runner(tmp_path: Path, accepted: bool) -> None:
+    """The first lease's night replayed through the real run_shard and parser: the H200 process's record log and
+    output, exit 1. Without partial_exit_codes the shard fails (what happened live); with [1] (the recipe) it is ok,
+    marked partial, and the read shard holds all 50 series."""
+    import sys
+
+    from zlops.config.settings import SuiteConfig
+    from zlops.model import ShardStatus
+    from zlops.run.runner import ShardSpec, run_shard
+
+    lease = REC / "lease1_exit1"
+    worktree = tmp_path / "worktree"
+    worktree.mkdir()
+    (worktree / "harness.py").write_text(HARNESS)
+    suite = SuiteConfig.model_validate({
+        "repo": str(tmp_path / "up"), "format": "flaggems-record", "pools": ["h200"],
+        "command": ["python", "{worktree}/harness.py", "-m", "{cases}"],
+        "select": {"token": "^([^/]+)/", "join": " or ", "every": "amin or any or maximum"},
+        "results_glob": "result*.log", "results_name": "flaggems_record.log",
+        "env": {"RECORD_SRC": str(lease / "result_record.log"), "RUN_LOG_SRC": str(lease / "run.log")},
+        **({"partial_exit_codes": [1]} if accepted else {})})
+    spec = ShardSpec(run_key="nightly:flaggems:n1-A", suite_name="flaggems", suite=suite, sha="d706fbe2" * 5,
+                     pool="h200", backend="cpu", device=0, worktree=worktree, venv=Path(sys.prefix),
+                     artifact_dir=tmp_path / "art", cases=None)
+    out = run_shard(spec, locks_dir=tmp_path / "locks", device_wait_s=0, telemetry_interval_s=0.05)
+    assert out.exit_code == 1
+    if not accepted:
+        assert out.status is ShardStatus.FAILED and "exited with code 1" in (out.error or "")
+        return
+    assert out.status is ShardStatus.OK and (out.error or "").startswith("partial: the benchmark exited with code 1")
+    results = flaggems_record.parse(spec.results_file.read_text(), source=str(spec.results_file))
+    assert len(results) == 50
