@@ -145,3 +145,12 @@ def test_the_recorded_exit_1_night_replayed_through_the_runner(tmp_path: Path, a
     assert out.status is ShardStatus.OK and (out.error or "").startswith("partial: the benchmark exited with code 1")
     results = flaggems_record.parse(spec.results_file.read_text(), source=str(spec.results_file))
     assert len(results) == 50
+
+
+@pytest.mark.parametrize("manifest", ["manifest_night1.json", "manifest_night3_ab_00A.json"])
+def test_on_the_later_leases_every_process_exited_1_and_was_kept_as_partial(manifest: str) -> None:
+    """Leases 2-4 ran the recipe's ``partial_exit_codes: [1]``: the nightly shard and the A/B runs exited 1 (the
+    same two failing dtype tests) and were kept, marked partial (every night judged 50 series)."""
+    data = json.loads((REC / "lease2" / manifest).read_text())
+    assert data["status"] == "ok" and data["exit_code"] == 1 and data["partial_exit_codes"] == [1]
+    assert data["error"].startswith("partial: the benchmark exited with code 1 (the suite's partial_exit_codes)")
