@@ -136,7 +136,8 @@ def write_config(path: Path, data: Mapping[str, Any]) -> Path:
 
 def start_nightly(config: Path, run_id: str, *, log: Path, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
     """``zlops nightly`` as a real subprocess (its own process, as on a host), output to ``log``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))),
+           "PYTHONFAULTHANDLER": "1"}   # a hung zlops sent SIGABRT writes every thread's stack into the log
     with log.open("ab") as fh:
         return subprocess.Popen([sys.executable, "-m", "zlops.cli", "--plain", "nightly", "--config", str(config),
                                  "--suite", "fake", "--run-id", run_id, *extra], stdout=fh, stderr=subprocess.STDOUT,

@@ -78,7 +78,18 @@ def test_a_signal_ends_the_benchmark_group_and_marks_the_run_interrupted(
     bench = wait_started(probe, proc=p1, log=log)[0]
     try:
         p1.send_signal(sig)
-        assert p1.wait(30) == code, log.read_text()[-4000:]
+        try:
+            got = p1.wait(30)
+        except subprocess.TimeoutExpired:   # seen once in CI (SIGINT, 2026-12-04): say where zlops stood
+            alive = "alive" if not wait_gone(bench, 0) else "gone"
+            p1.send_signal(signal.SIGABRT)   # PYTHONFAULTHANDLER: the stacks of zlops' threads go to the log
+            try:
+                p1.wait(10)
+            except subprocess.TimeoutExpired:
+                kill_quietly(p1.pid)
+            raise AssertionError(f"zlops did not exit 30 s after {sig.name} (benchmark {alive}); its log:\n"
+                                 + log.read_text()[-4000:]) from None
+        assert got == code, log.read_text()[-4000:]
         assert wait_gone(bench, 5), "the benchmark outlived its interrupted zlops"
         assert run_status(cfg, "nightly:fake:n1") == "interrupted"
         shard = manifest_of(home, "nightly:fake:n1")
