@@ -141,7 +141,13 @@ def start_nightly(config: Path, run_id: str, *, log: Path, extra: Sequence[str] 
     with log.open("ab") as fh:
         return subprocess.Popen([sys.executable, "-m", "zlops.cli", "--plain", "nightly", "--config", str(config),
                                  "--suite", "fake", "--run-id", run_id, *extra], stdout=fh, stderr=subprocess.STDOUT,
-                                env=env, cwd=str(REPO))
+                                env=env, cwd=str(REPO), preexec_fn=_sigint_default)
+
+
+def _sigint_default() -> None:
+    """zlops as a terminal starts it: SIGINT not ignored. A test run launched in the background by a
+    non-interactive shell (`cmd &`) inherits SIGINT ignored, and so would every zlops it starts."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def events(probe: Path) -> list[tuple[str, int, str, float]]:

@@ -204,6 +204,11 @@ def run_all_devices(ctx: RunContext, *, progress: Progress | None = None) -> lis
             outcomes = []
             try:
                 for fut in futures:
+                    # a bounded wait: a signal the kernel delivers to a worker or the sampler thread sets
+                    # Python's flag but does not wake a main thread blocked on a lock; waking every second
+                    # runs the handler (a SIGINT in CI found zlops still waiting 30 s later, 2026-12-04)
+                    while not fut.done():
+                        concurrent.futures.wait([fut], timeout=1.0)
                     try:
                         outcomes.append(fut.result())
                     except (ZlopsError, OSError) as exc:  # env/worktree failure: ingest() records the shard failed
