@@ -49,30 +49,32 @@ git add -A
 git commit -q -m "FlagGems ${REV:0:12} trimmed: flag_gems + benchmark/ for $OPS"
 printf '\nNightly performance tracking of this trimmed tree: see zlops docs/recipes/flaggems.md.\n' >> README.md
 git commit -q -am "README: mention the nightly performance tracking (docs only)"
+# one branch <PREFIX><SIZE> from master per SIZE: PATCH SIZE applied and committed with MESSAGE (%s = SIZE)
+size_branches() {
+  local prefix=$1 patch=$2 message=$3 size
+  shift 3
+  for size in "$@"; do
+    git checkout -q -b "$prefix$size" master
+    python3 "$PATCHES/$patch" "$size"
+    git commit -q -am "$(printf "$message" "$size")"
+  done
+  git checkout -q master
+}
 if [ "$VARIANT" = 5 ]; then
-  for rows in 65536 131072 196608 393216 524288; do
-    git checkout -q -b "r$rows" master
-    python3 "$PATCHES/v5_W_amin_wrapper.py" "$rows"
-    git commit -q -am "amin: launch the reduction kernel once more over the first $rows rows above 2**30 elements (injected regression)"
-  done
-  git checkout -q master
+  size_branches r v5_W_amin_wrapper.py \
+    "amin: launch the reduction kernel once more over the first %s rows above 2**30 elements (injected regression)" \
+    65536 131072 196608 393216 524288
 elif [ "$VARIANT" = 4 ]; then
-  for mrows in 8 32 64; do
-    git checkout -q -b "m$mrows" master
-    python3 "$PATCHES/v4_W_argmin_wrapper.py" "$mrows"
-    git commit -q -am "argmin: launch the split-K kernel once more over the first $mrows rows above 2**30 elements (injected regression)"
-  done
-  git checkout -q master
+  size_branches m v4_W_argmin_wrapper.py \
+    "argmin: launch the split-K kernel once more over the first %s rows above 2**30 elements (injected regression)" \
+    8 32 64
 elif [ "$VARIANT" = 3 ]; then
   git checkout -q -b alt
   python3 "$PATCHES/v3_C_argmax_kernel.py" 64
   git commit -q -am "argmax: the non-inner kernel reads the first N/64 rows again where N*K >= 2**20 (injected, C2)"
-  for nrows in 144 256 384; do
-    git checkout -q -b "w$nrows" master
-    python3 "$PATCHES/v3_W_argmax_wrapper.py" "$nrows"
-    git commit -q -am "argmax: launch the non-inner kernel once more over a [64, $nrows, K] prefix above 2**30 elements (injected regression)"
-  done
-  git checkout -q master
+  size_branches w v3_W_argmax_wrapper.py \
+    "argmax: launch the non-inner kernel once more over a [64, %s, K] prefix above 2**30 elements (injected regression)" \
+    144 256 384
   python3 "$PATCHES/v3_C_argmax_kernel.py" 32
   git commit -q -am "argmax: the non-inner kernel reads the first N/32 rows again where N*K >= 2**20 (injected kernel change)"
 elif [ "$VARIANT" = 2 ]; then

@@ -30,6 +30,7 @@ from typing import Any
 
 from zlops.campaign import ab as campaign_ab
 from zlops.errors import DeviceBusy, HostBusy, ZlopsError
+from zlops.host import gitops
 from zlops.host.telemetry import summarize_dir
 from zlops.judge.budget import COST_HISTORY_RUNS, PoolBudget, budget_seconds, less_spent
 from zlops.judge.derived import follow_sources
@@ -105,8 +106,6 @@ def _same_code(ctx: RunContext, base_sha: str) -> str | None:
     globs = ctx.suite.inert_paths
     if not globs or not base_sha:
         return None
-    from zlops.host import gitops
-
     try:
         paths = gitops.changed_paths(gitops.mirror_of(ctx.suite.repo, ctx.mirror_path), base_sha, ctx.sha)
     except ZlopsError as exc:
