@@ -86,10 +86,45 @@ def test_noise_judge_confirms_a_step_on_the_second_night(tmp_path: Path, upstrea
     assert second["beta"].verdict is Verdict.UNCHANGED
 
 
-def _quiet_nights(upstream: Upstream, config: Config, n: int = 7) -> None:
+def _quiet_nights(upstream: Upstream, config: Config, n: int = 7) -> str:
+    """``n`` nights of quiet commits; the last one's sha."""
+    sha = ""
     for i in range(n):
         sha = upstream.commit({"alpha": 1.0 * (1 + 0.002 * (i % 2)), "beta": 2.0}, f"quiet {i}")
         run_nightly(config, "fake", sha=sha, run_label=f"q{i}")
+    return sha
+
+
+def test_a_level_that_moved_on_unchanged_code_is_never_confirmed_by_nights(
+        upstream: Upstream, make_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22, live H200 hold-out 5: a launch-bound FlagGems series landed on a 2x process level on two nights of
+    the commit whose night before had run at the usual level, and "two consecutive nights" confirmed it severe.
+    Here every case moves +50% on two nights of one commit: suspects both nights (no A/B: it would be an A/A),
+    never confirmed; the next commit's A/B against the code before the move clears them."""
+    from zlops.stats.decide import SAME_CODE_PENDING
+    from zlops.steps.context import open_store
+
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600)
+    last = _quiet_nights(upstream, config)
+    from zlops.host import proc
+
+    monkeypatch.setattr(proc, "ENV_ALLOWLIST", (*proc.ENV_ALLOWLIST, "FAKE_*"))
+    monkeypatch.setenv("FAKE_DEVICE_FACTOR", "1.5")   # the machine, not the code: every case at a new level
+    nights = [run_nightly(config, "fake", sha=last, run_label=f"m{i}") for i in (1, 2)]
+    rows = [{c.case: c for c in n.summary.comparisons} for n in nights]
+    for row in rows:
+        assert {c.verdict for c in row.values()} == {Verdict.SUSPECT}, [c.judgement.note for c in row.values()]
+    assert "awaiting confirmation" in rows[0]["alpha"].judgement.note
+    assert rows[1]["alpha"].judgement.note.startswith(SAME_CODE_PENDING), rows[1]["alpha"].judgement.note
+    assert rows[1]["alpha"].judgement.worse_pct == pytest.approx(50.0, abs=0.5)
+    store = open_store(config)
+    for n in nights:
+        assert "baseline is this commit itself" in str(store.get_run(n.summary.run_key).meta["ab"]["local"])
+    later = upstream.commit({"alpha": 1.002, "beta": 2.0}, "unrelated")   # still at the moved level
+    third = {c.case: c for c in run_nightly(config, "fake", sha=later, run_label="m3").summary.comparisons}
+    for c in third.values():   # the A/B of the new commit against the code before the move: nothing changed
+        assert c.verdict is Verdict.UNCHANGED and "cleared by A/B" in c.judgement.note, c.judgement.note
+    assert not [a for a in store.alerts(suite="fake") if a.state.value == "confirmed"]
 
 
 def test_ab_confirms_a_real_step_the_same_night(tmp_path: Path, upstream: Upstream,

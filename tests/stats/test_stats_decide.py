@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zlops.stats.decide import SAME_CODE_PENDING
 from zlops.stats import (
     NightResult,
     Policy,
@@ -227,6 +228,26 @@ def test_two_consecutive_suspect_nights_confirm_a_regression() -> None:
     assert d.state is State.REGRESSION and d.confirmed_by == "consecutive"
     severe = decide(judge_night([*hist, ref * 1.07], [ref * 1.08]), previous=judge_night(hist, [ref * 1.07]))
     assert severe.state is State.SEVERE
+
+
+def test_two_suspect_nights_that_began_on_unchanged_code_confirm_nothing() -> None:
+    """Issue 22, live H200 hold-out 5: a series landed on a 2x process level on two nights of the commit the night
+    before them had run at the usual level; "two consecutive nights" read it severe. No commit lies between the
+    level before and the move: it stays a suspect, saying why; the same figures with a code change confirm."""
+    hist = _history(n=12)
+    ref = float(np.median(hist))
+    night1 = judge_night(hist, [ref * 1.5])
+    night2 = judge_night([*hist, ref * 1.5], [ref * 1.6])
+    assert decide(night2, previous=night1).state is State.SEVERE            # a code change between: confirmed
+    kept = decide(night2, previous=night1, same_code=True)
+    assert kept.state is State.SUSPECT and kept.confirmed_by is None
+    assert kept.reason.startswith(SAME_CODE_PENDING) and "no code change" in kept.reason
+    assert kept.worse_pct == pytest.approx(night2.worse_pct)                 # its figures stay the night's
+    better = decide(judge_night([*hist, ref * 0.6], [ref * 0.6]), previous=judge_night(hist, [ref * 0.6]),
+                    same_code=True)
+    assert better.state is State.SUSPECT_IMPROVED                            # an improvement alike
+    first = decide(night1, same_code=True)                                   # a first night is a suspect anyway
+    assert first.state is State.SUSPECT and SAME_CODE_PENDING not in first.reason
 
 
 def test_a_provisional_night_cannot_be_confirmed_by_consecutive_nights() -> None:

@@ -108,3 +108,33 @@ def test_the_vectorized_judge_agrees_where_last_night_is_settled_by_its_stored_v
         if settled:
             assert "consecutive" not in fv.reason and "second suspect night" not in fv.reason
     assert fast >= 20
+
+
+def test_the_vectorized_judge_agrees_where_the_suspect_nights_began_on_unchanged_code() -> None:
+    """Issue 22: both paths keep a second suspect night a suspect when its first suspect night ran the code of the
+    night before it (``same_code``), and both confirm the same figures without it."""
+    rng = np.random.default_rng(11)
+    cases = []
+    for i in range(40):
+        hist = list(100 * np.exp(rng.normal(0, 0.002, 8 + i % 4)))
+        step = [1.5, 0.6, 1.3, 1.0][i % 4]
+        hist.append(float(np.median(hist)) * step)
+        cases.append((hist, [float(np.median(hist[:-1])) * step * 1.01], bool(i % 5), i % 2 == 0))
+    pol = Policy()
+    got = judge_many([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases], policy=pol,
+                     same_code=[c[3] for c in cases])
+    fast = confirmed = kept = 0
+    for (hist, tonight, lower, same), fv in zip(cases, got, strict=True):
+        want = noise_judge(tonight, tonight, lower, Thresholds(pol.potential_pct, pol.regression_pct),
+                           history=hist, policy=pol, same_code=same)
+        if fv is None:
+            continue
+        fast += 1
+        assert (fv.state.value, fv.reason) == (want.verdict.value, want.note)
+        if fv.state.value in ("severe", "regression", "improved"):
+            assert not same
+            confirmed += 1
+        if same and fv.state.value in ("suspect", "suspect_improved"):
+            assert fv.reason.startswith("a second suspect night, not confirmed: the first suspect night ran the same")
+            kept += 1
+    assert fast >= 20 and confirmed >= 5 and kept >= 5

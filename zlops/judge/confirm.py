@@ -17,7 +17,6 @@ the same bot, randomized order, adding repeats while undecided); asv ``--interle
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import math
 import time
@@ -30,10 +29,10 @@ from typing import Any
 
 from zlops.campaign import ab as campaign_ab
 from zlops.errors import DeviceBusy, HostBusy, ZlopsError
-from zlops.host import gitops
 from zlops.host.telemetry import summarize_dir
 from zlops.judge.budget import COST_HISTORY_RUNS, PoolBudget, budget_seconds, less_spent
 from zlops.judge.derived import follow_sources
+from zlops.judge.evidence import same_code_reason
 from zlops.judge.interleave import CostModel, Pairs, learn_cost, run_pairs, run_rounds
 from zlops.judge.judges import ab_can_still_decide, confirm_suspect
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
@@ -93,29 +92,6 @@ def still_open(chosen: Sequence[Comparison], samples: Samples, policy: Any, base
             return True
     futile.append(max((len(v[0]) for v in samples.values()), default=0))
     return False
-
-
-def _same_code(ctx: RunContext, base_sha: str) -> str | None:
-    """Why an A/B of tonight's commit against ``base_sha`` could show no code change, or None when it could.
-
-    The same commit, or two commits whose trees differ only in the suite's ``inert_paths`` (docs, licence, CI
-    files). A git error leaves the A/B to run (the cautious side)."""
-    if base_sha == ctx.sha:
-        return (f"its baseline is this commit itself ({base_sha[:7]}): an A/B would compare the commit with "
-                "itself and can show no code change")
-    globs = ctx.suite.inert_paths
-    if not globs or not base_sha:
-        return None
-    try:
-        paths = gitops.changed_paths(gitops.mirror_of(ctx.suite.repo, ctx.mirror_path), base_sha, ctx.sha)
-    except ZlopsError as exc:
-        log.warning("A/B: could not list the paths changed since %s (%s); the A/B runs", base_sha[:7], exc)
-        return None
-    if any(not any(fnmatch.fnmatchcase(p, g) for g in globs) for p in paths):
-        return None
-    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    return (f"its baseline {base_sha[:7]} differs from this commit only in inert paths ({shown or 'no file'}; "
-            "the suite's inert_paths): an A/B would compare the same code with itself and can show no code change")
 
 
 def earlier_runs(ctx: RunContext, store: Any, suspects: Sequence[Comparison]) -> dict[tuple[str, str], Samples]:
@@ -661,7 +637,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     order = sorted(groups, key=lambda k: (k[0], -base_started(groups[k]), -max(_excess(c) for c in groups[k]),
                                           k[1]))
     n_bases = Counter(pool for pool, _ in groups)
-    same_code = {b: why for b in sorted({b for _, b in groups}) if (why := _same_code(ctx, b)) is not None}
+    same_code = {b: why for b in sorted({b for _, b in groups}) if (why := same_code_reason(ctx, b)) is not None}
     # a pool with suspects against two or more baseline commits (other than tonight's code) gets one A/B of
     # them all, the head run once a round for every base (confirm_bases)
     runnable = Counter(pool for pool, base_sha in groups if base_sha not in same_code)

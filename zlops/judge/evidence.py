@@ -12,10 +12,14 @@ After judging, :func:`invalid_rows` turns what only invalid shards measured into
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zlops.errors import ZlopsError
+from zlops.host import gitops
 from zlops.judge import compare as cmp
 from zlops.judge import setup as judging
 from zlops.model import CaseResult, ShardStatus, Verdict
@@ -23,6 +27,8 @@ from zlops.store import Store
 
 if TYPE_CHECKING:
     from zlops.steps.context import RunContext
+
+log = logging.getLogger(__name__)
 
 
 def invalid_rows(suite: str, rows: list[Any], results: Sequence[tuple[str, int, CaseResult]],
@@ -118,6 +124,7 @@ def pool_extras(store: Store, run_key: str) -> dict[str, list[dict[str, Any]]]:
 def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapping[str, str] | None = None,
                      evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]] | None = None,
                      before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] | None = None,
+                     pending_onset: dict[cmp.SeriesKey, str] | None = None,
                      ) -> tuple[dict[cmp.SeriesKey, Any], dict[cmp.SeriesKey, list[float]], set[cmp.SeriesKey]]:
     """Per series of ``keys``: its accepted night medians in ``frame`` (:meth:`Store.history_frame`),
     oldest first, as the judge reads them, and the per-run values of its earlier A/Bs (``processes``).
@@ -146,6 +153,9 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
       against, so it is what an A/B of tonight must run as its base: the suspect nights' own commit would
       measure the change against itself (issue 22, live H200: night S's suspect +2.87% stayed unresolved,
       the second S night's A/B ran S against S and "cleared" it, +0.00%).
+    - ``pending_onset`` (filled with ``before_pending``): the commit of the first night of that run of suspects;
+      where it ran the code of the night before the run, the move came with no code change
+      (:func:`judge_inputs`' ``same_code``).
 
     ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
     changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
@@ -203,6 +213,8 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
                 ref = b - pending - 1
                 before_pending[key] = cmp.BaselinePoint(str(run_keys[ref]), str(shas[ref]), str(units[ref]),
                                                         float(medians[ref]), int(counts[ref]))
+                if pending_onset is not None:
+                    pending_onset[key] = str(shas[ref + 1])
             runs: list[float] = []
             for i in range(lo, b):
                 found = found_of.get(run_keys[i])
@@ -284,9 +296,14 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     run_keys = sorted(in_window["run_key"].unique().tolist()) if len(in_window) else []
     walls = caliber_walls(store, set(run_keys), tonight)
     before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] = {}
+    onset: dict[cmp.SeriesKey, str] = {}
     history, processes, settled = series_histories(in_window, head, walls=walls,
                                                    evidence=store.verdict_evidence(run_keys, only_evidence=True),
-                                                   before_pending=before_pending)
+                                                   before_pending=before_pending, pending_onset=onset)
+    # the first suspect night ran the code of the night before it: no commit to blame for the move (one git call
+    # per distinct pair of commits, a few per night, none per series)
+    pairs = {(b.sha, onset[k]) for k, b in before_pending.items() if k in onset}
+    same = {pair for pair in pairs if same_code_reason(ctx, *pair) is not None}
     telemetry = {}
     for pool, extras in tonight.items():  # the worst shard of the pool speaks for it
         summaries = [e.get("telemetry") or {} for e in extras]
@@ -294,4 +311,30 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
                                                         t.get("temp_max_c") or 0.0))
     return cmp.JudgeInputs(history=history, telemetry=telemetry, caliber=caliber,
                            allow_caliber_mismatch=setup.allow_caliber_mismatch, failed_pools=failed_pools,
-                           processes=processes, settled=frozenset(settled), before_pending=before_pending)
+                           processes=processes, settled=frozenset(settled), before_pending=before_pending,
+                           same_code=frozenset(k for k, b in before_pending.items() if (b.sha, onset.get(k)) in same))
+
+
+def same_code_reason(ctx: RunContext, base_sha: str, head_sha: str | None = None) -> str | None:
+    """Why an A/B of ``head_sha`` (default tonight's commit) against ``base_sha`` could show no code change, or
+    None when it could.
+
+    The same commit, or two commits whose trees differ only in the suite's ``inert_paths`` (docs, licence, CI
+    files). A git error leaves the A/B to run (the cautious side)."""
+    head = head_sha or ctx.sha
+    if base_sha == head:
+        return (f"its baseline is this commit itself ({base_sha[:7]}): an A/B would compare the commit with "
+                "itself and can show no code change")
+    globs = ctx.suite.inert_paths
+    if not globs or not base_sha:
+        return None
+    try:
+        paths = gitops.changed_paths(gitops.mirror_of(ctx.suite.repo, ctx.mirror_path), base_sha, head)
+    except ZlopsError as exc:
+        log.warning("A/B: could not list the paths changed since %s (%s); the A/B runs", base_sha[:7], exc)
+        return None
+    if any(not any(fnmatch.fnmatchcase(p, g) for g in globs) for p in paths):
+        return None
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"its baseline {base_sha[:7]} differs from this commit only in inert paths ({shown or 'no file'}; "
+            "the suite's inert_paths): an A/B would compare the same code with itself and can show no code change")

@@ -650,8 +650,16 @@ def _near_bound_pct(ab: Confirmation, *, worse_side: bool) -> float | None:
     return worse_lo if worse_side else -worse_hi
 
 
+#: why nights alone never confirm a suspect whose first suspect night ran the code of the night before it
+#: (:func:`decide`'s ``same_code``): no commit lies between the level before and the level now
+SAME_CODE_PENDING = ("a second suspect night, not confirmed: the first suspect night ran the same code as the night "
+                     "before it, so the move came with no code change (a process level, the machine or its driver); "
+                     "nights alone cannot confirm it; an A/B of a later commit against that code can clear it")
+
+
 def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confirmation | None = None,
-           policy: Policy | None = None, ab_base_runs: Sequence[float] | None = None) -> Decision:
+           policy: Policy | None = None, ab_base_runs: Sequence[float] | None = None,
+           same_code: bool = False) -> Decision:
     """Turn tonight's screening plus confirmation evidence into the state that is reported.
 
     Symmetric: only a ``suspect`` night can become ``regression``/``severe`` and only a
@@ -667,6 +675,11 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     separated process levels that could explain the change (the A/B's CI reaches back into their gap; a
     CI wholly beyond the gap keeps the suspect, for more pairs).
     A confirmation that lands inside the known levels of a multi-modal series is not a change.
+    ``same_code``: the first suspect night ran the code of the night before it (the suspect's baseline, and an
+    A/B's base): the same commit, or one that differs only in the suite's ``inert_paths``. Two nights beyond the
+    threshold then confirm nothing, since no commit lies between the level before and the move (live H200,
+    hold-out 5: FlagGems maximum 4096x4096 landed on a 2x process level on two nights of one commit, the night
+    before them at the usual level, and read "severe" by two nights; the A/B had been skipped as an A/A).
     Otherwise it stays a suspect.
     """
     pol = policy or Policy()
@@ -707,7 +720,7 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     # unchanged code, then +88% and +28% beyond the upper one: "severe" by two nights, issue 22); only an
     # A/B, which measures both sides' levels, can tell
     multimodal = night.modes is not None or (previous is not None and previous.modes is not None)
-    if (previous is not None and previous.state is night.state and known and not multimodal
+    if (previous is not None and previous.state is night.state and known and not multimodal and not same_code
             and night.threshold_pct is not None and previous.worse_pct is not None and night.worse_pct is not None):
         sign = 1.0 if worse_side else -1.0   # on the log scale: a 2x speed-up is as far as a 2x slow-down
         if confirm_consecutive([sign * log_ratio(previous.worse_pct), sign * log_ratio(night.worse_pct)],
@@ -731,6 +744,8 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     if multimodal and second:
         pending = ("a second suspect night, not confirmed: the series' processes settle on separated levels, "
                    "so nights alone cannot tell a new level from a change; awaiting an A/B")
+    if same_code and second:
+        pending = SAME_CODE_PENDING
     return Decision(night.state, confirmed_by=None, reason=f"{pending}: {night.reason}", **figures)
 
 

@@ -25,7 +25,14 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from zlops.stats.decide import UNMEASURABLE_FACTOR, Policy, State, pending_text, telemetry_problem
+from zlops.stats.decide import (
+    SAME_CODE_PENDING,
+    UNMEASURABLE_FACTOR,
+    Policy,
+    State,
+    pending_text,
+    telemetry_problem,
+)
 from zlops.stats.noise import MEDIAN_SE_FACTOR
 
 
@@ -173,12 +180,14 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                lower_is_better: Sequence[bool], *, policy: Policy,
                telemetry: Sequence[Mapping[str, Any] | None] | None = None,
                processes: Sequence[Sequence[float]] | None = None,
-               settled: Sequence[bool] | None = None) -> list[FrameVerdict | None]:
+               settled: Sequence[bool] | None = None,
+               same_code: Sequence[bool] | None = None) -> list[FrameVerdict | None]:
     """Judge every series like ``decide(*judge_tonight(history, tonight, ...))`` (no A/B evidence).
 
     ``histories[i]``: series i's accepted nightly medians, oldest first (after level changes and
     caliber walls are cut, as for :func:`judge_tonight`); ``tonight[i]``: tonight's raw samples;
-    ``settled[i]``: last night's stored verdict says it is no unresolved suspect (``last_settled``).
+    ``settled[i]``: last night's stored verdict says it is no unresolved suspect (``last_settled``);
+    ``same_code[i]``: its first suspect night ran the code of the night before it (``decide``'s ``same_code``).
     Returns one :class:`FrameVerdict` per series, or None where the caller must use the per-series
     judge (see the module docstring).
     """
@@ -231,7 +240,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
             # no A/B runs on this path: the processes seen are the nights of each model's window
             seen_now, seen_prev = int(s["counts"][i]), int(prev["counts"][i])
             known = seen_now >= pol.min_nights and (not second or seen_prev >= pol.min_nights)
-            if (second and known and sign * math.log1p(pw / 100.0) > math.log1p(thr / 100.0)
+            blocked = same_code is not None and bool(same_code[i])
+            if (second and known and not blocked and sign * math.log1p(pw / 100.0) > math.log1p(thr / 100.0)
                     and sign * math.log1p(nw / 100.0) > math.log1p(thr / 100.0)):
                 if worse_side:
                     state = State.SEVERE if min(pw, nw) > pol.regression_pct else State.REGRESSION
@@ -241,6 +251,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                           f"{reason}")
             else:
                 seen = min(seen_now, seen_prev) if second else seen_now
-                reason = f"{pending_text(second=second, known=known, seen=seen, policy=pol)}: {reason}"
+                pending = (SAME_CODE_PENDING if second and blocked
+                           else pending_text(second=second, known=known, seen=seen, policy=pol))
+                reason = f"{pending}: {reason}"
         out.append(FrameVerdict(state, reason=reason, **figures))
     return out
