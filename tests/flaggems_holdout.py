@@ -19,6 +19,14 @@
   are in processes.tsv: nights 1-6 (A's code) on two, nights 7-9 (W) on two others, where A itself is ~1.6% faster
   on the slowed shape; the stand-in serves processes by commit, not by lease.
 
+- ``HOLDOUT5`` (issue 22; tests/data/flaggems_h200/holdout5_2026-12-04/lease5/, PROVENANCE.md there): amin, any and
+  maximum; A, one README-only commit D1 (A's code), then W (amin's wrapper launches its kernel once more over the
+  first 524288 rows: +3.01% on ``amin/float16/(1024x1024x1024, 1)`` in the ground truth), each with the real
+  ``src/flag_gems/ops/amin.py``. The processes are lease 5's eleven live nights' (A A A A A D1 W W W W W, one warm
+  H200) and night 7's ten A/B runs (``-m amin``), with their Triton caches. Every one of them exited 1 (FlagGems'
+  ``test_amin`` raises for the two dtypes not asked for) and was kept by the suite's ``partial_exit_codes: [1]``:
+  the stand-in exits with the recorded code and the suite declares the same (``Holdout.exit_codes``).
+
 Each commit's message carries ``Replay-Set: <label>``. ``replay_holdout.py`` stands in for ``python -m pytest
 benchmark/ -m <ops> --level core ...`` and writes what FlagGems writes (``result_<argv>.log`` in its working
 directory): the next recorded process of its commit, keeping only the selected ops' records. ``logs/replay.json``
@@ -187,6 +195,8 @@ with open(name.replace("_-", "-"), "w", encoding="utf-8") as fh:
 with open(os.path.join(state, "served.log"), "a") as fh:
     fh.write("\t".join([label, sel or "*", proc["log"], "ab" if ab else "night", "%.2f" % seconds, kernels]) + "\n")
 print("replayed", label, proc["log"], "ops", ops or "all", "as", "%.2f" % seconds, "s", "kernels", kernels)
+if conf.get("exit_codes") and proc.get("rc", "-") not in ("-", "0"):
+    sys.exit(int(proc["rc"]))   # what the real process exited with (a suite's partial_exit_codes keep its results)
 '''
 
 
@@ -222,6 +232,7 @@ class Holdout:
     op_s: Mapping[str, float] = field(default_factory=dict)   # per-op test time, for processes without stamps
     kernels: bool = False            # the suite declares kernels: triton
     ignore: tuple[str, ...] = ()     # what of ``data`` the upstream's logs/ leaves out
+    exit_codes: tuple[int, ...] = ()  # the suite's partial_exit_codes; the stand-in then exits as the process did
 
     def source_text(self, version: str) -> str:
         return (self.sources / f"{Path(self.source).stem}_{version}.py").read_text()
@@ -231,6 +242,7 @@ DATA = Path(__file__).parent / "data" / "flaggems_h200" / "holdout_2026-12-01"
 FAKE_TRITON = Path(__file__).parent / "fake_triton"   # Triton 3.6's cache module, what the stand-in writes through
 DATA2 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout2_2026-12-02"
 DATA3 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout3_2026-12-02"
+DATA5 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout5_2026-12-04"
 
 HOLDOUT1 = Holdout(
     data=DATA, ops=("mean", "amax", "add"), slowed_case="mean/float16/(1024x1024x1024, 1)",
@@ -271,6 +283,23 @@ HOLDOUT3 = Holdout(
     # the live record's own files (nights' JSON, CLI output, the homes' tarballs): not processes to replay
     ignore=("*.md", "*.txt", "*.yaml", "nights.tsv", "json", "kernels", "state", "upstream"))
 
+HOLDOUT5 = Holdout(
+    data=DATA5 / "lease5", ops=("amin", "any", "maximum"), slowed_case="amin/float16/(1024x1024x1024, 1)",
+    slowed_metrics=("latency", "speedup"), source="src/flag_gems/ops/amin.py", sources=DATA5 / "lease5" / "upstream",
+    commits=(Commit("A", "A", "A", "FlagGems ed2508bcb5a0 trimmed: flag_gems + benchmark/ for amin any maximum"),
+             Commit("W", "W", "W", "amin: launch the reduction kernel once more over the first 524288 rows above "
+                                   "2**30 elements (injected regression)")),
+    readme="# FlagGems (trimmed to amin, any, maximum; replayed from H200 recordings)\n",
+    night_kinds=("night", "ab"), ab_kinds=("ab",), n_docs=1,
+    # no stamped process on this lease: pytest's own session time (processes.tsv's pytest_s) of the ten live A/B
+    # runs of -m amin, median 6.30 s; any + maximum: the median of the nightly shards' (nights 2-11: night 1
+    # compiled every kernel) 10.52 s less amin's, split evenly (only their sum is measured). Used only where an
+    # A/B side outruns its ten targeted runs and gets a filtered whole-subset process
+    # (tests/stats/test_h200_holdout5_replay.py re-derives these from processes.tsv)
+    op_s={"amin": 6.30, "any": 2.11, "maximum": 2.11}, kernels=True, exit_codes=(1,),
+    # the lease's own files (nights' JSON, verdicts, env, nvidia-smi): not processes to replay
+    ignore=("*.md", "*.txt", "*.yaml", "nights.tsv", "json", "upstream"))
+
 # hold-out 1's names, as its tests import them
 OPS = HOLDOUT1.ops
 SLOWED_CASE = HOLDOUT1.slowed_case
@@ -285,7 +314,8 @@ def mean_py(label: str) -> str:
 
 class HoldoutReplay:
     """A git upstream on ``main``: the holdout's first commit, ``n_docs`` README-only commits, then the rest
-    (``.shas`` by name: hold-out 1 A, D1.., S; hold-out 2 A, D1, S, K; hold-out 3 A, D1..D5, W)."""
+    (``.shas`` by name: hold-out 1 A, D1.., S; hold-out 2 A, D1, S, K; hold-out 3 A, D1..D5, W; hold-out 5 A, D1,
+    W)."""
 
     def __init__(self, path: Path, *, n_docs: int | None = None, data: Path | None = None,
                  holdout: Holdout = HOLDOUT1) -> None:
@@ -297,7 +327,8 @@ class HoldoutReplay:
         shutil.copytree(data or holdout.data, path / "logs", ignore=shutil.ignore_patterns(*holdout.ignore))
         (path / "logs" / "replay.json").write_text(json.dumps(
             {"ops": list(holdout.ops), "night_kinds": list(holdout.night_kinds), "ab_kinds": list(holdout.ab_kinds),
-             "op_s": dict(holdout.op_s), "triton": str(FAKE_TRITON)}, indent=1) + "\n")
+             "op_s": dict(holdout.op_s), "triton": str(FAKE_TRITON),
+             **({"exit_codes": True} if holdout.exit_codes else {})}, indent=1) + "\n")
         (path / Path(holdout.source).parent).mkdir(parents=True)
         self.shas: dict[str, str] = {}
         first, *rest = holdout.commits
@@ -357,6 +388,7 @@ def config_data(home: Path, upstream: Path, state: Path, *, time_scale: float,
         "format": "flaggems-record", "pools": ["h200"], "rounds": 1, "timeout_s": 300,
         "env": {"HOLDOUT_REPLAY_STATE": str(state), "HOLDOUT_REPLAY_TIME_SCALE": str(time_scale)},
         **({"kernels": "triton"} if holdout.kernels else {}),
+        **({"partial_exit_codes": list(holdout.exit_codes)} if holdout.exit_codes else {}),
     }
     return {"home": str(home), "pools": {"h200": {"backend": "cpu", "devices": [0]}},
             "suites": {"flaggems": suite}, "device_wait_s": 5, "noise": scaled_noise_defaults(time_scale),
