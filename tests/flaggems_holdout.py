@@ -26,6 +26,8 @@
   H200) and night 7's ten A/B runs (``-m amin``), with their Triton caches. Every one of them exited 1 (FlagGems'
   ``test_amin`` raises for the two dtypes not asked for) and was kept by the suite's ``partial_exit_codes: [1]``:
   the stand-in exits with the recorded code and the suite declares the same (``Holdout.exit_codes``).
+  ``HOLDOUT5_LEASE6``: the same upstream, served lease 6's processes (A A A A A D1 W W on a fresh H200, zlops
+  1b323fe), A/B runs of nights 6-8 included.
 
 Each commit's message carries ``Replay-Set: <label>``. ``replay_holdout.py`` stands in for ``python -m pytest
 benchmark/ -m <ops> --level core ...`` and writes what FlagGems writes (``result_<argv>.log`` in its working
@@ -72,7 +74,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +301,13 @@ HOLDOUT5 = Holdout(
     op_s={"amin": 6.30, "any": 2.11, "maximum": 2.11}, kernels=True, exit_codes=(1,),
     # the lease's own files (nights' JSON, verdicts, env, nvidia-smi): not processes to replay
     ignore=("*.md", "*.txt", "*.yaml", "nights.tsv", "json", "upstream"))
+
+# lease 6 (tests/data/flaggems_h200/holdout5_2026-12-04/lease6/, PROVENANCE.md there, "Lease 6"): the same suite,
+# upstream and commits on a fresh H200 under zlops 1b323fe, nights A A A A A D1 W W; its processes: the 8 nightly
+# shards and the A/B runs of nights 6 (D1 against A: A's code on both sides), 7 (W against D1) and 8 (W against A,
+# killed by the call's timeout: its last run has no record). Its upstream/ is lease 5's (the record script checks
+# the mirror's files identical); op_s are lease 5's (used only where an A/B side outruns its recorded runs)
+HOLDOUT5_LEASE6 = replace(HOLDOUT5, data=DATA5 / "lease6", ignore=(*HOLDOUT5.ignore, "triton_cache.tsv"))
 
 # hold-out 1's names, as its tests import them
 OPS = HOLDOUT1.ops
