@@ -78,3 +78,44 @@ def test_a_confirmed_change_restarts_the_history_and_its_processes() -> None:
     history, _, _ = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(n6=Verdict.SUSPECT, n7=Verdict.IMPROVED,
                                                                          n8=Verdict.SUSPECT))
     assert list(history[KEY]) == NIGHTS[7:]
+
+
+def _frame_shas(medians: list[float], shas: list[str]) -> pd.DataFrame:
+    frame = _frame(medians)
+    return frame.assign(sha=shas, unit="ms", n=1)
+
+
+def test_the_suspect_run_names_its_onset_commit_and_whether_an_ab_of_it_could_not_decide() -> None:
+    """Issue 22, hold-out 5 on the H200. Lease 5: a move on nights 7-8 of the commit night 6 ran (onset = base
+    commit: no code change). Lease 6: a suspect whose A/B on its first night was inconclusive. Both are held from
+    the nights' rule (zlops.stats.decide's hold), each with its reason; a suspect run with neither is not."""
+    from zlops.judge.evidence import hold_reasons
+    from zlops.stats.decide import AB_UNDECIDED_PENDING, SAME_CODE_PENDING
+
+    shas = ["a"] * 6 + ["w"] * 3
+    before: dict = {}
+    onset: dict = {}
+    tried: set = set()
+    series_histories(_frame_shas(NIGHTS, shas), {KEY}, evidence=_ev(n6=Verdict.SUSPECT, n7=Verdict.SUSPECT,
+                                                                    n8=Verdict.SUSPECT),
+                     before_pending=before, pending_onset=onset, pending_ab=tried)
+    assert before[KEY].run_key == "n5" and before[KEY].sha == "a" and onset[KEY] == "w" and not tried
+    assert hold_reasons(before, onset, set(), tried) == {}                      # a code change: nights may confirm
+    shas_same = ["a"] * 9                                                        # the move on the base's own commit
+    before, onset, tried = {}, {}, set()
+    series_histories(_frame_shas(NIGHTS, shas_same), {KEY}, evidence=_ev(n6=Verdict.SUSPECT, n7=Verdict.SUSPECT,
+                                                                         n8=Verdict.SUSPECT),
+                     before_pending=before, pending_onset=onset, pending_ab=tried)
+    assert (before[KEY].sha, onset[KEY]) == ("a", "a")
+    assert hold_reasons(before, onset, {("a", "a")}, tried) == {KEY: SAME_CODE_PENDING}
+    before, onset, tried = {}, {}, set()
+    series_histories(_frame_shas(NIGHTS, shas), {KEY}, evidence=_ev(
+        n6=(Verdict.SUSPECT, _ab((10.0, 10.02), (12.0, 12.1))), n7=Verdict.SUSPECT, n8=Verdict.SUSPECT),
+        before_pending=before, pending_onset=onset, pending_ab=tried)
+    assert tried == {KEY} and hold_reasons(before, onset, set(), tried) == {KEY: AB_UNDECIDED_PENDING}
+    # an A/B before the run (it cleared a night that is history now) holds nothing
+    before, onset, tried = {}, {}, set()
+    series_histories(_frame_shas(NIGHTS, shas), {KEY}, evidence=_ev(
+        n4=(Verdict.UNCHANGED, _ab((10.0, 10.02), (10.0, 10.1))), n7=Verdict.SUSPECT, n8=Verdict.SUSPECT),
+        before_pending=before, pending_onset=onset, pending_ab=tried)
+    assert not tried and hold_reasons(before, onset, set(), tried) == {}

@@ -239,14 +239,14 @@ def test_two_suspect_nights_that_began_on_unchanged_code_confirm_nothing() -> No
     night1 = judge_night(hist, [ref * 1.5])
     night2 = judge_night([*hist, ref * 1.5], [ref * 1.6])
     assert decide(night2, previous=night1).state is State.SEVERE            # a code change between: confirmed
-    kept = decide(night2, previous=night1, same_code=True)
+    kept = decide(night2, previous=night1, hold=SAME_CODE_PENDING)
     assert kept.state is State.SUSPECT and kept.confirmed_by is None
     assert kept.reason.startswith(SAME_CODE_PENDING) and "no code change" in kept.reason
     assert kept.worse_pct == pytest.approx(night2.worse_pct)                 # its figures stay the night's
     better = decide(judge_night([*hist, ref * 0.6], [ref * 0.6]), previous=judge_night(hist, [ref * 0.6]),
-                    same_code=True)
+                    hold=SAME_CODE_PENDING)
     assert better.state is State.SUSPECT_IMPROVED                            # an improvement alike
-    first = decide(night1, same_code=True)                                   # a first night is a suspect anyway
+    first = decide(night1, hold=SAME_CODE_PENDING)                                 # a first night is a suspect anyway
     assert first.state is State.SUSPECT and SAME_CODE_PENDING not in first.reason
 
 

@@ -8,6 +8,7 @@ import pytest
 from zlops.judge.judges import noise_judge
 from zlops.model import Thresholds
 from zlops.stats import Policy, State
+from zlops.stats.decide import SAME_CODE_PENDING
 from zlops.stats.frame import judge_many
 
 
@@ -122,11 +123,11 @@ def test_the_vectorized_judge_agrees_where_the_suspect_nights_began_on_unchanged
         cases.append((hist, [float(np.median(hist[:-1])) * step * 1.01], bool(i % 5), i % 2 == 0))
     pol = Policy()
     got = judge_many([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases], policy=pol,
-                     same_code=[c[3] for c in cases])
+                     hold=[SAME_CODE_PENDING if c[3] else None for c in cases])
     fast = confirmed = kept = 0
     for (hist, tonight, lower, same), fv in zip(cases, got, strict=True):
         want = noise_judge(tonight, tonight, lower, Thresholds(pol.potential_pct, pol.regression_pct),
-                           history=hist, policy=pol, same_code=same)
+                           history=hist, policy=pol, hold=SAME_CODE_PENDING if same else None)
         if fv is None:
             continue
         fast += 1

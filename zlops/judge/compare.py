@@ -83,9 +83,9 @@ class JudgeInputs:
     #: series whose newest nights are unresolved suspects -> the newest night before them: a suspect's
     #: A/B base (zlops.judge.evidence.series_histories)
     before_pending: Mapping[SeriesKey, BaselinePoint] = field(default_factory=dict)
-    #: series whose first unresolved suspect night ran the code of the night before it (the same commit, or one
-    #: differing only in inert paths): nights alone cannot confirm them (zlops.stats.decide's same_code)
-    same_code: Collection[SeriesKey] = field(default_factory=frozenset)
+    #: series whose unresolved suspect nights may not be confirmed by nights alone -> why (zlops.stats.decide's
+    #: hold: the first suspect night ran the code of the night before it, or an A/B of the suspect could not decide)
+    hold: Mapping[SeriesKey, str] = field(default_factory=dict)
 
 
 def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[Judgement | None, str, bool]:
@@ -145,7 +145,7 @@ def _judge_all(setup: JudgingSetup, pending: list[tuple[SeriesKey, CaseResult, B
             [(b, r.samples, r.lower_is_better, extra.history.get(k, ()), extra.telemetry.get(k[0]),
               extra.processes.get(k, ())) for k, r, b, _ in batch], setup.thresholds, policy=setup.policy,
             settled=[k in extra.settled for k, _, _, _ in batch],
-            same_code=[k in extra.same_code for k, _, _, _ in batch])
+            hold=[extra.hold.get(k) for k, _, _, _ in batch])
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
             if key in device_moved:
                 judgement = device_moved_suspect(judgement)

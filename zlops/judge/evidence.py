@@ -125,6 +125,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
                      evidence: Mapping[tuple[str, str, str, str], tuple[Verdict, Any]] | None = None,
                      before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] | None = None,
                      pending_onset: dict[cmp.SeriesKey, str] | None = None,
+                     pending_ab: set[cmp.SeriesKey] | None = None,
                      ) -> tuple[dict[cmp.SeriesKey, Any], dict[cmp.SeriesKey, list[float]], set[cmp.SeriesKey]]:
     """Per series of ``keys``: its accepted night medians in ``frame`` (:meth:`Store.history_frame`),
     oldest first, as the judge reads them, and the per-run values of its earlier A/Bs (``processes``).
@@ -155,7 +156,9 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
       the second S night's A/B ran S against S and "cleared" it, +0.00%).
     - ``pending_onset`` (filled with ``before_pending``): the commit of the first night of that run of suspects;
       where it ran the code of the night before the run, the move came with no code change
-      (:func:`judge_inputs`' ``same_code``).
+      (:func:`judge_inputs`' ``hold``).
+    - ``pending_ab`` (filled when given): the series whose run of unresolved suspects holds a night whose A/B
+      ran and could not decide (its stored figures carry A/B runs): nights alone may not confirm them.
 
     ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
     changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
@@ -222,6 +225,8 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
                     continue
                 verdict, figures = found
                 if pending and i >= b - pending:   # an unresolved suspect's A/B: undecided, no evidence yet
+                    if pending_ab is not None:
+                        pending_ab.add(key)
                     continue
                 if verdict.changes_level:
                     runs.extend(figures.runs_head)
@@ -297,9 +302,11 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     walls = caliber_walls(store, set(run_keys), tonight)
     before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] = {}
     onset: dict[cmp.SeriesKey, str] = {}
+    tried: set[cmp.SeriesKey] = set()
     history, processes, settled = series_histories(in_window, head, walls=walls,
                                                    evidence=store.verdict_evidence(run_keys, only_evidence=True),
-                                                   before_pending=before_pending, pending_onset=onset)
+                                                   before_pending=before_pending, pending_onset=onset,
+                                                   pending_ab=tried)
     # the first suspect night ran the code of the night before it: no commit to blame for the move (one git call
     # per distinct pair of commits, a few per night, none per series)
     pairs = {(b.sha, onset[k]) for k, b in before_pending.items() if k in onset}
@@ -312,7 +319,20 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     return cmp.JudgeInputs(history=history, telemetry=telemetry, caliber=caliber,
                            allow_caliber_mismatch=setup.allow_caliber_mismatch, failed_pools=failed_pools,
                            processes=processes, settled=frozenset(settled), before_pending=before_pending,
-                           same_code=frozenset(k for k, b in before_pending.items() if (b.sha, onset.get(k)) in same))
+                           hold=hold_reasons(before_pending, onset, same, tried))
+
+
+def hold_reasons(before_pending: Mapping[cmp.SeriesKey, cmp.BaselinePoint], onset: Mapping[cmp.SeriesKey, str],
+                 same: Collection[tuple[str, str]], tried: Collection[cmp.SeriesKey]) -> dict[cmp.SeriesKey, str]:
+    """Per series whose unresolved suspect nights nights alone may not confirm, why (zlops.stats.decide's
+    ``hold``): its first suspect night ran the code of the night before it (``same``: such (base, onset) commit
+    pairs), or an A/B of it against that night ran on a suspect night and could not decide (``tried``)."""
+    from zlops.stats.decide import AB_UNDECIDED_PENDING, SAME_CODE_PENDING
+
+    out = {k: SAME_CODE_PENDING for k, b in before_pending.items() if (b.sha, onset.get(k)) in same}
+    for k in tried:
+        out.setdefault(k, AB_UNDECIDED_PENDING)
+    return out
 
 
 def same_code_reason(ctx: RunContext, base_sha: str, head_sha: str | None = None) -> str | None:

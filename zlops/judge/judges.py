@@ -62,7 +62,7 @@ STATE_VERDICTS: dict[str, Verdict] = {v.value: v for v in (
 def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, thresholds: Thresholds, *,
                 history: Sequence[float] | None = None, telemetry: Mapping[str, Any] | None = None,
                 policy: Policy | None = None, processes: Sequence[float] | None = None,
-                last_settled: bool = False, same_code: bool = False) -> Judgement:
+                last_settled: bool = False, hold: str | None = None) -> Judgement:
     """Noise-aware judge (issue 5): :func:`zlops.stats.judge_night` then :func:`zlops.stats.decide`.
 
     Same call as :func:`simple_judge`, plus ``history`` (the series' accepted nightly medians, oldest
@@ -77,7 +77,7 @@ def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, th
     consecutive nights: last night, re-judged from ``history[:-1]``, was beyond its threshold too
     (and, being unresolved, is held out of tonight's reference: :func:`zlops.stats.judge_tonight`), unless
     ``last_settled``: its stored verdict says it is no unresolved suspect (``zlops.judge.evidence.series_histories``);
-    nor when ``same_code``: the first suspect night ran the code of the night before it (:func:`zlops.stats.decide`).
+    nor with ``hold``: why nights alone may not confirm it (:func:`zlops.stats.decide`).
     """
     from zlops import stats
 
@@ -88,7 +88,7 @@ def noise_judge(base: BaseSide, head: Sequence[float], lower_is_better: bool, th
                                           baseline_summary=(ref.median, ref.n), lower_is_better=lower_is_better,
                                           policy=pol, telemetry=telemetry, processes=processes,
                                           last_settled=last_settled)
-    decision = stats.decide(night, previous=previous, policy=pol, same_code=same_code)
+    decision = stats.decide(night, previous=previous, policy=pol, hold=hold)
     return Judgement(verdict=STATE_VERDICTS[decision.state.value], change_pct=decision.change_pct,
                      worse_pct=decision.worse_pct, threshold_pct=decision.threshold_pct, note=decision.reason,
                      figures=night_figures(night, n_samples=len(head), lower_is_better=lower_is_better))
@@ -98,11 +98,11 @@ def noise_judge_many(items: Sequence[tuple[BaseSide, Sequence[float], bool, Sequ
                                           Mapping[str, Any] | None, Sequence[float]]],
                      thresholds: Thresholds, *, policy: Policy | None = None,
                      settled: Sequence[bool] | None = None,
-                     same_code: Sequence[bool] | None = None) -> list[Judgement]:
+                     hold: Sequence[str | None] | None = None) -> list[Judgement]:
     """:func:`noise_judge` for many series at once (``zlops.stats.frame``: vectorized, same verdicts).
 
     ``items``: per series (baseline summary or samples, tonight's samples, lower_is_better, history, telemetry,
-    processes); ``settled`` and ``same_code``: per series, those of :func:`noise_judge`. Series the vectorized path
+    processes); ``settled`` and ``hold``: per series, those of :func:`noise_judge`. Series the vectorized path
     does not cover are judged one by one.
     """
     from zlops import stats
@@ -112,14 +112,14 @@ def noise_judge_many(items: Sequence[tuple[BaseSide, Sequence[float], bool, Sequ
                               regression_pct=thresholds.regression_pct)
     fast = judge_many([i[3] for i in items], [i[1] for i in items], [i[2] for i in items], policy=pol,
                       telemetry=[i[4] for i in items], processes=[i[5] for i in items], settled=settled,
-                      same_code=same_code)
+                      hold=hold)
     out: list[Judgement] = []
     for i, ((base, head, lower, history, telemetry, processes), fv) in enumerate(zip(items, fast, strict=True)):
         if fv is None:
             out.append(noise_judge(base, head, lower, thresholds, history=list(history), telemetry=telemetry,
                                    policy=policy, processes=list(processes),
                                    last_settled=bool(settled[i]) if settled is not None else False,
-                                   same_code=bool(same_code[i]) if same_code is not None else False))
+                                   hold=hold[i] if hold is not None else None))
             continue
         n = len(head)
         figures = Figures(reference=fv.reference, reference_label=fv.reference_text, value=fv.value,

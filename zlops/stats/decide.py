@@ -651,15 +651,20 @@ def _near_bound_pct(ab: Confirmation, *, worse_side: bool) -> float | None:
 
 
 #: why nights alone never confirm a suspect whose first suspect night ran the code of the night before it
-#: (:func:`decide`'s ``same_code``): no commit lies between the level before and the level now
+#: (a :func:`decide` ``hold``): no commit lies between the level before and the level now
 SAME_CODE_PENDING = ("a second suspect night, not confirmed: the first suspect night ran the same code as the night "
                      "before it, so the move came with no code change (a process level, the machine or its driver); "
                      "nights alone cannot confirm it; an A/B of a later commit against that code can clear it")
+#: why nights alone never confirm a suspect a same-device A/B against its baseline already tried and could not
+#: decide (a :func:`decide` ``hold``): the nights do not overrule the measurement made to settle them
+AB_UNDECIDED_PENDING = ("a second suspect night, not confirmed: a same-device A/B of this suspect against its "
+                        "baseline ran on an earlier suspect night and could not decide it; nights alone do not "
+                        "overrule it; awaiting an A/B")
 
 
 def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confirmation | None = None,
            policy: Policy | None = None, ab_base_runs: Sequence[float] | None = None,
-           same_code: bool = False) -> Decision:
+           hold: str | None = None) -> Decision:
     """Turn tonight's screening plus confirmation evidence into the state that is reported.
 
     Symmetric: only a ``suspect`` night can become ``regression``/``severe`` and only a
@@ -675,11 +680,15 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     separated process levels that could explain the change (the A/B's CI reaches back into their gap; a
     CI wholly beyond the gap keeps the suspect, for more pairs).
     A confirmation that lands inside the known levels of a multi-modal series is not a change.
-    ``same_code``: the first suspect night ran the code of the night before it (the suspect's baseline, and an
-    A/B's base): the same commit, or one that differs only in the suite's ``inert_paths``. Two nights beyond the
-    threshold then confirm nothing, since no commit lies between the level before and the move (live H200,
-    hold-out 5: FlagGems maximum 4096x4096 landed on a 2x process level on two nights of one commit, the night
-    before them at the usual level, and read "severe" by two nights; the A/B had been skipped as an A/A).
+    ``hold``: why two nights beyond the threshold may not confirm this suspect (the caller knows it from the
+    stored nights; the text becomes the pending reason): :data:`SAME_CODE_PENDING` when the first suspect night
+    ran the code of the night before it (the suspect's baseline, and an A/B's base: the same commit, or one that
+    differs only in the suite's ``inert_paths``), since no commit lies between the level before and the move (live
+    H200, hold-out 5: FlagGems maximum 4096x4096 landed on a 2x process level on two nights of one commit, the
+    night before them at the usual level, and read "severe" by two nights; the A/B had been skipped as an A/A);
+    :data:`AB_UNDECIDED_PENDING` when an A/B of the suspect against its baseline ran on an earlier night of the
+    run and could not decide it (hold-out 5, lease 6: maximum 4096x4096 a suspect from the README-only night,
+    whose A/B was inconclusive, then +54% and +134% on the change's nights, held only by too few processes).
     Otherwise it stays a suspect.
     """
     pol = policy or Policy()
@@ -720,7 +729,7 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     # unchanged code, then +88% and +28% beyond the upper one: "severe" by two nights, issue 22); only an
     # A/B, which measures both sides' levels, can tell
     multimodal = night.modes is not None or (previous is not None and previous.modes is not None)
-    if (previous is not None and previous.state is night.state and known and not multimodal and not same_code
+    if (previous is not None and previous.state is night.state and known and not multimodal and hold is None
             and night.threshold_pct is not None and previous.worse_pct is not None and night.worse_pct is not None):
         sign = 1.0 if worse_side else -1.0   # on the log scale: a 2x speed-up is as far as a 2x slow-down
         if confirm_consecutive([sign * log_ratio(previous.worse_pct), sign * log_ratio(night.worse_pct)],
@@ -744,8 +753,8 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     if multimodal and second:
         pending = ("a second suspect night, not confirmed: the series' processes settle on separated levels, "
                    "so nights alone cannot tell a new level from a change; awaiting an A/B")
-    if same_code and second:
-        pending = SAME_CODE_PENDING
+    if hold is not None and second:
+        pending = hold
     return Decision(night.state, confirmed_by=None, reason=f"{pending}: {night.reason}", **figures)
 
 

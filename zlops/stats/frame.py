@@ -26,7 +26,6 @@ import numpy as np
 from scipy.special import ndtri
 
 from zlops.stats.decide import (
-    SAME_CODE_PENDING,
     UNMEASURABLE_FACTOR,
     Policy,
     State,
@@ -181,13 +180,13 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                telemetry: Sequence[Mapping[str, Any] | None] | None = None,
                processes: Sequence[Sequence[float]] | None = None,
                settled: Sequence[bool] | None = None,
-               same_code: Sequence[bool] | None = None) -> list[FrameVerdict | None]:
+               hold: Sequence[str | None] | None = None) -> list[FrameVerdict | None]:
     """Judge every series like ``decide(*judge_tonight(history, tonight, ...))`` (no A/B evidence).
 
     ``histories[i]``: series i's accepted nightly medians, oldest first (after level changes and
     caliber walls are cut, as for :func:`judge_tonight`); ``tonight[i]``: tonight's raw samples;
     ``settled[i]``: last night's stored verdict says it is no unresolved suspect (``last_settled``);
-    ``same_code[i]``: its first suspect night ran the code of the night before it (``decide``'s ``same_code``).
+    ``hold[i]``: why nights alone may not confirm its suspect (``decide``'s ``hold``), or None.
     Returns one :class:`FrameVerdict` per series, or None where the caller must use the per-series
     judge (see the module docstring).
     """
@@ -240,7 +239,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
             # no A/B runs on this path: the processes seen are the nights of each model's window
             seen_now, seen_prev = int(s["counts"][i]), int(prev["counts"][i])
             known = seen_now >= pol.min_nights and (not second or seen_prev >= pol.min_nights)
-            blocked = same_code is not None and bool(same_code[i])
+            held_by = hold[i] if hold is not None else None
+            blocked = held_by is not None
             if (second and known and not blocked and sign * math.log1p(pw / 100.0) > math.log1p(thr / 100.0)
                     and sign * math.log1p(nw / 100.0) > math.log1p(thr / 100.0)):
                 if worse_side:
@@ -251,7 +251,7 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                           f"{reason}")
             else:
                 seen = min(seen_now, seen_prev) if second else seen_now
-                pending = (SAME_CODE_PENDING if second and blocked
+                pending = (held_by if second and held_by is not None
                            else pending_text(second=second, known=known, seen=seen, policy=pol))
                 reason = f"{pending}: {reason}"
         out.append(FrameVerdict(state, reason=reason, **figures))
