@@ -351,7 +351,8 @@ def same_code_reason(ctx: RunContext, base_sha: str, head_sha: str | None = None
     try:
         paths = gitops.changed_paths(gitops.mirror_of(ctx.suite.repo, ctx.mirror_path), base_sha, head)
     except ZlopsError as exc:
-        log.warning("A/B: could not list the paths changed since %s (%s); the A/B runs", base_sha[:7], exc)
+        log.warning("could not list the paths changed from %s to %s (%s): read as a code change", base_sha[:7],
+                    head[:7], exc)
         return None
     if any(not any(fnmatch.fnmatchcase(p, g) for g in globs) for p in paths):
         return None

@@ -25,13 +25,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from zlops.stats.decide import (
-    UNMEASURABLE_FACTOR,
-    Policy,
-    State,
-    pending_text,
-    telemetry_problem,
-)
+from zlops.stats.decide import UNMEASURABLE_FACTOR, Policy, State, pending_text, telemetry_problem
 from zlops.stats.noise import MEDIAN_SE_FACTOR
 
 
@@ -240,8 +234,7 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
             seen_now, seen_prev = int(s["counts"][i]), int(prev["counts"][i])
             known = seen_now >= pol.min_nights and (not second or seen_prev >= pol.min_nights)
             held_by = hold[i] if hold is not None else None
-            blocked = held_by is not None
-            if (second and known and not blocked and sign * math.log1p(pw / 100.0) > math.log1p(thr / 100.0)
+            if (second and known and held_by is None and sign * math.log1p(pw / 100.0) > math.log1p(thr / 100.0)
                     and sign * math.log1p(nw / 100.0) > math.log1p(thr / 100.0)):
                 if worse_side:
                     state = State.SEVERE if min(pw, nw) > pol.regression_pct else State.REGRESSION
@@ -251,7 +244,7 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                           f"{reason}")
             else:
                 seen = min(seen_now, seen_prev) if second else seen_now
-                pending = (held_by if second and held_by is not None
+                pending = (held_by if second and held_by
                            else pending_text(second=second, known=known, seen=seen, policy=pol))
                 reason = f"{pending}: {reason}"
         out.append(FrameVerdict(state, reason=reason, **figures))
