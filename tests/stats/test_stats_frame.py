@@ -113,7 +113,7 @@ def test_the_vectorized_judge_agrees_where_last_night_is_settled_by_its_stored_v
 
 def test_the_vectorized_judge_agrees_where_the_suspect_nights_began_on_unchanged_code() -> None:
     """Issue 22: both paths keep a second suspect night a suspect when its first suspect night ran the code of the
-    night before it (``same_code``), and both confirm the same figures without it."""
+    night before it (a ``hold``), and both confirm the same figures without it."""
     rng = np.random.default_rng(11)
     cases = []
     for i in range(40):
