@@ -2,6 +2,7 @@
 # One device call of the CPU gloo campaign under the production defaults (issue 22), on a many-core host:
 #   NIGHTS="1 2 3" bash benchmarks/campaign_h200/cpu_campaign_call.sh      # first call: a fresh home
 #   NIGHTS="4 5 6" bash benchmarks/campaign_h200/cpu_campaign_call.sh      # next calls, same warm machine
+#   RESTORE=.devcarry/campaign_h200x2_n3.tar.gz NIGHTS="5 6" bash ...      # next call, a fresh machine
 # run_nights.py --backend cpu --defaults --contention-gate (the config a user writes from docs/campaigns.md,
 # gate on), 1 MiB all-reduce, P {1, 2}, 4 nights of unchanged code then 2 of the 2x slowdown. A night starts
 # only while the call has STOP_AFTER seconds used or fewer (a night and its A/B took up to ~410 s on 2 cores);
@@ -14,6 +15,12 @@ if [ ! -d /tmp/site/pydantic ]; then
 fi
 export PYTHONPATH=$PWD:/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 home=${ZG:-/tmp/zg}/home
+# a fresh machine (the warm one was released): resume from the newest tarball of an earlier call, carried in
+if [ ! -f "$home/zlops.json" ] && [ -n "${RESTORE:-}" ]; then
+  mkdir -p "${ZG:-/tmp/zg}" && tar -xzf "$RESTORE" -C "${ZG:-/tmp/zg}" || exit 4
+  echo "restored $home and the upstream from $RESTORE"
+fi
+[ -f .devcarry/zlops_commit.txt ] && cp .devcarry/zlops_commit.txt "$OUT/" 2>/dev/null
 mkdir -p "$OUT"
 { nproc; uptime; $PY -c 'import torch, sys; print(sys.version.split()[0], torch.__version__, torch.distributed.is_gloo_available())'
   lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket"; } > "$OUT/env_$(date +%H%M%S).txt" 2>&1

@@ -230,6 +230,7 @@ def main() -> int:
         with tarfile.open(a.out / f"campaign_h200x2_n{i}.tar.gz", "w:gz") as tar:
             tar.add(a.home, arcname="home", filter=lambda ti: None if "/worktrees" in ti.name or "/envs" in ti.name
                     or "/mirrors" in ti.name else ti)
+            tar.add(upstream, arcname=upstream.name)   # so a later call on a fresh machine can resume (RESTORE=)
     return 0
 
 
