@@ -4,6 +4,7 @@ FlagGems H200 records (tests/data/flaggems_h200, PROVENANCE.md there), and open 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 import statistics
 from pathlib import Path
 
@@ -191,3 +192,61 @@ def test_campaign_efficiency_and_ratio_follow_their_timings() -> None:
     steps = plan_night(follow_sources(rows), {}, band_pct=2.0)
     assert sorted((s.comparison.case, s.comparison.metric) for s in steps) == [
         ("allreduce/64MiB/p2/tree/nccl", "execute_s"), ("allreduce/64MiB/ring/ring", "efficiency_p2")]
+
+
+def _ab(row: Comparison, ci: tuple[float, float]) -> Comparison:
+    f = replace(row.judgement.figures, ci_pct=ci, reference_label="A/B base, 5 runs", value_label="A/B head, 5 runs")
+    return replace(row, judgement=replace(row.judgement, figures=f))
+
+
+def test_a_confirmed_timing_carries_its_efficiency_and_ratio_over_an_unmeasurable_one_when_the_noise_cannot_hide_it() -> None:
+    """Issue 22's CPU gloo campaign: nccl/tree at P=2 made 2x slower (confirmed by its A/B), while the P=1
+    timing (a 1 MiB memory copy whose processes vary ~22%) and the ring stack at P=2 are unmeasurable at 5%.
+    The efficiency at P=2 and the nccl/ring ratio come out confirmed severe when the product of the sources'
+    bands (the A/B CI, the unmeasurable change give or take its threshold, times its levels' span) lies
+    beyond the 5% line; the same P=2 change over a P=1 that varies 3x stays unmeasurable, as does a source
+    that is invalid; with no confirmed source nothing is confirmed."""
+    p1, p2 = "allreduce/1MiB/p1", "allreduce/1MiB/p2"
+    slowed = _ab(_row(f"{p2}/tree/nccl", "execute_s", Verdict.SEVERE, 0.0140, 0.0283, threshold=5.0), (80.0, 110.0))
+    p1_noisy = _row(f"{p1}/tree/nccl", "execute_s", Verdict.UNMEASURABLE, 1.00e-4, 1.03e-4, threshold=66.0)
+    ring = _row(f"{p2}/tree/ring", "execute_s", Verdict.UNMEASURABLE, 0.0150, 0.0146, threshold=20.0)
+    ring = replace(ring, judgement=replace(ring.judgement, figures=replace(ring.judgement.figures,
+                                                                           modes=(0.0120, 0.0150))))
+
+    def derived(p1_row: Comparison, ring_row: Comparison) -> list[Comparison]:
+        t = {(c.case, c.metric): c.head.median for c in (slowed, p1_row, ring_row)}
+        return [slowed, p1_row, ring_row,
+                _row("allreduce/1MiB/tree/nccl", "efficiency_p2", Verdict.SUSPECT, 0.0036,
+                     t[(f"{p1}/tree/nccl", "execute_s")] / (2 * t[(f"{p2}/tree/nccl", "execute_s")]),
+                     lower=False, unit="eff"),
+                _row(f"{p2}/tree", "ratio_nccl_over_ring", Verdict.SUSPECT, 0.93,
+                     t[(f"{p2}/tree/nccl", "execute_s")] / t[(f"{p2}/tree/ring", "execute_s")], unit="t/t")]
+
+    by = _by(follow_sources(derived(p1_noisy, ring)))
+    eff = by[("allreduce/1MiB/tree/nccl", "efficiency_p2")]
+    assert eff.verdict is Verdict.SEVERE and eff.follows
+    # its change is the sources' product; its CI the product of the bands: (1.03 * [1/1.66, 1.66]) / [1.8, 2.1]
+    assert eff.judgement.change_pct == pytest.approx((1.03 / (0.0283 / 0.0140) - 1) * 100, abs=1e-6)
+    lo, hi = eff.judgement.figures.ci_pct
+    assert lo == pytest.approx((1.03 / 1.66 / 2.1 - 1) * 100, abs=1e-6)
+    assert hi == pytest.approx((1.03 * 1.66 / 1.8 - 1) * 100, abs=1e-6)
+    assert hi < -100 * (1 - 1 / 1.05)
+    assert "unmeasurable" in eff.judgement.note and "66.00%" in eff.judgement.note
+    ratio = by[(f"{p2}/tree", "ratio_nccl_over_ring")]
+    assert ratio.verdict is Verdict.SEVERE        # [1.8, 2.1] / (0.9733 * [1/(1.2*1.25), 1.2*1.25]) > 1.05
+    assert ratio.judgement.figures.ci_pct[0] == pytest.approx((1.8 / (0.0146 / 0.0150 * 1.2 * 1.25) - 1) * 100)
+    # a P=1 that varies 3x (its threshold 200%) could hide the fall: unmeasurable, with the source named
+    wild = replace(p1_noisy, judgement=replace(p1_noisy.judgement, threshold_pct=200.0))
+    assert _by(follow_sources(derived(wild, ring)))[("allreduce/1MiB/tree/nccl", "efficiency_p2")].verdict \
+        is Verdict.UNMEASURABLE
+    invalid = replace(p1_noisy, judgement=replace(p1_noisy.judgement, verdict=Verdict.INVALID))
+    assert _by(follow_sources(derived(invalid, ring)))[("allreduce/1MiB/tree/nccl", "efficiency_p2")].verdict \
+        is Verdict.INVALID
+    unconfirmed = [replace(c, judgement=replace(c.judgement, verdict=Verdict.SUSPECT)) if c is slowed else c
+                   for c in derived(p1_noisy, ring)]
+    slowed_suspect = _by(follow_sources(unconfirmed))
+    assert slowed_suspect[("allreduce/1MiB/tree/nccl", "efficiency_p2")].verdict is Verdict.UNMEASURABLE
+    rows = derived(p1_noisy, ring)
+    assert follow_sources(follow_sources(rows)) == follow_sources(rows)
+    assert sorted((s.comparison.case, s.comparison.metric) for s in plan_night(follow_sources(rows), {}, band_pct=2.0)) \
+        == [(f"{p2}/tree/nccl", "execute_s")]

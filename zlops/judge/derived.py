@@ -164,6 +164,9 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
     names = " and ".join(f"{s.metric} of {s.case}" for s, _ in sources)
     gaps = [s for s, _ in sources if s.verdict.is_gap]
     if gaps:
+        bounded = _bounded(c, sources, names)
+        if bounded is not None:
+            return bounded
         g = gaps[0]
         why = f"follows {names}: {g.case} is {g.verdict.label}" + (f" ({g.judgement.note})" if g.judgement.note else "")
         return Judgement(g.verdict, None, None, g.judgement.threshold_pct, why)
@@ -198,6 +201,70 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
     parts = "; ".join(f"{s.case} {s.verdict.label} {(_ratio(s.judgement) or 1.0) * 100 - 100:+.2f}%"
                       for s, _ in sources)
     return Judgement(verdict, None, None, threshold, f"follows its sources: {parts}", figures=figures)
+
+
+def _band(s: Comparison) -> tuple[float, float, str] | None:
+    """Where a source's true change (a ratio) can lie, with how that was found: a confirmed source's A/B
+    CI (else its change within its threshold); an ``unmeasurable`` one's change widened by its threshold
+    (its noise times k) and, for a series on several process levels, by the span of its levels. None when
+    the source has no change to bound."""
+    j, f = s.judgement, s.judgement.figures
+    r = _ratio(j)
+    thr = j.threshold_pct if j.threshold_pct is not None and math.isfinite(j.threshold_pct) else None
+    if r is None or thr is None or thr < 0:
+        return None
+    if s.verdict in _CONFIRMED and f is not None and f.ci_pct is not None and f.ci_pct[0] > -100.0:
+        return 1.0 + f.ci_pct[0] / 100.0, 1.0 + f.ci_pct[1] / 100.0, f"A/B CI [{f.ci_pct[0]:+.2f}%, {f.ci_pct[1]:+.2f}%]"
+    widen = 1.0 + thr / 100.0
+    how = f"{r * 100 - 100:+.2f}% give or take a factor {{w}} (threshold {thr:.2f}%"
+    modes = f.modes if f is not None else ()
+    if len(modes) >= 2 and min(modes) > 0:
+        widen *= max(modes) / min(modes)
+        how += f", levels {max(modes) / min(modes):.3g}x apart"
+    return r / widen, r * widen, how.replace("{w}", f"{widen:.3g}") + ")"
+
+
+def _bounded(c: Comparison, sources: list[tuple[Comparison, int]], names: str) -> Judgement | None:
+    """A derived row with a confirmed source and ``unmeasurable`` ones: confirmed (in its own direction, as
+    :func:`_combined`) when its change lies beyond the confirmed sources' threshold whatever the unmeasurable
+    sources did within their noise: the product of every source's band (:func:`_band`). A 2x slower P=2
+    all-reduce (confirmed) over a P=1 one whose processes vary 22% (unmeasurable at 5%) is an efficiency at
+    P=2 of about half, well beyond any 5% line whichever way P=1 wandered; a P=1 varying 2x could hide it,
+    and then the row stays unmeasurable (None here). Gaps other than unmeasurable (invalid, new, missing)
+    always pass to the row."""
+    confirmed = [s for s, _ in sources if s.verdict in _CONFIRMED]
+    if not confirmed or c.head is None or any(
+            s.verdict.is_gap and s.verdict is not Verdict.UNMEASURABLE for s, _ in sources):
+        return None
+    lo = hi = own = 1.0
+    parts = []
+    for s, power in sources:
+        band, r = _band(s), _ratio(s.judgement)
+        if band is None or r is None:
+            return None
+        a, b, how = band
+        if a <= 0:
+            return None
+        a, b = sorted((a ** power, b ** power))
+        lo, hi, own = lo * a, hi * b, own * r ** power
+        parts.append(f"{s.case} {s.verdict.label} {how}")
+    threshold = max((s.judgement.threshold_pct or 0.0 for s in confirmed), default=0.0) or 2.0
+    line = 1.0 + threshold / 100.0
+    if not (lo >= line or hi <= 1.0 / line) or not math.isfinite(own) or own <= 0:
+        return None
+    worse = (own > 1.0) == c.lower_is_better
+    verdicts = {s.verdict for s in confirmed}
+    verdict = (Verdict.SEVERE if Verdict.SEVERE in verdicts else Verdict.REGRESSION) if worse else Verdict.IMPROVED
+    value = c.head.median
+    ci = ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+    figures = Figures(reference=value / own, reference_label=f"its sources' references ({names})", value=value,
+                      value_label=f"tonight, {c.head.n} sample{'s' if c.head.n != 1 else ''}",
+                      lower_is_better=c.lower_is_better, unit=c.unit, ci_pct=ci, threshold_pct=threshold,
+                      follows=names)
+    note = (f"follows its sources: {'; '.join(parts)}: {own * 100 - 100:+.2f}%, within [{ci[0]:+.2f}%, "
+            f"{ci[1]:+.2f}%] whatever the unmeasurable sources did within their noise, beyond the "
+            f"{threshold:.2f}% line")
+    return Judgement(verdict, None, None, threshold, note, figures=figures)
 
 
 def follow_sources(rows: Sequence[Comparison]) -> list[Comparison]:
