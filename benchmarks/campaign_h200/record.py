@@ -11,6 +11,10 @@ That is what ``tests/campaign/test_h200x2_noise_replay.py`` re-judges.
 the JSON files are written without indentation, only the last night's report is kept, and a night
 of ``nights.json`` without the commit's subject gets it from the upstream beside ``--home``
 (``../collectives-upstream``).
+
+``--comparisons`` also writes ``night<N>.comparisons.json``: every comparison row of the night's run as
+the store keeps it (``zlops.store.comparisons``: figures with the A/B's CI and runs, the levels), so a test
+can apply today's post-judging rules (``zlops.judge.derived.follow_sources``) to what the night judged.
 """
 
 from __future__ import annotations
@@ -70,15 +74,44 @@ def record(home: Path, dest: Path, *, compact: bool = False) -> list[str]:
     return written
 
 
+def record_comparisons(home: Path, dest: Path) -> list[str]:
+    """``night<N>.comparisons.json`` for every nightly run of the store under ``home`` (its config's home is
+    rewritten to ``home``: the tarball was made elsewhere). Needs zlops importable."""
+    from zlops.config.settings import parse_config
+    from zlops.steps.context import open_store
+    from zlops.store.comparisons import _row
+
+    data = json.loads((home / "zlops.json").read_text())
+    old = data["home"]
+    data = json.loads(json.dumps(data).replace(old, str(home)))
+    store = open_store(parse_config(data, source="record"))
+    written = []
+    for run in store.list_runs(limit=10_000):
+        m = re.search(r":n(\d+)$", run.run_key)   # run_nights.py's run label n<N>
+        if m is None:
+            continue
+        rows = [{k: v for k, v in _row(0, c).items() if k != "run_id"} for c in store.comparisons(run.run_key)]
+        name = f"night{int(m.group(1))}.comparisons.json"
+        (dest / name).write_text(json.dumps({"run_key": run.run_key, "suite": run.suite, "rows": rows},
+                                            separators=(",", ":")) + "\n")
+        written.append(name)
+    return written
+
+
 def main() -> int:
-    compact = "--compact" in sys.argv[1:]
-    src, dest = (Path(a) for a in [a for a in sys.argv[1:] if a != "--compact"][:2])
+    flags = {"--compact", "--comparisons"}
+    compact, comps = "--compact" in sys.argv[1:], "--comparisons" in sys.argv[1:]
+    src, dest = (Path(a) for a in [a for a in sys.argv[1:] if a not in flags][:2])
     if src.is_file():
         with tempfile.TemporaryDirectory() as tmp, tarfile.open(src) as tar:
             tar.extractall(tmp, filter="data")
             print("\n".join(record(Path(tmp) / "home", dest, compact=compact)))
+            if comps:
+                print("\n".join(record_comparisons(Path(tmp) / "home", dest)))
     else:
         print("\n".join(record(src, dest, compact=compact)))
+        if comps:
+            print("\n".join(record_comparisons(src, dest)))
     return 0
 
 

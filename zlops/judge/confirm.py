@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from zlops import metrics
 from zlops.campaign import ab as campaign_ab
 from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.host.telemetry import summarize_dir
@@ -55,7 +56,10 @@ def _excess(c: Comparison) -> float:
 
 
 def _pick(suspects: list[Comparison], budget: int) -> list[Comparison]:
-    return sorted(suspects, key=lambda c: (-_excess(c), c.pool, c.case, c.metric))[:budget]
+    """The ``budget`` suspects an A/B takes first: timings before one-time set-up series
+    (:data:`zlops.metrics.SETUP_TIMINGS`), each most severe first."""
+    return sorted(suspects, key=lambda c: (metrics.setup_timing(c.metric) is not None, -_excess(c), c.pool, c.case,
+                                           c.metric))[:budget]
 
 
 Samples = dict[tuple[str, str], tuple[list[float], list[float]]]
@@ -333,7 +337,8 @@ def _arm_cost(ctx: RunContext, costing: Any, suspects: Sequence[Comparison]) -> 
 def choose_bases(ctx: RunContext, costing: Any, groups: Sequence[tuple[str, list[Comparison]]], *,
                  budget_s: float) -> dict[str, list[Comparison]]:
     """The suspects one A/B against several bases can afford, per base: greedy over the groups in the order
-    given (the newest base first), each group's suspects most severe first; a suspect joins while
+    given (the newest base first), each group's suspects most severe first, every group's timings before any
+    group's one-time set-up series (:data:`zlops.metrics.SETUP_TIMINGS`); a suspect joins while
     ``ab_min_pairs`` rounds still fit, a round being one head run of every chosen suspect's cases (their
     union: a suspect whose case or shard the head already runs adds nothing there) plus one run of each base
     of its own suspects' cases. A campaign keeps :data:`zlops.campaign.ab.HEADROOM`. When not even the first
@@ -344,19 +349,21 @@ def choose_bases(ctx: RunContext, costing: Any, groups: Sequence[tuple[str, list
     chosen: dict[str, list[Comparison]] = {}
     first: tuple[str, Comparison] | None = None
     taken = 0
-    for base_sha, members in groups:
-        for c in _pick(members, cfg.ab_budget):
-            if taken >= cfg.ab_budget:
-                break
-            if campaign and not costing.shards([c]):
-                continue   # no planned shard re-measures it
-            first = first or (base_sha, c)
-            trial = {b: list(v) for b, v in chosen.items()}
-            trial.setdefault(base_sha, []).append(c)
-            if cfg.ab_min_pairs * round_cost(ctx, costing, trial) * headroom > budget_s:
-                continue   # a cheaper suspect further down may still fit beside the chosen ones
-            chosen = trial
-            taken += 1
+    # every base's timing suspects (the newest base first) before any one-time set-up suspect (_pick's order)
+    passes = [[(b, c) for b, members in groups for c in _pick(members, cfg.ab_budget)
+               if (metrics.setup_timing(c.metric) is not None) == setup] for setup in (False, True)]
+    for base_sha, c in (pair for one in passes for pair in one):
+        if taken >= cfg.ab_budget:
+            break
+        if campaign and not costing.shards([c]):
+            continue   # no planned shard re-measures it
+        first = first or (base_sha, c)
+        trial = {b: list(v) for b, v in chosen.items()}
+        trial.setdefault(base_sha, []).append(c)
+        if cfg.ab_min_pairs * round_cost(ctx, costing, trial) * headroom > budget_s:
+            continue   # a cheaper suspect further down may still fit beside the chosen ones
+        chosen = trial
+        taken += 1
     if not chosen and first is not None:
         chosen = {first[0]: [first[1]]}
     return chosen
