@@ -215,13 +215,12 @@ def _band(s: Comparison) -> tuple[float, float, str] | None:
         return None
     if s.verdict in _CONFIRMED and f is not None and f.ci_pct is not None and f.ci_pct[0] > -100.0:
         return 1.0 + f.ci_pct[0] / 100.0, 1.0 + f.ci_pct[1] / 100.0, f"A/B CI [{f.ci_pct[0]:+.2f}%, {f.ci_pct[1]:+.2f}%]"
-    widen = 1.0 + thr / 100.0
-    how = f"{r * 100 - 100:+.2f}% give or take a factor {{w}} (threshold {thr:.2f}%"
     modes = f.modes if f is not None else ()
-    if len(modes) >= 2 and min(modes) > 0:
-        widen *= max(modes) / min(modes)
-        how += f", levels {max(modes) / min(modes):.3g}x apart"
-    return r / widen, r * widen, how.replace("{w}", f"{widen:.3g}") + ")"
+    span = max(modes) / min(modes) if len(modes) >= 2 and min(modes) > 0 else 1.0
+    widen = (1.0 + thr / 100.0) * span
+    levels = f", levels {span:.3g}x apart" if span > 1.0 else ""
+    return (r / widen, r * widen,
+            f"{r * 100 - 100:+.2f}% give or take a factor {widen:.3g} (threshold {thr:.2f}%{levels})")
 
 
 def _bounded(c: Comparison, sources: list[tuple[Comparison, int]], names: str) -> Judgement | None:
