@@ -283,7 +283,11 @@ def test_only_suspects_are_ever_confirmed() -> None:
     ab_better = confirm_ab(_samples(ref, n=8, seed=1), _samples(ref * 0.9, n=8, seed=2))
     assert decide(improved, ab=ab_better).state is State.IMPROVED
     ab_worse = confirm_ab(_samples(ref, n=8, seed=1), _samples(ref * 1.1, n=8, seed=2))
-    assert decide(improved, ab=ab_worse).state is State.UNCHANGED   # the A/B disagrees: cleared
+    # the A/B confirms the other direction: not this improvement, nor "unchanged" (its CI is beyond the floor on
+    # the worse side): a suspect that way, nothing confirmed while the night and the A/B disagree
+    opposite = decide(improved, ab=ab_worse)
+    assert opposite.state is State.SUSPECT and "opposite direction" in opposite.reason
+    assert opposite.change_pct == ab_worse.change_pct
     same = confirm_ab(_samples(ref, n=8, seed=1), _samples(ref, n=8, seed=2))
     assert decide(improved, ab=same).state is State.UNCHANGED
 

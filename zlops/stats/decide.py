@@ -701,10 +701,19 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
         if agrees:
             return Decision(ab.state, ab.change_pct, ab.worse_pct, night.threshold_pct or pol.potential_pct, "ab",
                             f"confirmed by A/B: {ab.reason}")
-        if ab.outcome == "cleared" or ab.confirmed:   # cleared, or confirmed the other way: not this change
-            why = "cleared by A/B" if ab.outcome == "cleared" else "the A/B measured the opposite direction"
+        if ab.outcome == "cleared":
             return Decision(State.UNCHANGED, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
-                            f"{night.state.value.replace('_', ' ')} ({night.reason}) {why}: {ab.reason}")
+                            f"{night.state.value.replace('_', ' ')} ({night.reason}) cleared by A/B: {ab.reason}")
+        if ab.confirmed:
+            # confirmed the other way: not this change, and no "unchanged" either (its CI lies beyond the floor, on
+            # the other side). The night and the A/B disagree, so nothing is confirmed: a suspect in the A/B's
+            # direction, with its figures, for the next night (replayed H200 hold-out 3: argmax 64x64 +622% by the
+            # night, -83.62% by the A/B, CI [-87.48%, -42.66%], had read "unchanged")
+            flipped = State.SUSPECT_IMPROVED if worse_side else State.SUSPECT
+            return Decision(flipped, ab.change_pct, ab.worse_pct, night.threshold_pct, None,
+                            f"the A/B measured the opposite direction of the night's "
+                            f"{night.state.value.replace('_', ' ')} ({night.reason}): now a "
+                            f"{flipped.value.replace('_', ' ')}, awaiting confirmation: {ab.reason}")
         base_modes = (detect_modes(list(ab_base_runs), floor_pct=pol.potential_pct, k=pol.k, ordered=False)
                       if ab_base_runs is not None and len(ab_base_runs) >= 4 else None)
         near = _near_bound_pct(ab, worse_side=worse_side)
