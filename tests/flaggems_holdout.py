@@ -45,8 +45,10 @@ Time: with ``$HOLDOUT_REPLAY_TIME_SCALE`` = s, a run lasts s x what the real pro
 a process recorded with the selection takes its recorded wall time; a process filtered to fewer ops takes its
 wall time minus the recorded time of the dropped tests (its per-test stamps, ``*.timing.tsv``; hold-out 2's
 zlops-run processes have none: ``op_s``, the median per-op test time of the ground truth's stamped processes on
-the same H200). The replay subtracts the time it has already spent since its interpreter started, so a run's
-duration as zlops sees it is s x the real one plus only zlops' own overhead.
+the same H200). The replay subtracts the time it has already spent since its interpreter started, and on an A/B
+run the smallest gap so far between two of the A/B's runs (zlops' own work around a run, which the scale does not
+shrink: a few hundredths of a second a run on a quiet host, tenths on a loaded one, against ~1.2 s runs at
+s = 0.05), so an A/B run's duration as zlops sees it is s x the real one on a loaded host as on a quiet one.
 
 Kernels: where zlops sets ``TRITON_CACHE_DIR`` (a suite with ``kernels: triton``) and the process has a recorded
 ``kernels.json``, the replay asks for each kernel that process had as Triton's compiler does, through Triton's cache
@@ -189,14 +191,32 @@ if cache_dir and proc.get("kernels", "-") != "-":
         compiled += 1
     kernels = "%d/%d" % (compiled, len(mine_k))
 scale = float(os.environ.get("HOLDOUT_REPLAY_TIME_SCALE") or 0)
+# zlops' own work around a run of an A/B (starting it, parsing its output) is real time that the scale does not
+# shrink and that zlops counts as the run's: ~0.05 s a run on a quiet host, several tenths on a loaded one, against a
+# run of ~1.2 s at s = 0.05 (~25 s on the H200, where the same work is <1% of a run). The gap since the same A/B's
+# previous run ended holds that work, and between rounds also zlops' decision on the pairs so far, which zlops does
+# not count: the smallest gap of the A/B so far (the first is within a round) is taken out of this run's sleep.
+cwd = os.getcwd().replace(os.sep, "/")
+ab_key = cwd[:cwd.index("/ab/") + 4] + cwd[cwd.index("/ab/") + 4:].split("/")[0] if ab else ""
+mark = os.path.join(state, "ab.last")
+gap = None
+if ab and os.path.exists(mark):
+    with open(mark) as fh:
+        prev_key, prev_end, prev_gap = fh.read().split("\t")
+    if prev_key == ab_key:
+        gap = max(0.0, T0 - float(prev_end))
+        gap = gap if prev_gap == "-" else min(gap, float(prev_gap))
 if scale:
-    time.sleep(max(0.0, scale * seconds - (time.monotonic() - T0)))
+    time.sleep(max(0.0, scale * seconds - (time.monotonic() - T0) - (gap or 0.0)))
 name = "result_{}.log".format("_".join(a.replace(".py", "").replace("=", "_").replace("/", "_") for a in args))
 with open(name.replace("_-", "-"), "w", encoding="utf-8") as fh:
     fh.write("\n".join(keep) + "\n")
 with open(os.path.join(state, "served.log"), "a") as fh:
     fh.write("\t".join([label, sel or "*", proc["log"], "ab" if ab else "night", "%.2f" % seconds, kernels]) + "\n")
 print("replayed", label, proc["log"], "ops", ops or "all", "as", "%.2f" % seconds, "s", "kernels", kernels)
+if ab:
+    with open(mark, "w") as fh:
+        fh.write("%s\t%.6f\t%s" % (ab_key, time.monotonic(), "-" if gap is None else "%.6f" % gap))
 if conf.get("exit_codes") and proc.get("rc", "-") not in ("-", "0"):
     sys.exit(int(proc["rc"]))   # what the real process exited with (a suite's partial_exit_codes keep its results)
 '''

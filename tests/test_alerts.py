@@ -214,3 +214,35 @@ def test_change_range_is_never_empty_and_prefers_where_the_change_was_first_seen
     ranges = series_ranges([same, other], HEAD_SHA, previous_sha=BASE_SHA,
                            alerts={("npu", "gelu", "time"): "0000000..1111111"})
     assert ranges == {("npu", "softmax_8192", "time"): "1111111..2222222", ("npu", "gelu", "time"): "0000000..1111111"}
+
+
+def test_a_companion_timing_folds_into_the_alert_of_the_timing_it_accompanies() -> None:
+    """One alert per regressed case (issue 22): the collectives' ``wall_s`` (the round's wall time around
+    ``execute_s``) confirmed on the night ``execute_s`` is confirmed opens no alert of its own (run 6b of the gloo
+    campaign opened two for one case); the execute_s alert's event names it. Where only the host's work around the
+    collective got slower, or the companion is firmer than the other clock's alert, it alerts on its own."""
+    case = "allreduce_p2_count262144_fp32/nccl"
+    both = plan_night([cmp(case, Verdict.SEVERE, 10.0, 16.1, metric="execute_s", unit="s"),
+                       cmp(case, Verdict.SEVERE, 11.0, 19.15, metric="wall_s", unit="s")], {}, band_pct=2.0)
+    assert [(s.comparison.metric, s.to_state, s.announce) for s in both] == [("execute_s", AlertState.CONFIRMED,
+                                                                             True)]
+    assert "with wall_s +74.09% (severe), the same work's other clock: no alert of its own" in both[0].note
+    # the host's work alone: wall_s alerts on its own
+    alone = plan_night([cmp(case, Verdict.UNCHANGED, 10.0, 10.0, metric="execute_s", unit="s"),
+                        cmp(case, Verdict.SEVERE, 11.0, 19.15, metric="wall_s", unit="s")], {}, band_pct=2.0)
+    assert [(s.comparison.metric, s.to_state) for s in alone] == [("wall_s", AlertState.CONFIRMED)]
+    # execute_s only a suspect tonight: the confirmed wall_s is firmer and opens its own alert
+    firmer = plan_night([cmp(case, Verdict.SUSPECT, 10.0, 10.5, metric="execute_s", unit="s"),
+                         cmp(case, Verdict.REGRESSION, 11.0, 12.0, metric="wall_s", unit="s")], {}, band_pct=2.0)
+    assert sorted((s.comparison.metric, s.to_state) for s in firmer) == [("execute_s", AlertState.NEW),
+                                                                        ("wall_s", AlertState.CONFIRMED)]
+    # execute_s' alert already open and confirmed (a quiet night for it): wall_s confirmed later opens nothing
+    held = dataclasses.replace(alert(case), metric="execute_s", unit="s", base_value=10.0)
+    later = plan_night([cmp(case, Verdict.SEVERE, 10.0, 16.1, metric="execute_s", unit="s"),
+                        cmp(case, Verdict.SEVERE, 11.0, 19.15, metric="wall_s", unit="s")],
+                       {held.key: held}, band_pct=2.0)
+    assert [s.comparison.metric for s in later] == ["execute_s"] and later[0].alert_id == held.id
+    # a metric that is no companion (the one-time set-up) keeps its own alert
+    apart = plan_night([cmp(case, Verdict.SUSPECT, 10.0, 10.4, metric="execute_s", unit="s"),
+                        cmp(case, Verdict.SUSPECT, 11.0, 11.5, metric="setup_s", unit="s")], {}, band_pct=2.0)
+    assert len(apart) == 2

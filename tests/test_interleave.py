@@ -190,6 +190,24 @@ def test_rounds_run_the_head_once_for_every_base_and_the_last_base_gives_way_to_
     assert out.stopped == "max pairs"
 
 
+def test_every_run_of_the_rounds_gets_a_number_of_its_own_when_a_base_stops() -> None:
+    """The number is the run's folder (``<run>/ab/<pool>/<NN>B``, ``<NN>A-<base>``): after a base stops a round has
+    fewer runs, and numbering by round x runs a round + position gave round 3's runs the numbers of round 2's (the
+    hold-out 2 replay, night K: 17 runs, 16 folders, one run's evidence written over)."""
+    from zlops.judge.interleave import run_rounds
+
+    numbers: list[tuple[int, str]] = []
+
+    def run_one(arm: str, i: int, open_: frozenset[str]) -> tuple[dict[tuple[str, str], float], float]:
+        numbers.append((i, arm))
+        return {KEY: {"head": 1.2, "new": 1.0, "old": 1.1}[arm]}, 10.0
+
+    out = run_rounds(head="head", arms=["new", "old"], run_one=run_one, seed=3, min_pairs=2, max_pairs=5,
+                     budget_s=1000.0, est_run_s=lambda arm, open_: 10.0, decided=lambda arm, samples: arm == "old")
+    assert out.runs == 2 * 3 + 3 * 2 == len(numbers)
+    assert sorted(i for i, _ in numbers) == list(range(out.runs)), numbers
+
+
 def test_an_earlier_ab_of_the_same_commits_counts_towards_its_pairs() -> None:
     """The night before ran the same two commits' A/B (upstream did not move): its pairs start the samples and
     count towards min_pairs and max_pairs, so an A/B they left undecidable stops before running again."""

@@ -256,6 +256,24 @@ SETUP_TIMINGS: dict[str, str] = {
 }
 
 
+#: Other clocks on the same work of a case: the collectives harness times each round twice, ``execute_s`` (the
+#: collective) and ``wall_s`` (the round's wall time around it), and ``device_wall_s`` where the device times it
+#: (seeds/001). Each is a series judged on its own (a change in the host's work around the collective shows in
+#: ``wall_s`` alone), but a regression that both show is one regression of the case: the companion opens no alert
+#: where the timing it accompanies has one at least as firm, and that alert's event names it
+#: (zlops.alerts.lifecycle). The CPU gloo campaign's slowed variant (run 6b) opened two confirmed alerts,
+#: ``execute_s`` +61.06% and ``wall_s`` +74.11%, for one case.
+COMPANION_TIMINGS: dict[str, str] = {
+    "wall_s": "execute_s",
+    "device_wall_s": "execute_s",
+}
+
+
+def companion_of(metric: str) -> str | None:
+    """The timing ``metric`` is another clock of (its alert folds into that one's), else None."""
+    return COMPANION_TIMINGS.get(metric)
+
+
 def setup_timing(metric: str) -> str | None:
     """What ``metric`` is when it times a process's one-time set-up rather than the measured work (else None)."""
     return SETUP_TIMINGS.get(metric)

@@ -209,9 +209,19 @@ def test_the_rerun_confirms_exactly_the_slowed_variants_series_on_the_slowdowns_
                            severe_pct=5.0)
         assert again.state.value == "severe" and round(again.change_pct, 2) == pct and again.ci_pct[0] > 30
     assert loud[(SHARD, "bw_execute")]["follows"] and loud[("allreduce/1MiB/tree/nccl", "efficiency_p2")]["follows"]
-    # two measured timings of the case (execute_s, wall_s) are two alerts; nothing else confirmed
+    # live (f6c64db): two measured timings of the case (execute_s, wall_s) opened two alerts; nothing else confirmed
     assert {(a["case"], a["metric"]) for a in x["alerts"] if a["state"] == "confirmed"} == \
         {(SHARD, "execute_s"), (SHARD, "wall_s")}
+    # today's lifecycle on the night's stored rows (with the alerts open before it: new ones only): one alert for
+    # the case, execute_s', whose event names wall_s (wall_s is the round's wall time around execute_s)
+    from zlops.alerts.lifecycle import AlertState, plan_night
+    from zlops.store.comparisons import _from_row
+
+    data = json.loads((RERUN / "night5.comparisons.json").read_text())
+    steps = plan_night([_from_row(data["suite"], r) for r in data["rows"]], {}, band_pct=2.0)
+    confirmed = [s for s in steps if s.to_state is AlertState.CONFIRMED]
+    assert [(s.comparison.case, s.comparison.metric) for s in confirmed] == [(SHARD, "execute_s")], steps
+    assert "with wall_s +74.11% (severe), the same work's other clock" in confirmed[0].note
     for a in x["alerts"]:
         if a["state"] == "new":
             verdict = next(r["verdict"] for r in x["rows"] if (r["case"], r["metric"]) == (a["case"], a["metric"]))

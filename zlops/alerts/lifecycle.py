@@ -12,6 +12,9 @@ never applies a band rule of its own to confirm anything. States (``docs/alerts.
   alert that is **not announced**: nobody is paged for a change the judge has not confirmed.
 - A derived metric's row (speedup, TFLOPS, GB/s: :mod:`zlops.judge.derived`) opens no alert: it has its
   source timing's verdict, and the source's alert is the case's. One alert per measured case.
+- A companion timing (another clock on the same work: the collectives' ``wall_s`` around ``execute_s``,
+  :data:`zlops.metrics.COMPANION_TIMINGS`) opens no alert where the timing it accompanies has one at least as
+  firm for a change in the same direction; that alert's event names it. Alone, it alerts on its own.
 - A REGRESSION or SEVERE series opens a ``confirmed`` alert (announced: a new thread); a ``new``
   alert becomes ``confirmed`` (announced then) only on a night the judge confirms it, and is closed
   quietly as ``cleared`` (its event says the verdict and the judge's reason) on a night the judge judges
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import Enum
 
@@ -279,7 +282,46 @@ def plan_night(
             step = _evolve(alert, c)
         if step is not None:
             steps.append(step)
-    return steps
+    return _fold_companions(steps, open_alerts)
+
+
+def _firmness(state: AlertState | None) -> int:
+    """How firm an open alert (or one opening tonight) is: 2 confirmed (or held by a person), 1 new, 0 none."""
+    if state is None or not state.is_open:
+        return 0
+    return 1 if state is AlertState.NEW else 2
+
+
+def _fold_companions(steps: list[Step], open_alerts: Mapping[SeriesKey, Alert]) -> list[Step]:
+    """One alert per regressed case: a companion timing (:data:`zlops.metrics.COMPANION_TIMINGS`, e.g. the
+    collectives' ``wall_s`` around ``execute_s``) that would open an alert tonight opens none where the timing
+    it accompanies has an alert at least as firm, open or opening tonight, for a change in the same direction;
+    that timing's event tonight names the companion's verdict and figures. Otherwise (the host's work alone
+    got slower, or the companion is the firmer) the companion alerts on its own."""
+    by_key = {s.key: i for i, s in enumerate(steps)}
+    drop: set[int] = set()
+    out = list(steps)
+    for i, s in enumerate(steps):
+        c = s.comparison
+        principal = metrics.companion_of(c.metric)
+        if s.alert_id is not None or principal is None or not (s.worse_pct or 0) > 0:
+            continue
+        key = (c.pool, c.case, principal)
+        j = by_key.get(key)
+        alert = open_alerts.get(key)
+        p = steps[j] if j is not None else None
+        firm = _firmness(p.to_state) if p is not None else _firmness(alert.state if alert else None)
+        worse = (p.worse_pct if p is not None and p.worse_pct is not None else
+                 alert.worst_worse_pct if alert is not None else None)
+        if firm < _firmness(s.to_state) or not (worse or 0) > 0:
+            continue
+        drop.add(i)
+        if j is not None and out[j].event is not None:
+            with_ = (f"with {c.metric} {s.change_pct:+.2f}% ({c.verdict.label}), the same work's other clock: "
+                     "no alert of its own" if s.change_pct is not None else
+                     f"with {c.metric} ({c.verdict.label}), the same work's other clock: no alert of its own")
+            out[j] = replace(out[j], note=f"{out[j].note}; {with_}" if out[j].note else with_)
+    return [s for i, s in enumerate(out) if i not in drop]
 
 
 def _figures(c: Comparison) -> tuple[float | None, float | None]:
