@@ -110,10 +110,10 @@ def test_one_process_a_night_one_outlier_night_is_the_whole_noise_model() -> Non
 
 
 def _stored(n: int) -> list[Any]:
-    from zlops.store.comparisons import _from_row
+    from zlops.store.comparisons import comparison_from_row
 
     data = json.loads((DATA / f"night{n}.comparisons.json").read_text())
-    return [_from_row(data["suite"], r) for r in data["rows"]]
+    return [comparison_from_row(data["suite"], r) for r in data["rows"]]
 
 
 def test_night5s_ab_now_takes_the_slowed_shard_before_one_time_set_up_suspects(tmp_path: Path) -> None:
@@ -215,10 +215,10 @@ def test_the_rerun_confirms_exactly_the_slowed_variants_series_on_the_slowdowns_
     # today's lifecycle on the night's stored rows (with the alerts open before it: new ones only): one alert for
     # the case, execute_s', whose event names wall_s (wall_s is the round's wall time around execute_s)
     from zlops.alerts.lifecycle import AlertState, plan_night
-    from zlops.store.comparisons import _from_row
+    from zlops.store.comparisons import comparison_from_row
 
     data = json.loads((RERUN / "night5.comparisons.json").read_text())
-    steps = plan_night([_from_row(data["suite"], r) for r in data["rows"]], {}, band_pct=2.0)
+    steps = plan_night([comparison_from_row(data["suite"], r) for r in data["rows"]], {}, band_pct=2.0)
     confirmed = [s for s in steps if s.to_state is AlertState.CONFIRMED]
     assert [(s.comparison.case, s.comparison.metric) for s in confirmed] == [(SHARD, "execute_s")], steps
     assert "with wall_s +74.11% (severe), the same work's other clock" in confirmed[0].note

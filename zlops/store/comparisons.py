@@ -71,7 +71,7 @@ def comparisons(session: Session, run_key: str) -> list[Comparison]:
     c = ComparisonRow.__table__.c
     rows = session.connection().execute(select(*(c[name] for name in _READ)).where(c.run_id == run.id)
                                         .order_by(c.id))
-    return [_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
+    return [comparison_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
 
 
 def caliber_rows(session: Session, run_key: str, mark: str) -> list[Comparison]:
@@ -85,7 +85,7 @@ def caliber_rows(session: Session, run_key: str, mark: str) -> list[Comparison]:
         select(*(c[name] for name in _READ))
         .where(c.run_id == run.id, or_(c.verdict == Verdict.INCOMPARABLE.value, c.note.contains(mark, autoescape=True)))
         .order_by(c.id))
-    return [_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
+    return [comparison_from_row(run.suite, dict(zip(_READ, r, strict=True))) for r in rows]
 
 
 def _side(median: float | None, n: int | None, samples: Sequence[float] | None) -> Summary | None:
@@ -97,7 +97,9 @@ def _side(median: float | None, n: int | None, samples: Sequence[float] | None) 
     return None
 
 
-def _from_row(suite: str, r: dict[str, Any]) -> Comparison:
+def comparison_from_row(suite: str, r: dict[str, Any]) -> Comparison:
+    """A stored comparison row (its columns by name, as the store reads them and as
+    ``benchmarks/campaign_h200/record.py --comparisons`` writes them) as the :class:`Comparison` it was."""
     base = None
     if r.get("base_run_key") is not None:
         side = _side(r.get("base_median"), r.get("base_n"), r.get("base_samples"))
@@ -131,7 +133,7 @@ def archived_comparisons(session: Session, run_key: str) -> list[tuple[int, date
     run = require_run(session, run_key)
     rows = session.scalars(select(ComparisonArchive).where(ComparisonArchive.run_id == run.id)
                            .order_by(ComparisonArchive.revision))
-    return [(a.revision, a.archived_at, a.reason, [_from_row(run.suite, r) for r in a.rows]) for a in rows]
+    return [(a.revision, a.archived_at, a.reason, [comparison_from_row(run.suite, r) for r in a.rows]) for a in rows]
 
 
 def series_verdicts(session: Session, run_keys: Sequence[str], pool: str, case: str,

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from zlops.model import Comparison, ShardStatus
-from zlops.store.comparisons import _from_row
+from zlops.store.comparisons import comparison_from_row
 from zlops.store.frames import chunks
 from zlops.store.models import AlertEvent, AlertRow, ComparisonRow, Result, Run, SeriesRow, Shard
 from zlops.store.points import pool_samples
@@ -59,7 +59,7 @@ def series_comparisons(session: Session, run_keys: Sequence[str], case: str, met
         if pools is not None:
             query = query.where(ComparisonRow.pool.in_(sorted(pools)))
         for run_key, suite, row in session.execute(query):
-            out[(run_key, row.pool)] = _from_row(suite, {c.name: getattr(row, c.name) for c in columns})
+            out[(run_key, row.pool)] = comparison_from_row(suite, {c.name: getattr(row, c.name) for c in columns})
     return out
 
 
@@ -100,7 +100,7 @@ def opening_comparisons(session: Session, alert_ids: Collection[int]) -> dict[in
                   & (ComparisonRow.case == AlertRow.case) & (ComparisonRow.metric == AlertRow.metric))
             .where(AlertRow.id.in_(chunk)))
         for alert_id, suite, row in rows:
-            out[alert_id] = _from_row(suite, {c.name: getattr(row, c.name) for c in columns})
+            out[alert_id] = comparison_from_row(suite, {c.name: getattr(row, c.name) for c in columns})
     return out
 
 
