@@ -197,7 +197,10 @@ scale = float(os.environ.get("HOLDOUT_REPLAY_TIME_SCALE") or 0)
 # previous run ended holds that work, and between rounds also zlops' decision on the pairs so far, which zlops does
 # not count: the smallest gap of the A/B so far (the first is within a round) is taken out of this run's sleep.
 cwd = os.getcwd().replace(os.sep, "/")
-ab_key = cwd[:cwd.index("/ab/") + 4] + cwd[cwd.index("/ab/") + 4:].split("/")[0] if ab else ""
+ab_key = ""   # <run>/ab/<pool>: the A/B this run belongs to
+if ab:
+    _at = cwd.index("/ab/") + 4
+    ab_key = cwd[:_at] + cwd[_at:].split("/")[0]
 mark = os.path.join(state, "ab.last")
 gap = None
 if ab and os.path.exists(mark):

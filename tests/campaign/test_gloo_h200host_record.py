@@ -106,3 +106,36 @@ def test_no_new_alert_left_open_on_a_series_judged_unchanged_or_unmeasurable() -
                 opened += 1
                 assert verdicts.get((a["case"], a["metric"])) not in ("unchanged", "unmeasurable"), (x["night"], a)
     assert opened == 27   # 15 + 7 + 4 + 1 open after nights 2, 3, 5, 6
+
+
+def test_the_companion_rule_held_out_a_firmer_wall_s_still_alerts_on_its_own() -> None:
+    """zlops.metrics.COMPANION_TIMINGS was written on run 6b (execute_s and wall_s both confirmed: one alert). Run
+    5's slowdown night is the other branch, not looked at when it was written: execute_s only a suspect (its `new`
+    alert open since an earlier night), wall_s severe +84.53%. Re-planned from the record's rows with today's
+    lifecycle, wall_s still opens its own confirmed alert (folding it into an unconfirmed one would hide it) and
+    execute_s' new alert stays as it was."""
+    from datetime import datetime, timezone
+
+    from zlops.alerts.lifecycle import Alert, AlertState, plan_night
+    from zlops.model import BaselinePoint, Comparison, Summary
+
+    case, t0 = "allreduce/1MiB/p2/tree/nccl", datetime(2026, 12, 3, tzinfo=timezone.utc)
+    rows = {m: row(5, case, m) for m in ("execute_s", "wall_s")}
+    assert (rows["execute_s"]["verdict"], rows["wall_s"]["verdict"]) == ("suspect", "severe")
+    comparisons = []
+    for metric, r in rows.items():
+        worse = r["change_pct"] if r["lower_is_better"] else -r["change_pct"]
+        comparisons.append(Comparison("collectives", "h200", case, metric, "s", r["lower_is_better"],
+                                      BaselinePoint("n1", "1" * 40, "s", r["base"], 1), Summary(r["tonight"], 1),
+                                      Judgement(Verdict(r["verdict"]), r["change_pct"], worse, r["threshold_pct"])))
+    held = Alert(id=3, suite="collectives", pool="h200", case=case, metric="execute_s", unit="s",
+                 lower_is_better=True, state=AlertState.NEW, opened_run="n2", last_run="n3",
+                 base_value=rows["execute_s"]["base"],
+                 band_pct=2.0, first_base_sha="1" * 40, first_head_sha="2" * 40, last_head_sha="2" * 40,
+                 last_change_pct=None, worst_worse_pct=None, thread_notification_id=None, thread_ts=None,
+                 channel_id=None, note="", opened_at=t0, updated_at=t0)
+    steps = plan_night(comparisons, {held.key: held}, band_pct=2.0)
+    got = {s.comparison.metric: (s.alert_id, s.to_state) for s in steps}
+    assert got == {"wall_s": (None, AlertState.CONFIRMED), "execute_s": (3, AlertState.NEW)}, steps
+    assert {(a["metric"], a["state"]) for a in night(5)["alerts"] if a["case"] == case} >= \
+        {("wall_s", "confirmed"), ("execute_s", "new")}   # as live

@@ -282,7 +282,9 @@ def run_rounds(*, head: str, arms: Sequence[str],
         for pos, arm in enumerate(ran):
             t0 = clock()
             try:
-                values, took = run_one(arm, out.runs, now)   # a run's number: once dropped arms shrink a round, len(sides) x round + pos repeats (two runs, one folder)
+                # a run's number (its folder) is the count of runs so far: once stopped arms shrink a round,
+                # len(sides) x round + position repeats (two runs, one folder)
+                values, took = run_one(arm, out.runs, now)
             except HostBusy as exc:
                 took = max(clock() - t0, exc.seconds or 0.0)
                 busy = f"pair {index + 1} ({arm}): {exc}"
