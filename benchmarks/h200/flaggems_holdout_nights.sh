@@ -38,6 +38,12 @@
 # VARIANT=5: the fifth hold-out (flaggems_holdout5.bundle: amin, any, maximum; A = master~1, D1 = master, the
 # change = CHANGE_REV (origin/r65536, origin/r131072 or origin/r196608: amin's wrapper launches its kernel once more
 # over the first ROWS rows of [1024, 1024, 1024]) cherry-picked onto the last D, labelled W; `kernels: triton`.
+# VARIANT=6: the sixth hold-out (flaggems_holdout6.bundle: var_mean, all, cumsum; A = master~1, D1 = master, the
+# change = CHANGE_REV (origin/r262144 ... origin/r655360: var_mean's wrapper launches its Welford kernel once more
+# over the first ROWS rows of [1024, 1024, 1024]) cherry-picked onto the last D, labelled W; `kernels: triton`.
+# ZLOPS_SRC (default: this checkout): the zlops source tree the nights import (PYTHONPATH) and name in env.txt,
+# e.g. a fixed commit's `git archive` carried in .devcarry (hold-out 6: the device copies a working tree that
+# others edit); its ZLOPS_COMMIT file, if any, names the commit.
 set -uo pipefail
 REPO=$PWD
 CARRY=${CARRY:-$REPO/.devcarry}
@@ -49,7 +55,10 @@ NIGHT_S=${NIGHT_S:-40}
 AB_RESERVE_S=${AB_RESERVE_S:-300}
 HOME_Z=${HOME_Z:-/tmp/zh}
 VARIANT=${VARIANT:-1}
-if [ "$VARIANT" = 5 ]; then
+ZLOPS_SRC=${ZLOPS_SRC:-$REPO}
+if [ "$VARIANT" = 6 ]; then
+  BUNDLE=flaggems_holdout6.bundle; OPS_EXPR="var_mean or all or cumsum"; BASE_REV=master; KERNELS_LINE="kernels: triton"
+elif [ "$VARIANT" = 5 ]; then
   BUNDLE=flaggems_holdout5.bundle; OPS_EXPR="amin or any or maximum"; BASE_REV=master; KERNELS_LINE="kernels: triton"
 elif [ "$VARIANT" = 4 ]; then
   BUNDLE=flaggems_holdout4.bundle; OPS_EXPR="min or argmin or div_tensor"; BASE_REV=master; KERNELS_LINE="kernels: triton"
@@ -69,7 +78,7 @@ if [ -z "${DRY_UPSTREAM:-}" ]; then
   ls "$CARRY"/whl/*.whl "$CARRY"/live/whl/*.whl > /dev/null || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     "$CARRY"/whl/*.whl "$CARRY"/live/whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$REPO PATH=/tmp/site/bin:$PATH
+  export PYTHONPATH=/tmp/site:$ZLOPS_SRC PATH=/tmp/site/bin:$PATH
 fi
 PY=${PY:-python3}
 echo "setup: wheels in ${SECONDS} s"
@@ -147,7 +156,9 @@ if [ -n "${UNCHANGED_EXTRA:-}" ]; then
   cp "$CFG_U" "$E/zlops_unchanged.yaml"
 fi
 $PY -m zlops.cli config check "$CFG" > "$E/config_check.txt" 2>&1 || { cat "$E/config_check.txt"; exit 1; }
-{ date -u; git -C "$REPO" log --oneline -1 2>/dev/null || echo "zlops: (no git)"
+{ date -u
+  if [ -f "$ZLOPS_SRC/ZLOPS_COMMIT" ]; then echo "zlops $(cat "$ZLOPS_SRC/ZLOPS_COMMIT") (ZLOPS_SRC=$ZLOPS_SRC)"
+  else git -C "$REPO" log --oneline -1 2>/dev/null || echo "zlops: (no git)"; fi
   if [ -z "${DRY_UPSTREAM:-}" ]; then
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.sm,temperature.gpu,power.draw --format=csv
     $PY -c 'import sys, torch, triton, sqlalchemy, pydantic; print(sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "sqlalchemy", sqlalchemy.__version__, "pydantic", pydantic.__version__)'

@@ -19,6 +19,10 @@
 # maximum, with A, B (README only) on master and the candidate ~3% slowdowns on the branches r65536, r131072,
 # r196608, r393216 and r524288 (from B): holdout_patches/v5_W_amin_wrapper.py ROWS (amin's wrapper launches its unchanged kernel once
 # more over the first ROWS rows of [1024, 1024, 1024] reduced over dim 1; no kernel source changes).
+# VARIANT 6 is the sixth hold-out (tests/data/flaggems_h200/holdout6_2026-12-06/PROVENANCE.md): var_mean, all and
+# cumsum, with A, B (README only) on master and the candidate ~3% slowdowns on the branches r262144, r393216,
+# r524288 and r655360 (from B): holdout_patches/v6_W_var_mean_wrapper.py ROWS (var_mean's wrapper launches its
+# unchanged Welford kernel once more over the first ROWS rows of [1024, 1024, 1024] reduced over dim 1).
 # VARIANT 3 is the third hold-out (tests/data/flaggems_h200/holdout3_2026-12-02/PROVENANCE.md): max, argmax and sub,
 # with A, B (README only), then on master
 #   C  holdout_patches/v3_C_argmax_kernel.py 32: argmax's non-inner kernel reads the first N/32 rows of its
@@ -36,6 +40,7 @@ OPS="mean amax add"
 [ "$VARIANT" = 3 ] && OPS="max argmax sub"
 [ "$VARIANT" = 4 ] && OPS="min argmin div"
 [ "$VARIANT" = 5 ] && OPS="amin any maximum"
+[ "$VARIANT" = 6 ] && OPS="var_mean all cumsum"
 W=$(mktemp -d)
 export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops GIT_COMMITTER_EMAIL=zlops@example.com
 export GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z
@@ -60,7 +65,11 @@ size_branches() {
   done
   git checkout -q master
 }
-if [ "$VARIANT" = 5 ]; then
+if [ "$VARIANT" = 6 ]; then
+  size_branches r v6_W_var_mean_wrapper.py \
+    "var_mean: launch the Welford kernel once more over the first %s rows above 2**30 elements (injected regression)" \
+    262144 393216 524288 655360
+elif [ "$VARIANT" = 5 ]; then
   size_branches r v5_W_amin_wrapper.py \
     "amin: launch the reduction kernel once more over the first %s rows above 2**30 elements (injected regression)" \
     65536 131072 196608 393216 524288
@@ -119,7 +128,8 @@ PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
 git log --format='%H %s' --all
-if [ "$VARIANT" = 5 ]; then git bundle create -q "$BUNDLE" master r65536 r131072 r196608 r393216 r524288
+if [ "$VARIANT" = 6 ]; then git bundle create -q "$BUNDLE" master r262144 r393216 r524288 r655360
+elif [ "$VARIANT" = 5 ]; then git bundle create -q "$BUNDLE" master r65536 r131072 r196608 r393216 r524288
 elif [ "$VARIANT" = 4 ]; then git bundle create -q "$BUNDLE" master m8 m32 m64
 elif [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w144 w256 w384; else git bundle create -q "$BUNDLE" master; fi
 rm -rf "$W"
