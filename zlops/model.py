@@ -173,13 +173,39 @@ def worse_pct(reference: float, value: float, *, lower_is_better: bool) -> float
     ``(value / reference - 1) * 100`` for a lower-is-better metric (a time: :func:`pct_change` itself)
     and ``(reference / value - 1) * 100`` for a higher-is-better one, so a throughput falling to 15% is
     +567% worse, as loud as a 6.7x time (the plain percentage, -85%, can never pass -100%). The judge
-    compares changes as log ratios (``zlops.stats.decide.worse_ratio_pct`` is this formula); where a
+    compares changes as log ratios (``zlops.stats.decide.worse_ratio_pct`` calls this); where a
     value is not positive the ratio means nothing and the plain oriented change is returned.
     """
     if lower_is_better or reference <= 0 or value <= 0:
         change = pct_change(reference, value)
         return change if lower_is_better else -change
     return (reference / value - 1.0) * 100.0
+
+
+def worse_ci_pct(ci_pct: tuple[float, float], *, lower_is_better: bool) -> tuple[float, float]:
+    """A confidence interval of a change in the raw direction (``(lo, hi)`` of ``value / reference - 1``, in
+    percent) turned into the interval of :func:`worse_pct`, low first: the same for a lower-is-better metric,
+    ``(1 / (1 + hi) - 1, 1 / (1 + lo) - 1)`` for a higher-is-better one (a throughput's CI of [-92.42%, -82.53%]
+    is [+472.4%, +1219.4%] worse). A bound at or below -100% (no ratio) maps to +inf.
+    """
+    lo, hi = ci_pct
+    if lower_is_better:
+        return (float(lo), float(hi))
+
+    def inv(pct: float) -> float:
+        return math.inf if pct <= -100.0 else (100.0 / (100.0 + pct) - 1.0) * 100.0
+
+    return (inv(hi), inv(lo))
+
+
+def change_text(change_pct: float, worse_pct: float) -> str:
+    """A change as people read it, both directions from one place: ``+3.10% worse`` where the change is the
+    worse ratio itself (a time), ``-85.33% (worse by 581.2%)`` / ``+25.00% (better by 20.0%)`` where the two
+    differ (a higher-is-better metric: the plain change and the ratio the judge weighs, :func:`worse_pct`)."""
+    if abs(change_pct - worse_pct) <= 0.005:
+        return f"{worse_pct:+.2f}% worse"
+    way = "worse" if worse_pct > 0 else "better"
+    return f"{change_pct:+.2f}% ({way} by {abs(worse_pct):.1f}%)"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from zlops.model import change_text, worse_ci_pct, worse_pct
 from zlops.stats.noise import (
     Modes,
     NoiseModel,
@@ -319,7 +320,7 @@ def worse_ratio_pct(reference: float, value: float, *, lower_is_better: bool) ->
     +567% worse, as loud as a 6.7x time, where the plain percentage (-85%) can never pass -100%.
     ``zlops.model.worse_pct`` is the same formula for what the report shows.
     """
-    return math.expm1(oriented_log_ratio(reference, value, lower_is_better=lower_is_better)) * 100.0
+    return worse_pct(reference, value, lower_is_better=lower_is_better)
 
 
 def levels_known(night: NightResult, policy: Policy) -> bool:
@@ -454,6 +455,8 @@ class Confirmation:
     n_head: int
     reason: str
     equivalence_pct: float | None = None
+    #: ``ci_pct`` on the scale of ``worse_pct`` (:func:`zlops.model.worse_ci_pct`), low first: what was decided on
+    worse_ci_pct: tuple[float, float] | None = None
 
     @property
     def confirmed(self) -> bool:
@@ -503,7 +506,10 @@ def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, 
                             f"A/B of {a.size}+{b.size} samples cannot reach p < {alpha:g} "
                             f"(smallest possible p {floor_p:.3g})")
     change = (float(np.median(b)) / float(np.median(a)) - 1.0) * 100.0
-    worse = change if lower_is_better else -change
+    # every decision below is taken on the worse ratio (positive = worse, the same scale for both directions:
+    # a throughput falling to 15% is +567% worse, as a 6.7x time; the plain -85% could never pass a line
+    # drawn in ratios), its CI turned the same way; the text says both
+    worse = worse_pct(float(np.median(a)), float(np.median(b)), lower_is_better=lower_is_better)
     p_mwu = mann_whitney(a.tolist(), b.tolist())
     p_ks = ks(a.tolist(), b.tolist())
     p = min(p_mwu, p_ks) if use_ks else p_mwu
@@ -511,10 +517,11 @@ def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, 
                                        seed=seed)
     ci = ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
     excludes = lo > 1.0 or hi < 1.0
-    figures = (f"A/B {a.size}+{b.size}: {worse:+.2f}% worse, {confidence:.0%} CI of the change "
-               f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%], p={p:.3g}")
+    ci_worse = worse_ci_pct(ci, lower_is_better=lower_is_better)
+    worse_ci = "" if lower_is_better else f" (worse by [{ci_worse[0]:+.1f}%, {ci_worse[1]:+.1f}%])"
+    figures = (f"A/B {a.size}+{b.size}: {change_text(change, worse)}, {confidence:.0%} CI of the change "
+               f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]{worse_ci}, p={p:.3g}")
     shift = level_shift_pct(a, b, lower_is_better=lower_is_better)
-    ci_worse = sorted((ci[0], ci[1]) if lower_is_better else (-ci[1], -ci[0]))
     # the levels moved together, far beyond the line: a mixture of process levels can keep MWU's p
     # above alpha (real FlagGems abs 64x64: +165%, CI [+142%, +225%], p=0.007), the shift is still sure
     # the escape needs the CI's near bound and the quartile shift beyond SHIFT_FACTOR x the severe line: a
@@ -524,19 +531,30 @@ def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, 
     line = SHIFT_FACTOR * severe_pct
     # or, nearer the threshold, a narrow interval: every run of each side on one level and the two levels
     # apart (the real +2.87% of the hold-out's mean on the H200: 5+5, CI [+2.73%, +2.92%], p=0.0079 is the
-    # smallest p 5+5 runs can give); a reshuffle of unchanged processes between levels leaves a wide one
-    narrow = ci_worse[1] - ci_worse[0] <= SHIFT_NARROW * abs(worse)
+    # smallest p 5+5 runs can give); a reshuffle of unchanged processes between levels leaves a wide one.
+    # Every line is held on the log scale, worse and better alike: a 6x speed-up (-83.7% on the worse ratio)
+    # is as far beyond a 150% line as a 6x slow-down (+500%), where the plain percentages could never be
+    lw, (llo, lhi) = _log_pct(worse), (_log_pct(ci_worse[0]), _log_pct(ci_worse[1]))
+    lshift = None if shift is None else _log_pct(shift)
+
+    def beyond(value: float | None, pct: float) -> bool:
+        return value is not None and value > _log_pct(pct)
+
+    def below(value: float | None, pct: float) -> bool:
+        return value is not None and value < -_log_pct(pct)
+
+    narrow = lhi - llo <= SHIFT_NARROW * abs(lw)
     shifted = (a.size >= SHIFT_MIN_RUNS and b.size >= SHIFT_MIN_RUNS and p_mwu < SHIFT_ALPHA
                and shift is not None and (
-                   (ci_worse[0] > line and shift > line)
-                   or (ci_worse[1] < -line and shift < -line)
-                   or (narrow and ((ci_worse[0] > threshold_pct and shift > threshold_pct)
-                                   or (ci_worse[1] < -threshold_pct and shift < -threshold_pct)))))
-    if (p < alpha and excludes and worse > threshold_pct) or (shifted and worse > 0):
+                   (beyond(llo, line) and beyond(lshift, line))
+                   or (below(lhi, line) and below(lshift, line))
+                   or (narrow and ((beyond(llo, threshold_pct) and beyond(lshift, threshold_pct))
+                                   or (below(lhi, threshold_pct) and below(lshift, threshold_pct))))))
+    if (p < alpha and excludes and beyond(lw, threshold_pct)) or (shifted and worse > 0):
         state = State.SEVERE if worse > severe_pct else State.REGRESSION
-    elif (p < alpha and excludes and worse < -threshold_pct) or (shifted and worse < 0):
+    elif (p < alpha and excludes and below(lw, threshold_pct)) or (shifted and worse < 0):
         state = State.IMPROVED
-    elif -margin < ci[0] and ci[1] < margin:
+    elif -_log_pct(margin) < llo and lhi < _log_pct(margin):
         state = State.UNCHANGED
         figures += f"; the CI lies inside +-{margin:g}%: cleared"
     else:
@@ -544,7 +562,12 @@ def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, 
         figures += f"; the CI reaches beyond +-{margin:g}% and the change is not confirmed: inconclusive"
     if shifted and not (p < alpha):
         figures += f"; the levels shifted together (quartiles {shift:+.1f}% worse, p < {SHIFT_ALPHA:g})"
-    return Confirmation(state, change, worse, ci, p_mwu, p_ks, p, a.size, b.size, figures, margin)
+    return Confirmation(state, change, worse, ci, p_mwu, p_ks, p, a.size, b.size, figures, margin, ci_worse)
+
+
+def _log_pct(pct: float) -> float:
+    """A change in percent as a log ratio (``log(1 + pct / 100)``; -inf at -100%, inf for inf)."""
+    return -math.inf if pct <= -100.0 else math.log1p(pct / 100.0)
 
 
 #: the level-shift rule of :func:`confirm_ab`: its rank-test level, the fewest runs a side, and how far
@@ -567,9 +590,7 @@ def level_shift_pct(base: Sequence[float], head: Sequence[float], *, lower_is_be
     if a.size < 2 or b.size < 2 or np.any(a <= 0) or np.any(b <= 0):
         return None
     qa, qb = np.quantile(a, [0.25, 0.75]), np.quantile(b, [0.25, 0.75])
-    moves = (qb / qa - 1.0) * 100.0
-    if not lower_is_better:
-        moves = -moves
+    moves = (qb / qa - 1.0) * 100.0 if lower_is_better else (qa / qb - 1.0) * 100.0   # worse ratios
     if np.all(moves > 0):
         return float(moves.min())
     if np.all(moves < 0):
@@ -642,11 +663,9 @@ def _near_bound_pct(ab: Confirmation, *, worse_side: bool) -> float | None:
     """How far the A/B's CI lies beyond zero in the suspect's direction, in % (its bound nearer to no change,
     positive when the whole CI is on the suspect's side; the side "worse" for a suspect, "better" for a
     suspected improvement), or None without a CI."""
-    if ab.ci_pct is None or ab.change_pct is None or ab.worse_pct is None:
+    if ab.worse_ci_pct is None:
         return None
-    lo, hi = ab.ci_pct
-    flip = (ab.change_pct < 0) != (ab.worse_pct < 0) and ab.change_pct != 0   # higher is better: worse = -change
-    worse_lo, worse_hi = sorted((-hi, -lo) if flip else (lo, hi))
+    worse_lo, worse_hi = ab.worse_ci_pct
     return worse_lo if worse_side else -worse_hi
 
 
