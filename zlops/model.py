@@ -24,6 +24,26 @@ def _require(cond: bool, cls: str, fieldname: str, expected: str, got: object) -
         raise ValueError(f"{cls}.{fieldname}: expected {expected}, got {got!r}")
 
 
+#: What marks a recall canary's series (zlops.judge.canary): ``<source case> [canary]``, a series zlops planted
+#: itself by scaling a real one; it is judged like any series and never pages anybody.
+CANARY_MARK = " [canary]"
+
+
+def canary_case(source_case: str) -> str:
+    """The case name of the recall canary planted from ``source_case``."""
+    return source_case + CANARY_MARK
+
+
+def is_canary(case: str) -> bool:
+    """Whether ``case`` is a recall canary's series (planted by zlops, not measured by the harness)."""
+    return case.endswith(CANARY_MARK)
+
+
+def canary_source(case: str) -> str:
+    """The measured case a canary case was planted from (``case`` itself when it is no canary)."""
+    return case[:-len(CANARY_MARK)] if is_canary(case) else case
+
+
 @dataclass(frozen=True)
 class CaseResult:
     """One measured series point from one shard: a case, a metric and its raw samples.

@@ -19,10 +19,11 @@ from zlops.store.migrate import alembic_config, head_revision, sql_dir
 from zlops.store.models import Base
 
 TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events", "series",
-          "series_points", "bisections", "bisection_alerts", "bisection_steps", "kernel_inventories", "kernels"}
+          "series_points", "bisections", "bisection_alerts", "bisection_steps", "kernel_inventories", "kernels",
+          "canary_nights"}
 
 
-HEAD = "0010"  # the latest migration; bump with every new sql/versions file
+HEAD = "0011"  # the latest migration; bump with every new sql/versions file
 
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:

@@ -43,7 +43,7 @@ from enum import Enum
 
 from zlops import metrics
 from zlops.errors import ZlopsError
-from zlops.model import Comparison, Verdict
+from zlops.model import Comparison, Verdict, is_canary
 from zlops.model import worse_pct as model_worse_pct
 
 SeriesKey = tuple[str, str, str]  # (pool, case, metric)
@@ -334,6 +334,8 @@ def _open(c: Comparison, band_pct: float) -> Step | None:
     if c.verdict not in CONFIRMED_VERDICTS | WATCH_VERDICTS:
         return None
     if c.follows:   # a derived metric (speedup, TFLOPS ...): its source's alert is the case's (zlops.judge.derived)
+        return None
+    if is_canary(c.case):   # a recall canary zlops planted itself (zlops.judge.canary) pages nobody
         return None
     base, head = reference_value(c), c.head_value
     if base is None or head is None or base == 0:

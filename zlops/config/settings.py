@@ -352,6 +352,46 @@ class KernelsConfig(_Strict):
         return v
 
 
+class CanaryConfig(_Strict):
+    """``canary:`` of a suite, opt-in: a recall canary (zlops.judge.canary, docs/triage.md). On a schedule of
+    nights zlops plants a known slowdown as a series of its own, ``<case> [canary]``: the source case's samples
+    of the night scaled by ``1 + slowdown_pct/100`` (a rate divided by it), the same samples unscaled on the
+    other nights. The judge, the A/B and its budget treat it as any series; it never pages anybody, and the
+    trust ledger counts whether and on which night it was confirmed (recall)."""
+
+    case: str = Field(min_length=1, max_length=450, pattern=r"^[^\x00-\x1f]+$", json_schema_extra={
+        "accepts": "the name of one case the suite measures, as the report prints it, e.g. 'abs/float16/(64x64)'"},
+        description="the measured case whose samples the canary replays, scaled")
+    metric: str | None = Field(default=None, min_length=1, max_length=100, description="the one metric of the "
+                               "case to plant (default: every metric the case reports)")
+    pools: list[str] | None = Field(default=None, json_schema_extra={"accepts": "a list of the suite's pools"},
+                                    description="the pools to plant on (default: every pool of the suite)")
+    slowdown_pct: float = Field(default=5.0, gt=0, le=100, description="the planted slowdown in percent: a time "
+                                "is multiplied by 1 + slowdown_pct/100, a rate divided by it")
+    every_nights: int = Field(default=14, ge=2, le=366, description="an episode starts every this many nights "
+                              "(the suite's nightly runs counted from the canary's first night; the first "
+                              "episode after that many nights of history)")
+    hold_nights: int = Field(default=3, ge=1, le=365, description="how many nights an episode keeps the "
+                             "slowdown planted (the nights the judge has to confirm it); below every_nights")
+    enabled: bool = Field(default=True, description="false: plant nothing (the section kept, switched off)")
+
+    @field_validator("case")
+    @classmethod
+    def _not_a_canary(cls, v: str) -> str:
+        from zlops.model import CANARY_MARK
+
+        if v.endswith(CANARY_MARK) or not v.strip():
+            raise ValueError(f"name a measured case, not a canary's series (drop {CANARY_MARK.strip()!r}), got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _quiet_nights_between(self) -> CanaryConfig:
+        if self.hold_nights >= self.every_nights:
+            raise ValueError(f"hold_nights ({self.hold_nights}) must be below every_nights ({self.every_nights}): "
+                             "an episode needs quiet nights after it, e.g. every_nights: 14, hold_nights: 3")
+        return self
+
+
 class SuiteConfig(_Strict):
     """One benchmark suite: where its code lives, how to install and run it, where it runs."""
 
@@ -426,6 +466,9 @@ class SuiteConfig(_Strict):
         default=None, json_schema_extra={"accepts": "triton, or a mapping like {provider: triton, map: {...}}"},
         description="record the compiled kernels of every shard and attribute alerts to them (docs/kernels.md); "
                     "default: off")
+    canary: CanaryConfig | None = Field(
+        default=None, description="a recall canary: plant a known slowdown of one case on a schedule and count "
+                                  "whether the nightly confirms it (docs/triage.md, recall canaries); default: off")
 
     @field_validator("kernels", mode="before")
     @classmethod
@@ -511,6 +554,20 @@ class SuiteConfig(_Strict):
             if self.campaign.grid is not None and self.campaign.grid.sizes and \
                     "size" not in command_placeholders(self.command):
                 raise ValueError("campaign: grid.sizes is set, so the command must pass {size}")
+        return self
+
+    @model_validator(mode="after")
+    def _canary_refs(self) -> SuiteConfig:
+        canary = self.canary
+        if canary is None:
+            return self
+        unknown = sorted(set(canary.pools or ()) - set(self.pools))
+        if unknown:
+            raise ValueError(f"canary.pools: {', '.join(unknown)} not among the suite's pools "
+                             f"({', '.join(self.pools)}); name some of those, or leave pools out for all of them")
+        if self.partition is not None and self.partition.cases is not None and canary.case not in self.partition.cases:
+            raise ValueError(f"canary.case: {canary.case!r} is not one of partition.cases; name one of them, e.g. "
+                             f"{self.partition.cases[0]!r}")
         return self
 
     @field_validator("partial_exit_codes")

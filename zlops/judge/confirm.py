@@ -31,6 +31,7 @@ from zlops import metrics
 from zlops.campaign import ab as campaign_ab
 from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.host.telemetry import summarize_dir
+from zlops.judge import canary
 from zlops.judge.budget import COST_HISTORY_RUNS, PoolBudget, budget_seconds, less_spent
 from zlops.judge.derived import follow_sources
 from zlops.judge.evidence import same_code_reason
@@ -229,7 +230,8 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
     device stayed leased raises DeviceBusy; any other failure ZlopsError."""
     spec = ShardSpec(run_key=f"{ctx.run_key}:ab", suite_name=ctx.suite_name, suite=ctx.suite, sha=side_ctx.sha,
                      pool=pool, backend=ctx.config.pools[pool].backend, device=device,
-                     worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out, cases=cases,
+                     worktree=prepared.worktree, venv=prepared.venv, artifact_dir=out,
+                     cases=canary.measured_cases(cases),
                      kernel_cache=ctx.run_dir / "kernel_cache" / f"{side_ctx.sha[:12]}-{pool}-{device}" / "triton_cache",
                      kernel_seed=side_seed_plan(ctx, pool, device))
     outcome = run_shard(spec, locks_dir=ctx.config.locks_dir, device_wait_s=ctx.config.device_wait_s)
@@ -244,7 +246,8 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
         raise HostBusy(f"A/B run in {out} invalid: {read.outcome.error}", seconds=outcome.duration_s)
     if not read.usable:
         raise ZlopsError(f"A/B run in {out}: {read.outcome.error}")
-    return {(r.case, r.metric): r.median for r in read.results}
+    # a recall canary's sides are its source's runs, the head scaled on a planted night (zlops.judge.canary)
+    return {(r.case, r.metric): r.median for r in canary.ab_results(ctx, side_ctx, read.results)}
 
 
 @dataclass

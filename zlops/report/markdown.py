@@ -45,6 +45,7 @@ def markdown_report(
     alerts: Sequence[str] = (),
     gang_busy: Mapping[tuple[str, int], float] | None = None,
     judge: str = "simple",
+    canary: Sequence[str] = (),
 ) -> str:
     """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
 
@@ -74,6 +75,8 @@ def markdown_report(
     ]
     if alerts:  # the regression lifecycle's changes tonight (zlops.slack.announce)
         out += ["## Alerts", "", *(f"- {_cell(line)}" for line in alerts), ""]
+    if canary:  # the recall canary zlops planted (zlops.judge.canary): a line of its own, never an alert
+        out += ["## Recall canary", "", *(f"- {_cell(line)}" for line in canary), ""]
     out += _shard_section(shards, artifacts_root)
     # scale-out: predicted (partition plan) against realized makespan, device idle time (zlops.run.partition)
     out += schedule_section(run.meta.get("partition"), shards, gang_busy)

@@ -32,6 +32,10 @@ def ingest(ctx: RunContext) -> dict[str, int]:
         from zlops.campaign.run import store_derived
 
         store_derived(ctx, store)
+    if ctx.suite.canary is not None:   # the recall canary beside its source (zlops.judge.canary), before compare
+        from zlops.steps.canary import plant
+
+        plant(ctx, store)
     counts: dict[str, int] = {}
     for o in store.shards(ctx.run_key):
         counts[o.status.value] = counts.get(o.status.value, 0) + 1

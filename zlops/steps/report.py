@@ -15,12 +15,13 @@ from zlops import __version__
 from zlops.config.settings import Config
 from zlops.errors import ZlopsError
 from zlops.judge import setup as judging
-from zlops.model import CompareSummary, RunRecord, RunStatus
+from zlops.model import CompareSummary, RunRecord, RunStatus, is_canary
 from zlops.progress import LogProgress, Progress
 from zlops.report.markdown import markdown_report
 from zlops.report.night_figures import RunFigures
 from zlops.report.table import compare_table
 from zlops.slack.notify import NotifyResult
+from zlops.steps.canary import record as record_canary
 from zlops.steps.context import RunContext
 
 log = logging.getLogger(__name__)
@@ -73,12 +74,17 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         run = store.get_run(ctx.run_key)
         if run is None:
             raise ZlopsError(f"unknown run {ctx.run_key}")
-        summary = CompareSummary(ctx.run_key, ctx.suite_name, ctx.sha, tuple(store.comparisons(ctx.run_key)))
+        stored = tuple(store.comparisons(ctx.run_key))
+        # a recall canary's rows (zlops.judge.canary) page nobody: out of the tables, alerts and Slack, one line each
+        summary = CompareSummary(ctx.run_key, ctx.suite_name, ctx.sha,
+                                 tuple(c for c in stored if not is_canary(c.case)))
+        canary_lines = record_canary(ctx, store, run, stored, save=not rerender) if run.kind == "nightly" else []
         shards = store.shards(ctx.run_key)
         out_dir = next_render_dir(ctx.run_dir) if rerender else ctx.run_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         run, baseline_line = with_promotion(ctx, run)
         tail = f"\nbaseline: {baseline_line}" if baseline_line else ""
+        tail += "".join(f"\n{line}" for line in canary_lines)
         table = compare_table(summary) + tail
         console = table if len(summary.comparisons) <= CONSOLE_ROWS else \
             compare_table(summary, max_rows=CONSOLE_ROWS) + tail + f"\nfull table: {out_dir / 'report.txt'}"
@@ -121,13 +127,14 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         md_path = out_dir / "report.md"
         md_path.write_text(markdown_report(summary, run=run, shards=shards, plots=figures.trends, thresholds=pcts,
                                            artifacts_root=out_dir, telemetry=telemetry, alerts=alert_lines,
-                                           gang_busy=run_gang_busy(store, run), judge=setup.judge),
+                                           gang_busy=run_gang_busy(store, run), judge=setup.judge,
+                                           canary=canary_lines),
                            encoding="utf-8")
         html_path = out_dir / "report.html"
         html_path.write_text(html_report(summary, run=run, shards=shards, plots=figures.trends,
                                          overview=figures.overview(), thresholds=pcts, artifacts_root=out_dir,
                                          telemetry=telemetry, alerts=alert_lines, expected_pools=ctx.suite.pools,
-                                         judge=setup.judge),
+                                         judge=setup.judge, canary=canary_lines),
                              encoding="utf-8")
         if rerender:  # a re-render is a reading of the store: nothing is announced again
             return ReportOutput(text_path, md_path, tuple(figures.trends.values()),

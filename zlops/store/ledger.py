@@ -1,4 +1,5 @@
-"""Bulk reads behind the trust ledger (zlops.triage.trust): a window's alerts, their events, its verdict counts.
+"""Bulk reads behind the trust ledger (zlops.triage.trust): a window's alerts, their events, its verdict counts
+(its recall canaries' nights: :func:`zlops.store.canaries.window_canary_nights`).
 
 Three queries for any window (the alerts' events in IN lists cut into :data:`~zlops.store.frames.CHUNK`s):
 the alerts opened in ``[since, until)``, every event of those alerts up to ``until`` (in order), and the
@@ -11,9 +12,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from zlops.model import CANARY_MARK
 from zlops.store.frames import chunks
 from zlops.store.models import AlertEvent, AlertRow, ComparisonRow, Run
 
@@ -45,10 +47,13 @@ def window_events(session: Session, alert_ids: list[int], until: datetime) -> li
 def window_verdicts(session: Session, since: datetime, until: datetime, *, suite: str | None = None
                     ) -> tuple[dict[str, int], int]:
     """(verdict -> compare rows, nightly runs) of the nightly runs started in ``[since, until)``: one query,
-    one row per (run, verdict), a run without a compare table once with no verdict."""
+    one row per (run, verdict), a run without a compare table once with no verdict; a recall canary's rows
+    are not counted."""
     query = (select(Run.id, ComparisonRow.verdict, func.count(ComparisonRow.id))
              .outerjoin(ComparisonRow, ComparisonRow.run_id == Run.id)
-             .where(Run.kind == "nightly", Run.started_at >= since, Run.started_at < until)
+             .where(Run.kind == "nightly", Run.started_at >= since, Run.started_at < until,
+                    # a recall canary's rows (zlops.judge.canary) are zlops' own, not series people measure
+                    or_(ComparisonRow.case.is_(None), ~ComparisonRow.case.endswith(CANARY_MARK, autoescape=True)))
              .group_by(Run.id, ComparisonRow.verdict))
     if suite is not None:
         query = query.where(Run.suite == suite)

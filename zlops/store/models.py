@@ -457,3 +457,35 @@ class KernelRow(Base):
     constants: Mapped[dict[str, Any]] = mapped_column(JSON)
     compiler_version: Mapped[str | None] = mapped_column(String(64))
     compiled: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class CanaryNightRow(Base):
+    """One night of a recall canary's series (zlops.judge.canary): what was planted and what the judge said.
+
+    One per (run, pool, case, metric), ``case`` the canary's (``<source> [canary]``). ``night`` counts the
+    suite's canary nights before this one (the schedule's clock); ``episode`` is the night its episode
+    started (active nights only); ``planted_pct`` is 0 on a quiet night. ``verdict`` (the canary row's
+    final verdict, after any A/B), ``source_verdict`` (the source series' the same night), ``change_pct``
+    and ``how`` (A/B, nights or paired runs: what decided it) are filled by the report step; null before.
+    ``at`` is the run's start, so the trust ledger reads a window in one query.
+    """
+
+    __tablename__ = "canary_nights"
+    __table_args__ = (UniqueConstraint("run_id", "pool", "case", "metric"), Index(None, "suite", "at"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    suite: Mapped[str] = mapped_column(String(200))
+    pool: Mapped[str] = mapped_column(String(100))
+    case: Mapped[str] = mapped_column(String(500))
+    metric: Mapped[str] = mapped_column(String(100))
+    source_case: Mapped[str] = mapped_column(String(500))
+    night: Mapped[int] = mapped_column(Integer)
+    active: Mapped[bool] = mapped_column(Boolean)
+    episode: Mapped[int | None] = mapped_column(Integer)
+    planted_pct: Mapped[float] = mapped_column(Float)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    source_verdict: Mapped[str | None] = mapped_column(String(16))
+    change_pct: Mapped[float | None] = mapped_column(Float)
+    how: Mapped[str | None] = mapped_column(String(16))

@@ -14,11 +14,17 @@ as their events stood at ``until``:
   false-positive: ``real / judged``. Unconfirmed alerts people judged are counted apart.
 - **share of series measurable**: of the compare rows of the nightly runs started in the window,
   those the judge could judge, over all rows but ``new`` (no baseline yet is not a gap); the gaps
-  (unmeasurable, invalid, missing, failed, incomparable) are counted beside it.
+  (unmeasurable, invalid, missing, failed, incomparable) are counted beside it. A recall canary's rows are
+  not counted: they are zlops' own.
+- **recall** from the recall canaries (:mod:`zlops.judge.canary`, opt-in per suite): of the canary episodes
+  planted in the window (a known slowdown of one case, its series ``<case> [canary]``), those the judge
+  confirmed over those decided (confirmed or missed; episodes still planted at the window's end are open),
+  the median nights from planting to confirmation, and the false alarms on the canary's quiet nights: the
+  other half of precision.
 
-:func:`ledger` reads the store in three queries (:mod:`zlops.store.ledger`) and computes with the pure
-:func:`compute_ledger`; :func:`ledger_lines` is the one text of it, printed by the page, the CLI and
-the weekly Slack digest (:func:`queue_digest`, through the outbox).
+:func:`ledger` reads the store in four queries (:mod:`zlops.store.ledger`, :mod:`zlops.store.canaries`)
+and computes with the pure :func:`compute_ledger`; :func:`ledger_lines` is the one text of it, printed by the
+page, the CLI and the weekly Slack digest (:func:`queue_digest`, through the outbox).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from zlops.alerts.lifecycle import AlertState
+from zlops.judge.canary import Recall, recall_of
 from zlops.model import Verdict
 from zlops.store import Store
 
@@ -59,6 +66,7 @@ class Ledger:
     unconfirmed_false_positive: int
     verdicts: Mapping[str, int] = field(default_factory=dict)   # compare rows of the window per verdict
     nights: int = 0                    # nightly runs started in the window
+    canary: Recall = field(default_factory=Recall)   # the recall canaries' episodes planted in the window
 
     @property
     def precision(self) -> float | None:
@@ -88,9 +96,11 @@ class Ledger:
 
 def compute_ledger(alerts: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]], *,
                    since: datetime, until: datetime, suite: str | None = None,
-                   verdicts: Mapping[str, int] | None = None, nights: int = 0) -> Ledger:
+                   verdicts: Mapping[str, int] | None = None, nights: int = 0,
+                   canary_nights: Sequence[Mapping[str, Any]] = ()) -> Ledger:
     """The ledger of ``alerts`` (each with ``id``) from their ``events`` (``alert_id``, ``at``, ``to_state``,
-    ``by_person``; in the order written, none at or after ``until``); pure. See the module docstring."""
+    ``by_person``; in the order written, none at or after ``until``) and the window's ``canary_nights``
+    (:func:`zlops.store.canaries.window_canary_nights`); pure. See the module docstring."""
     by_alert: dict[int, list[Mapping[str, Any]]] = {int(a["id"]): [] for a in alerts}
     for e in events:
         if e["alert_id"] in by_alert and e["at"] < until:
@@ -121,7 +131,8 @@ def compute_ledger(alerts: Sequence[Mapping[str, Any]], events: Sequence[Mapping
         judged += 1
         real += verdict != AlertState.FALSE_POSITIVE.value
     return Ledger(suite, since, until, len(by_alert), confirmed, people, fixed, cleared, waiting, tuple(sorted(hours)),
-                  judged, real, judged_new, fp_new, dict(verdicts or {}), nights)
+                  judged, real, judged_new, fp_new, dict(verdicts or {}), nights,
+                  recall_of([n for n in canary_nights if since <= n["at"] < until]))
 
 
 def window(days: int, until: datetime | None = None) -> tuple[datetime, datetime]:
@@ -133,14 +144,17 @@ def window(days: int, until: datetime | None = None) -> tuple[datetime, datetime
 
 
 def ledger(store: Store, *, days: int = 7, until: datetime | None = None, suite: str | None = None) -> Ledger:
-    """The ledger of the ``days`` before ``until`` (default now), from the store in three queries."""
+    """The ledger of the ``days`` before ``until`` (default now), from the store in four queries."""
     from zlops.store import ledger as reads
+    from zlops.store.canaries import window_canary_nights
 
     since, end = window(days, until)
     alerts = store.read(reads.window_alerts, since, end, suite=suite)
     events = store.read(reads.window_events, [a["id"] for a in alerts], end)
     verdicts, nights = store.read(reads.window_verdicts, since, end, suite=suite)
-    return compute_ledger(alerts, events, since=since, until=end, suite=suite, verdicts=verdicts, nights=nights)
+    canary_nights = store.read(window_canary_nights, since, end, suite=suite)
+    return compute_ledger(alerts, events, since=since, until=end, suite=suite, verdicts=verdicts, nights=nights,
+                          canary_nights=canary_nights)
 
 
 def _pct(share: float | None) -> str:
@@ -175,7 +189,26 @@ def ledger_lines(led: Ledger) -> list[str]:
     gaps = ", ".join(f"{n} {v}" for v, n in led.gaps.items())
     lines.append(f"Measurable: {_pct(led.measurable_share)} = {led.measurable} of {led.rows} series-nights "
                  f"({gaps}; {led.verdicts.get(Verdict.NEW.value, 0)} new without a baseline, not counted)")
+    lines.append(recall_line(led.canary))
     return lines
+
+
+def recall_line(rec: Recall) -> str:
+    """The recall canaries' line of the ledger: recall beside the false alarms on the canary's quiet nights."""
+    quiet = (f"false alarms on quiet canary nights: {rec.false_alarms} of {rec.quiet_nights}"
+             if rec.quiet_nights else "no quiet canary night judged")
+    if not rec.episodes:
+        return f"Recall (canaries): — (no canary episode planted in the window; {quiet})"
+    slow = sorted({e.planted_pct for e in rec.episodes})
+    planted = "/".join(f"+{p:g}%" for p in slow)
+    median = rec.median_nights_to_confirm
+    when = (f", median {median:g} night(s) from planting to confirmation" if median is not None else "")
+    opened = f", {rec.count('open')} still planted" if rec.count("open") else ""
+    if not rec.decided:
+        return (f"Recall (canaries): — ({len(rec.episodes)} episode(s) of {planted} planted, none decided yet"
+                f"{opened}; {quiet})")
+    return (f"Recall (canaries): {_pct(rec.recall)} = {rec.count('confirmed')} of {rec.decided} planted "
+            f"slowdown(s) ({planted}) confirmed, {rec.count('missed')} missed{opened}{when}; {quiet}")
 
 
 def digest_payload(led: Ledger, *, channel: str, page_url: str | None = None) -> dict[str, Any]:
