@@ -70,6 +70,16 @@ def test_planting_copies_the_source_case_and_selects_it_for_an_ab() -> None:
     assert canary.measured_cases(None) is None
 
 
+def test_a_paired_night_gives_the_canary_its_sources_pairs_the_head_scaled() -> None:
+    pairs = [["add", "latency", [1.0, 1.0], [1.0, 1.01]], ["mul", "latency", [2.0], [2.0]],
+             ["add [canary]", "latency", [9.0], [9.0]]]   # a stale canary from an earlier call: replaced
+    active = canary.schedule(4, every_nights=4, hold_nights=1, slowdown_pct=10)
+    out = canary.plant_pairs(pairs, "add", None, active, {"latency": True})
+    assert out[:2] == pairs[:2] and out[2][:3] == ["add [canary]", "latency", [1.0, 1.0]]
+    assert out[2][3] == pytest.approx([1.1, 1.111])
+    assert canary.plant_pairs(out, "add", None, active, {"latency": True}) == out   # idempotent
+
+
 class _Ctx:
     def __init__(self, run_key: str, meta: dict[str, Any]) -> None:
         from types import SimpleNamespace

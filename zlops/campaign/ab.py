@@ -45,7 +45,8 @@ from zlops.campaign.plan import CampaignCase, CampaignPlan, Placement, make_plan
 from zlops.campaign.run import read_campaign_shard, stored_plans
 from zlops.errors import DeviceBusy, HostBusy, ZlopsError
 from zlops.host.telemetry import summarize_dir
-from zlops.model import CaseResult, Comparison, ShardStatus
+from zlops.judge import canary
+from zlops.model import CaseResult, Comparison, ShardStatus, canary_source
 from zlops.run.runner import ShardSpec, run_shard
 
 if TYPE_CHECKING:
@@ -63,7 +64,9 @@ def _stem(shard: CampaignCase) -> str:
 
 def shards_of(suspect_case: str, metric: str, shards: Sequence[CampaignCase]) -> tuple[CampaignCase, ...]:
     """The shards of ``shards`` (one pool's plan) whose results make the series ``(suspect_case, metric)``;
-    empty when none of them does (a series this plan cannot re-measure)."""
+    empty when none of them does (a series this plan cannot re-measure). A recall canary's series is made
+    by its source's shards (zlops.judge.canary)."""
+    suspect_case = canary_source(suspect_case)
     eff, ratio = _EFF.match(metric), _RATIO.match(metric)
     if eff is not None:
         group = [s for s in shards if f"{_stem(s)}/{s.variant}/{s.stack}" == suspect_case]
@@ -373,4 +376,5 @@ def run_side(ctx: RunContext, side_ctx: RunContext, prepared: Prepared, pool: st
             raise HostBusy(str(worst), seconds=device_s)
         raise worst
     derived = scaling.derive(results, campaign.ratios, metric=campaign.scaling_metric)
-    return {(r.case, r.metric): r.median for r in (*results, *derived)}, device_s
+    # a recall canary's sides are its source's runs, the head scaled on a planted night (zlops.judge.canary)
+    return {(r.case, r.metric): r.median for r in (*canary.ab_results(ctx, side_ctx, results), *derived)}, device_s

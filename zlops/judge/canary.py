@@ -104,6 +104,20 @@ def plant(results: Sequence[CaseResult], case: str, metric: str | None, tonight:
     return out
 
 
+def plant_pairs(samples: Sequence[Sequence[Any]], case: str, metric: str | None, tonight: CanaryNight,
+                lower_is_better: Mapping[str, bool]) -> list[list[Any]]:
+    """A paired night's ``[case, metric, base runs, head runs]`` (zlops.judge.paired's run meta) with the canary
+    beside its source: its base runs the source's, its head runs scaled by tonight's slowdown, as an A/B's
+    sides (``lower_is_better``: per metric of the source case; a metric it does not name is left out)."""
+    own = [list(s) for s in samples if not is_canary(str(s[0]))]
+    out = list(own)
+    for c, m, base, head in own:
+        if c == case and (metric is None or m == metric) and m in lower_is_better:
+            out.append([canary_case(case), m, list(base),
+                        list(scale(head, tonight.pct, lower_is_better=lower_is_better[m]))])
+    return out
+
+
 def measured_cases(cases: Sequence[str] | None) -> tuple[str, ...] | None:
     """What a run must measure for ``cases`` (an A/B's selection): a canary's source case in its place."""
     if cases is None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zlops.judge import canary
+from zlops.judge.paired import META_PREFIX as PAIRED_META
 from zlops.model import CaseResult, Comparison, ShardStatus, is_canary
 from zlops.steps.context import RunContext
 from zlops.store import Store
@@ -54,7 +55,17 @@ def plant(ctx: RunContext, store: Store) -> canary.CanaryNight | None:
         extra = extras.get((pool, device), {})
         store.record_shard(ctx.run_key, ok[(pool, device)], [*own, *mine], telemetry=extra.get("telemetry"),
                            identity=extra.get("identity"))
-    store.update_run_meta(ctx.run_key, {canary.META_KEY: tonight.to_meta()})
+    # a paired pool is judged from tonight's interleaved pairs (zlops.judge.paired): the canary gets its source's
+    # pairs, the head side scaled, as in an A/B
+    paired: dict[str, Any] = {}
+    for name, value in sorted(((run.meta or {}) if run is not None else {}).items()):
+        if name.startswith(PAIRED_META) and isinstance(value, dict) and value.get("pool") in pools:
+            directions = {r.metric: r.lower_is_better for (p, _), rs in by_shard.items() if p == value["pool"]
+                          for r in rs if r.case == cfg.case}
+            samples = canary.plant_pairs(value.get("samples") or [], cfg.case, cfg.metric, tonight, directions)
+            if samples != value.get("samples"):
+                paired[name] = {**value, "samples": samples}
+    store.update_run_meta(ctx.run_key, {canary.META_KEY: tonight.to_meta(), **paired})
     store.unit_of_work(reads.save_canary_nights, ctx.run_key, canary.planted_nights(tonight, planted))
     return tonight
 
