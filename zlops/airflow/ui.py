@@ -35,7 +35,7 @@ from zlops.airflow.bounds import RUN_KEY, SUITE, text, wants_html, whole
 from zlops.airflow.web import COOKIE as COOKIE  # the pages' sign-in cookie, named where the app is
 from zlops.airflow.web import link
 from zlops.config.settings import Config, config_from_env
-from zlops.model import RunRecord
+from zlops.model import RunRecord, is_canary
 
 #: Where the plugin mounts the pages in Airflow's api-server (plugins/zlops_plugin.py).
 URL_PREFIX = "/zlops"
@@ -222,7 +222,8 @@ def create_app(config: Config | None = None, *, authenticate: Callable[..., Any]
         found = airflow_run_of(run)
         view = run_view(store, run, airflow=found, task_id=device_task_id)
         # the report's own rows, from the compare rows it was rendered from (zlops.steps.report)
-        summary = CompareSummary(run.run_key, run.suite, run.sha, tuple(store.comparisons(run.run_key)))
+        summary = CompareSummary(run.run_key, run.suite, run.sha, tuple(   # a recall canary: report.txt's own line
+            c for c in store.comparisons(run.run_key) if not is_canary(c.case)))
         return pages.render(request, "run.html", title=f"zlops run {run.run_key}", run=run, view=view,
                             airflow=airflow_run_url(run), report=text.read_text() if text.exists() else None,
                             header=cells.header_line(summary, None, None), overall=summary.overall_line(),

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from zlops.alerts.lifecycle import op_family
-from zlops.model import Comparison, RunRecord, ShardOutcome, Verdict
+from zlops.model import Comparison, RunRecord, ShardOutcome, Verdict, is_canary
 from zlops.run.partition import Plan, Realized, realized
 from zlops.store import Store
 
@@ -110,7 +110,7 @@ def matrix_view(store: Store, suite: str, *, run_key: str | None = None) -> Matr
     run = store.get_run(key) if key else None
     if run is None or run.suite != suite:
         return MatrixView(suite, None, (), ())
-    comparisons = store.comparisons(run.run_key)
+    comparisons = [c for c in store.comparisons(run.run_key) if not is_canary(c.case)]   # zlops' own canary
     backends = store.read(pages.pool_backends, [run.run_key])
     by_family: dict[str, dict[str, list[Comparison]]] = {}
     for c in comparisons:
@@ -215,7 +215,7 @@ def coverage_view(store: Store, suite: str, *, run_key: str | None = None,
     run = store.get_run(key) if key else None
     if run is None or run.suite != suite:
         return CoverageView(suite, None, {v: () for v in GAP_VERDICTS}, 0, (), (), ())
-    comparisons = store.comparisons(run.run_key)
+    comparisons = [c for c in store.comparisons(run.run_key) if not is_canary(c.case)]   # zlops' own canary
     ran, invalid, missing = pool_status(store.shards(run.run_key), comparisons, expected_pools)
     gaps = {v: tuple(sorted((c for c in comparisons if c.verdict is v), key=lambda c: (c.pool, c.case, c.metric)))
             for v in GAP_VERDICTS}
