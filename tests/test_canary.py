@@ -3,6 +3,7 @@ recall the ledger prints, the config's sentences, and that a canary row never op
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -163,7 +164,8 @@ def test_judged_nights_keep_the_verdict_its_source_and_what_decided_it() -> None
     tonight = canary.schedule(4, every_nights=4, hold_nights=1, slowdown_pct=10)
     rows = [row("add", Verdict.UNCHANGED), row("add [canary]", Verdict.SEVERE, label="A/B base 1234567, 5 runs"),
             row("add [canary]", Verdict.SEVERE, follows="latency", metric="speedup")]
-    [n] = canary.judged_nights(tonight, rows)   # the derived row follows its source: not counted twice
+    missing = replace(row("add [canary]", Verdict.MISSING, metric="tflops"), head=None)
+    [n] = canary.judged_nights(tonight, [*rows, missing])   # a derived row is not counted twice; nor a missing one
     assert (n["verdict"], n["source_verdict"], n["how"], n["episode"], n["planted_pct"]) == \
         ("severe", "unchanged", "A/B", 4, 10.0)
     line = canary.night_line(n, canary.episodes([{**n, "suite": "ops", "at": T0}])[0])

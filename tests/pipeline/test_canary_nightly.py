@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from fake_upstream import Upstream
@@ -93,18 +92,29 @@ def test_a_disabled_canary_plants_nothing_and_the_ledger_says_so(
     assert led.canary.episodes == () and "no canary episode planted" in ledger_lines(led)[-1]
 
 
-def test_a_retried_ingest_plants_once(upstream: Upstream, make_config: Callable[..., Config], tmp_path: Path) -> None:
-    """The ingest step run again (an Airflow retry) writes the same canary rows, never a second copy."""
+def test_a_slowdown_below_the_floor_is_missed_and_a_retried_ingest_plants_once(
+        upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    """+1% is inside the 2% floor: the judge rightly keeps quiet, and the ledger says the canary was missed (what
+    recall is for: a deaf judge reads the same as a quiet upstream). The ingest step run again on the planted
+    night (an Airflow retry) writes the same canary rows, never a second copy nor another place on the clock."""
     from zlops.steps.context import context_for
     from zlops.steps.ingest import ingest
 
-    config = _config(make_config, case="beta", slowdown_pct=10, every_nights=2, hold_nights=1)
-    _night(upstream, config, 0)
-    second = _night(upstream, config, 1)
+    config = _config(make_config, case="beta", slowdown_pct=1, every_nights=2, hold_nights=1)
     store = open_store(config)
-    key = second["result"].run_key
+    nights = [_night(upstream, config, i) for i in range(3)]
+    key = nights[2]["result"].run_key
     before = sorted((p, d, r.case, r.samples) for p, d, r in store.results(key))
     meta = store.get_run(key).meta["canary"]
+    assert meta == {"night": 2, "active": True, "episode": 2, "pct": 1.0}
     ingest(context_for(config, "fake", key))
     assert sorted((p, d, r.case, r.samples) for p, d, r in store.results(key)) == before
     assert store.get_run(key).meta["canary"] == meta
+    assert nights[2]["rows"][CANARY].verdict is Verdict.UNCHANGED
+    after = _night(upstream, config, 3)
+    line = next(x for x in after["result"].report.table.splitlines() if x.startswith("canary "))
+    assert "quiet night 3" in line and "the +1% planted on night 2 was missed" in line
+    led = ledger(store, days=1, until=datetime.now(timezone.utc) + timedelta(minutes=1), suite="fake")
+    assert (led.canary.count("confirmed"), led.canary.count("missed"), led.canary.recall) == (0, 1, 0.0)
+    assert ledger_lines(led)[-1].startswith("Recall (canaries): 0% = 0 of 1 planted slowdown(s) (+1%) confirmed, "
+                                            "1 missed")

@@ -32,6 +32,8 @@ def test_the_clock_counts_earlier_canary_nights_and_a_rewrite_replaces(store: St
     # a retried write (the report step after the ingest's) replaces the run's rows, never adds
     store.unit_of_work(save_canary_nights, "nightly:ops:n1", [_night(1, verdict="unchanged")])
     store.unit_of_work(save_canary_nights, "nightly:ops:n1", [_night(1, verdict="unchanged")])
+    # the planting run again after the night was judged keeps what the judge said
+    store.unit_of_work(save_canary_nights, "nightly:ops:n1", [_night(1)], keep_judged=True)
     rows = store.read(window_canary_nights, make.when(-1), make.when(9), suite="ops")
     assert [(r["run_key"], r["pool"], r["night"], r["verdict"]) for r in rows] == [   # by start, night, write
         ("nightly:ops:n0", "npu", 0, None), ("nightly:ops:n0", "cuda", 0, None),

@@ -161,13 +161,14 @@ def planted_nights(tonight: CanaryNight, planted: Sequence[tuple[str, CaseResult
 
 
 def judged_nights(tonight: CanaryNight, rows: Sequence[Comparison]) -> list[dict[str, Any]]:
-    """The canary nights to store once the night is judged: one per canary row that is judged on its own
-    (a derived row follows its source's verdict and is not counted twice), with its verdict, its source's
-    verdict the same night, the change and what decided it."""
+    """The canary nights to store once the night is judged: one per canary row planted tonight and judged on
+    its own (a derived row follows its source's verdict and is not counted twice; a row without tonight's
+    value, its source not measured, was not planted), with its verdict, its source's verdict the same night,
+    the change and what decided it."""
     by_key = {(c.pool, c.case, c.metric): c for c in rows}
     out = []
     for c in rows:
-        if not is_canary(c.case) or c.follows:
+        if not is_canary(c.case) or c.follows or c.head is None:
             continue
         source = by_key.get((c.pool, canary_source(c.case), c.metric))
         out.append({**_night(tonight, c.pool, c.case, c.metric), "verdict": c.verdict.value,

@@ -66,7 +66,8 @@ def plant(ctx: RunContext, store: Store) -> canary.CanaryNight | None:
             if samples != value.get("samples"):
                 paired[name] = {**value, "samples": samples}
     store.update_run_meta(ctx.run_key, {canary.META_KEY: tonight.to_meta(), **paired})
-    store.unit_of_work(reads.save_canary_nights, ctx.run_key, canary.planted_nights(tonight, planted))
+    store.unit_of_work(reads.save_canary_nights, ctx.run_key, canary.planted_nights(tonight, planted),
+                       keep_judged=True)
     return tonight
 
 

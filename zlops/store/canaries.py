@@ -32,13 +32,24 @@ def canary_clock(session: Session, run_key: str) -> int:
                CanaryNightRow.run_id != run.id)) or 0)
 
 
-def save_canary_nights(session: Session, run_key: str, nights: Sequence[Mapping[str, Any]]) -> int:
+#: What the report step adds to a canary night once the judge has spoken.
+JUDGED = ("verdict", "source_verdict", "change_pct", "how")
+
+
+def save_canary_nights(session: Session, run_key: str, nights: Sequence[Mapping[str, Any]], *,
+                       keep_judged: bool = False) -> int:
     """Replace the run's canary nights by ``nights`` (mappings with :data:`FIELDS` but ``suite`` and ``at``,
-    which are the run's): idempotent, so a retried step writes the same rows again. Returns how many."""
+    which are the run's): idempotent, so a retried step writes the same rows again. ``keep_judged`` (the
+    planting, run again after the night was judged) keeps what the judge said of a night already stored.
+    Returns how many."""
     run = require_run(session, run_key)
+    judged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    if keep_judged:
+        for r in session.scalars(select(CanaryNightRow).where(CanaryNightRow.run_id == run.id)):
+            judged[(r.pool, r.case, r.metric)] = {k: getattr(r, k) for k in JUDGED}
     session.execute(delete(CanaryNightRow).where(CanaryNightRow.run_id == run.id))
-    rows = [{**{k: n.get(k) for k in FIELDS}, "suite": run.suite, "at": run.started_at, "run_id": run.id}
-            for n in nights]
+    rows = [{**{k: n.get(k) for k in FIELDS}, **judged.get((n["pool"], n["case"], n["metric"]), {}),
+             "suite": run.suite, "at": run.started_at, "run_id": run.id} for n in nights]
     if rows:
         session.execute(insert(CanaryNightRow), rows)
     return len(rows)
