@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
-from fake_upstream import Upstream
+from fake_upstream import Upstream, config_data
 
 from zlops.config.settings import Config, parse_config
 from zlops.model import Verdict, canary_case
@@ -118,3 +119,24 @@ def test_a_slowdown_below_the_floor_is_missed_and_a_retried_ingest_plants_once(
     assert (led.canary.count("confirmed"), led.canary.count("missed"), led.canary.recall) == (0, 1, 0.0)
     assert ledger_lines(led)[-1].startswith("Recall (canaries): 0% = 0 of 1 planted slowdown(s) (+1%) confirmed, "
                                             "1 missed")
+
+
+def test_a_paired_pool_judges_the_canary_from_its_sources_pairs(upstream: Upstream, tmp_path: Path) -> None:
+    """A paired pool's night is judged from interleaved base and head processes (zlops.judge.paired): the
+    canary's pairs are its source's, the head side scaled, so it is judged the way a real change would be."""
+    data = config_data(tmp_path / "home", upstream.path)
+    data["pools"]["local"]["measure"] = "paired"  # type: ignore[index]
+    # the pairs a paired night runs are decided by its measured series (the canary is planted after them): 7 pairs,
+    # so the rank test can reach alpha 0.002 on the canary too (5 + 5 cannot: it would stay a suspect)
+    data["paired"] = {"min_pairs": 7, "max_pairs": 7, "quiet_wait_s": 0}
+    data["suites"]["fake"]["canary"] = {"case": "beta", "slowdown_pct": 10,  # type: ignore[index]
+                                        "every_nights": 2, "hold_nights": 1}
+    config = parse_config(data)
+    rows = [_night(upstream, config, i)["rows"] for i in range(3)]
+    canary, beta = rows[2][CANARY], rows[2]["beta"]
+    assert canary.verdict is Verdict.SEVERE and beta.verdict is Verdict.UNCHANGED, canary.judgement.note
+    assert canary.figures is not None and (canary.figures.reference_label or "").startswith("paired base")
+    assert all(h == pytest.approx(2.2) for h in canary.figures.runs_head)
+    assert rows[1][CANARY].verdict is Verdict.UNCHANGED
+    led = ledger(open_store(config), days=1, until=datetime.now(timezone.utc) + timedelta(minutes=1), suite="fake")
+    assert led.canary.count("confirmed") == 1 and led.canary.episodes[0].how == "paired runs"
