@@ -65,6 +65,12 @@ def test_a_planted_slowdown_is_confirmed_by_the_ab_and_counted_in_the_ledger(
     assert "## Recall canary" in report.markdown.read_text() and "Recall canary" in report.html.read_text()
     quiet = next(x for x in nights[5]["result"].report.table.splitlines() if x.startswith("canary "))
     assert "quiet night 5" in quiet
+    # a rescore re-parses the night's artifacts: the canary is planted again as it was, decided by its own A/B runs
+    from zlops.steps.rescore import rescore
+
+    again = rescore(config, nights[4]["result"].run_key)
+    assert [c for c in again.changes if c.case == CANARY and c.changed] == []
+    assert {c.case: c for c in again.summary.comparisons}[CANARY].verdict is Verdict.SEVERE
     # the trust ledger (the page, the CLI and the digest print its lines)
     until = datetime.now(timezone.utc) + timedelta(minutes=1)
     led = ledger(store, days=1, until=until, suite="fake")

@@ -148,6 +148,10 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         reparsed += 1
     if ctx.suite.campaign is not None:  # the derived series, from the re-parsed lanes
         store_derived(ctx, store)
+    if ctx.suite.canary is not None:   # the night's recall canary again, as it was planted (its place in the meta)
+        from zlops.steps.canary import plant
+
+        plant(ctx, store)
     baseline_runs = run.meta.get("baseline_runs")
     if isinstance(baseline_runs, dict):
         note = "the night's own: " + (", ".join(sorted({k for keys in baseline_runs.values() for k in keys}))
@@ -170,6 +174,10 @@ def rescore(config: Config, run_key: str) -> RescoreResult:
         # re-recording the shards dropped the run's series points (the next nights' history): write them
         # again from the re-read results, so history reads the rescored figures from points, as for any night
         refresh_series_points(session, run_key)
+    if revision is not None and run.kind == "nightly":   # the canary's nights take the rescored verdicts
+        from zlops.steps.canary import record
+
+        record(ctx, store, store.get_run(run_key) or run, summary.comparisons)
     log.info("rescored %s: %d changed", run_key, sum(c.changed for c in changes))
     return RescoreResult(run_key, revision, summary, changes, reparsed, tuple(failed), note)
 
