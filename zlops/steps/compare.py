@@ -17,7 +17,7 @@ from zlops.host import gitops
 from zlops.judge import compare as cmp
 from zlops.judge import evidence
 from zlops.judge import setup as judging
-from zlops.model import CompareSummary, ShardStatus, Summary, Verdict
+from zlops.model import CompareSummary, ShardStatus, Summary, Verdict, is_canary
 from zlops.progress import LogProgress, Progress
 from zlops.steps.context import RunContext
 from zlops.store import Store
@@ -103,6 +103,9 @@ def record_compare_setup(ctx: RunContext, store: Store, rows: Sequence[Any], set
 
 
 def summary_dict(summary: CompareSummary) -> dict[str, Any]:
+    """A night's counts and overall line (the compare task's XCom); a recall canary's rows are not the night's."""
+    summary = CompareSummary(summary.run_key, summary.suite, summary.sha,
+                             tuple(c for c in summary.comparisons if not is_canary(c.case)))
     return {"run_key": summary.run_key, "sha": summary.sha, "judged": summary.judged,
             **{v.value: summary.count(v) for v in Verdict}, "overall": summary.overall_line()}
 
