@@ -360,7 +360,7 @@ class CanaryConfig(_Strict):
     trust ledger counts whether and on which night it was confirmed (recall)."""
 
     case: str = Field(min_length=1, max_length=450, pattern=r"^[^\x00-\x1f]+$", json_schema_extra={
-        "accepts": "the name of one case the suite measures, as the report prints it, e.g. 'abs/float16/(64x64)'"},
+        "accepts": "the name of one case the suite measures, as the report prints it, e.g. 'abs/float16/(4096x4096)'"},
         description="the measured case whose samples the canary replays, scaled")
     metric: str | None = Field(default=None, min_length=1, max_length=100, description="the one metric of the "
                                "case to plant (default: every metric the case reports)")
