@@ -1,11 +1,12 @@
 """The recall canary's two moments in a night (:mod:`zlops.judge.canary`): planting it after ingest, and
 recording what the judge made of it at the report.
 
-:func:`plant` (called by the ingest step) writes tonight's canary series beside its source on every OK shard
-that measured it, keeps tonight's place on the schedule in the run's meta (``canary``: what the A/B reads,
-and what a retried step reuses) and stores tonight's canary nights without a verdict. :func:`record` (the
-report step) stores them again with their final verdicts, after any A/B, and returns the report's lines.
-Both are idempotent: a retried task writes the same rows.
+:func:`plant` (called by the ingest step, and by a rescore) writes tonight's canary series beside its source on
+every OK shard that measured it, reading and replacing those two cases only, whatever the size of the night;
+it keeps tonight's place on the schedule in the run's meta (``canary``: what the A/B reads, and what a retried
+step reuses) and stores tonight's canary nights without a verdict. :func:`record` (the report step) stores
+them again with their final verdicts, after any A/B, and returns the report's lines. Both are idempotent: a
+retried task writes the same rows.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from zlops.judge import canary
 from zlops.judge.paired import META_PREFIX as PAIRED_META
-from zlops.model import CaseResult, Comparison, ShardStatus, is_canary
+from zlops.model import CaseResult, Comparison, ShardStatus, canary_case
 from zlops.steps.context import RunContext
 from zlops.store import Store
 from zlops.store import canaries as reads
@@ -37,34 +38,30 @@ def plant(ctx: RunContext, store: Store) -> canary.CanaryNight | None:
         tonight = canary.schedule(store.read(reads.canary_clock, ctx.run_key), every_nights=cfg.every_nights,
                                   hold_nights=cfg.hold_nights, slowdown_pct=cfg.slowdown_pct)
     pools = set(cfg.pools or ctx.suite.pools)
-    ok = {(o.pool, o.device): o for o in store.shards(ctx.run_key) if o.status is ShardStatus.OK}
+    ok = {(o.pool, o.device) for o in store.shards(ctx.run_key) if o.status is ShardStatus.OK}
+    name = canary_case(cfg.case)
     by_shard: dict[tuple[str, int], list[CaseResult]] = defaultdict(list)
-    for pool, device, r in store.results(ctx.run_key):
+    for pool, device, r in store.read(reads.case_results, ctx.run_key, (cfg.case, name)):
         by_shard[(pool, device)].append(r)
-    extras = store.shard_extras(ctx.run_key)
     planted: list[tuple[str, CaseResult]] = []
     for (pool, device), results in sorted(by_shard.items()):
         if pool not in pools or (pool, device) not in ok:
             continue
-        own = [r for r in results if not is_canary(r.case)]
-        mine = canary.plant(own, cfg.case, cfg.metric, tonight)
-        had = [r for r in results if is_canary(r.case)]
+        mine = canary.plant(results, cfg.case, cfg.metric, tonight)
+        had = [r for r in results if r.case == name]
         planted += [(pool, r) for r in mine]
-        if sorted(map(_key, mine)) == sorted(map(_key, had)):
-            continue   # planted already (a retried step): nothing to write
-        extra = extras.get((pool, device), {})
-        store.record_shard(ctx.run_key, ok[(pool, device)], [*own, *mine], telemetry=extra.get("telemetry"),
-                           identity=extra.get("identity"))
+        if sorted(map(_key, mine)) != sorted(map(_key, had)):   # else planted already (a retried step)
+            store.unit_of_work(reads.replace_case_results, ctx.run_key, pool, device, name, mine)
     # a paired pool is judged from tonight's interleaved pairs (zlops.judge.paired): the canary gets its source's
     # pairs, the head side scaled, as in an A/B
     paired: dict[str, Any] = {}
-    for name, value in sorted(((run.meta or {}) if run is not None else {}).items()):
-        if name.startswith(PAIRED_META) and isinstance(value, dict) and value.get("pool") in pools:
+    for key, value in sorted(((run.meta or {}) if run is not None else {}).items()):
+        if key.startswith(PAIRED_META) and isinstance(value, dict) and value.get("pool") in pools:
             directions = {r.metric: r.lower_is_better for (p, _), rs in by_shard.items() if p == value["pool"]
                           for r in rs if r.case == cfg.case}
             samples = canary.plant_pairs(value.get("samples") or [], cfg.case, cfg.metric, tonight, directions)
             if samples != value.get("samples"):
-                paired[name] = {**value, "samples": samples}
+                paired[key] = {**value, "samples": samples}
     store.update_run_meta(ctx.run_key, {canary.META_KEY: tonight.to_meta(), **paired})
     store.unit_of_work(reads.save_canary_nights, ctx.run_key, canary.planted_nights(tonight, planted),
                        keep_judged=True)

@@ -1,5 +1,6 @@
-"""The recall canaries' nights (table ``canary_nights``, migration 0011): the schedule's clock, the nights
-written, and a window of them for the trust ledger.
+"""The recall canaries in the store: their results (read and replaced one case at a time) and their nights
+(table ``canary_nights``, migration 0011): the schedule's clock, the nights written, a window of them for the
+trust ledger.
 
 Session-level functions; the caller owns the transaction (``store.read`` / ``store.unit_of_work``). Every
 read is one query, whatever the number of series or nights: the ledger reads a window of nights in one.
@@ -7,14 +8,17 @@ read is one query, whatever the number of series or nights: the ledger reads a w
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from zlops.store.models import CanaryNightRow, Run
+from zlops.errors import StoreError
+from zlops.model import CaseResult
+from zlops.store.models import CanaryNightRow, Result, Run, SeriesPointRow, SeriesRow, Shard
+from zlops.store.points import spreads
 from zlops.store.runs import require_run
 
 #: The columns a canary night is written with and read back as (besides the run's key).
@@ -53,6 +57,43 @@ def save_canary_nights(session: Session, run_key: str, nights: Sequence[Mapping[
     if rows:
         session.execute(insert(CanaryNightRow), rows)
     return len(rows)
+
+
+def case_results(session: Session, run_key: str, cases: Collection[str]) -> list[tuple[str, int, CaseResult]]:
+    """(pool, device, result) of the run's results of ``cases`` only (a canary's source and the canary), in one
+    query: planting reads two cases of a night, never its 10^4-10^5 results."""
+    run = require_run(session, run_key)
+    rows = session.connection().execute(
+        select(Shard.pool, Shard.device, Result.case, Result.metric, Result.unit, Result.lower_is_better,
+               Result.samples, Result.params)
+        .join(Result, Result.shard_id == Shard.id)
+        .where(Shard.run_id == run.id, Result.case.in_(sorted(set(cases))))
+        .order_by(Shard.pool, Shard.device, Result.id))
+    return [(pool, device, CaseResult(case=case, metric=metric, unit=unit, lower_is_better=bool(lower),
+                                      samples=tuple(samples), params=dict(params or {})))
+            for pool, device, case, metric, unit, lower, samples, params in rows]
+
+
+def replace_case_results(session: Session, run_key: str, pool: str, device: int, case: str,
+                         results: Sequence[CaseResult]) -> int:
+    """Replace the stored shard's results of ``case`` (a canary's series) by ``results``, every other result of
+    the shard left alone; the run's series points of that case on the pool are dropped (they no longer match;
+    the compare step writes them again). Idempotent. Returns how many were written."""
+    run = require_run(session, run_key)
+    shard_id = session.scalar(select(Shard.id).where(Shard.run_id == run.id, Shard.pool == pool,
+                                                     Shard.device == device))
+    if shard_id is None:
+        raise StoreError(f"run {run_key!r} has no shard {pool}/{device} to plant {case!r} in")
+    session.execute(delete(Result).where(Result.shard_id == shard_id, Result.case == case))
+    series = select(SeriesRow.id).where(SeriesRow.suite == run.suite, SeriesRow.pool == pool, SeriesRow.case == case)
+    session.execute(delete(SeriesPointRow).where(SeriesPointRow.run_id == run.id, SeriesPointRow.series_id.in_(series)))
+    if results:
+        spread = spreads([r.samples for r in results])
+        session.execute(insert(Result), [
+            {"shard_id": shard_id, "case": r.case, "metric": r.metric, "unit": r.unit,
+             "lower_is_better": r.lower_is_better, "median": r.median, "n": len(r.samples), "spread_pct": sp,
+             "samples": list(r.samples), "params": dict(r.params)} for r, sp in zip(results, spread, strict=True)])
+    return len(results)
 
 
 def _as_dicts(session: Session, query: Any) -> list[dict[str, Any]]:
