@@ -5,11 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from zlops.errors import StoreError
 from zlops.store import Store
-from zlops.store.canaries import canary_clock, save_canary_nights, suite_canary_nights, window_canary_nights
+from zlops.store.canaries import (
+    canary_clock,
+    case_results,
+    replace_case_results,
+    save_canary_nights,
+    suite_canary_nights,
+    window_canary_nights,
+)
 
 
 def _night(night: int, *, active: bool = False, verdict: str | None = None, pool: str = "npu") -> dict[str, Any]:
@@ -63,3 +73,19 @@ def test_the_window_read_is_one_query_whatever_its_size(store: Store, make: Any)
     finally:
         event.remove(Engine, "before_cursor_execute", count)
     assert counts == [1, 1]
+
+
+def test_planting_replaces_one_case_of_a_shard_and_leaves_the_others(store: Store, make: Any) -> None:
+    store.upsert_run(make.run("nightly:ops:n0"))
+    store.record_shard("nightly:ops:n0", make.shard(), [make.result("add"), make.result("mul")])
+    canary = make.result("add [canary]", samples=(1.1, 2.2, 3.3))
+    for _ in range(2):   # a retry writes the same row again
+        store.unit_of_work(replace_case_results, "nightly:ops:n0", "npu", 0, "add [canary]", [canary])
+    assert sorted(r.case for _, _, r in store.results("nightly:ops:n0")) == ["add", "add [canary]", "mul"]
+    got = store.read(case_results, "nightly:ops:n0", ("add", "add [canary]"))
+    assert [(p, d, r.case, r.samples) for p, d, r in got] == [("npu", 0, "add", (1.0, 2.0, 3.0)),
+                                                              ("npu", 0, "add [canary]", (1.1, 2.2, 3.3))]
+    store.unit_of_work(replace_case_results, "nightly:ops:n0", "npu", 0, "add [canary]", [])
+    assert sorted(r.case for _, _, r in store.results("nightly:ops:n0")) == ["add", "mul"]
+    with pytest.raises(StoreError, match="no shard cuda/0"):
+        store.unit_of_work(replace_case_results, "nightly:ops:n0", "cuda", 0, "add [canary]", [canary])
