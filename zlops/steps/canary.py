@@ -79,7 +79,8 @@ def record(ctx: RunContext, store: Store, run: Any, rows: Sequence[Comparison], 
         store.unit_of_work(reads.save_canary_nights, ctx.run_key, nights)
     if not nights:
         cfg = ctx.suite.canary
-        what = f"{cfg.case!r}" if cfg is not None else "its source case"
+        what = (f"{cfg.case!r}" + (f" (metric {cfg.metric})" if cfg.metric else "")) if cfg is not None else \
+            "its source case"
         return [f"canary: nothing planted tonight (night {tonight.night}): {what} was not measured on its pools"]
     cfg = ctx.suite.canary
     every = cfg.every_nights if cfg is not None else 1
