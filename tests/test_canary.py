@@ -81,6 +81,16 @@ def test_a_paired_night_gives_the_canary_its_sources_pairs_the_head_scaled() -> 
     assert canary.plant_pairs(out, "add", None, active, {"latency": True}) == out   # idempotent
 
 
+def test_a_flaggems_selection_of_a_canary_runs_its_sources_op() -> None:
+    from zlops.run.selection import cases_value
+
+    suite = _config({"case": "abs/float16/(4096x4096)"}, select={"token": "^([^/]+)/", "join": " or "},
+                    command=["pytest", "-m", "{cases}", "{results}"]).suites["s"]
+    wanted = canary.measured_cases(("abs/float16/(4096x4096) [canary]", "exp/float16/(64x64)"))
+    assert wanted == ("abs/float16/(4096x4096)", "exp/float16/(64x64)")
+    assert cases_value(suite, wanted) == "abs or exp"
+
+
 class _Ctx:
     def __init__(self, run_key: str, meta: dict[str, Any]) -> None:
         from types import SimpleNamespace
