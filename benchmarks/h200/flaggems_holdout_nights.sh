@@ -43,9 +43,12 @@
 # over the first ROWS rows of [1024, 1024, 1024]) cherry-picked onto the last D, labelled W; `kernels: triton`.
 # ZLOPS_SRC (default: this checkout): the zlops source tree the nights import (PYTHONPATH) and name in env.txt,
 # e.g. a fixed commit's `git archive` carried in .devcarry (hold-out 6: the device copies a working tree that
-# others edit); its ZLOPS_COMMIT file, if any, names the commit.
+# others edit); its ZLOPS_COMMIT file, if any, names the commit. The zlops commands then run with ZLOPS_SRC as their
+# working directory: `python -m` puts the working directory first on sys.path, so run from this checkout's root
+# they would import the checkout's zlops, not ZLOPS_SRC's.
 set -uo pipefail
 REPO=$PWD
+HERE=$(cd "$(dirname "$0")" && pwd)
 CARRY=${CARRY:-$REPO/.devcarry}
 OUT=${OUT:-/tmp/zlops-holdout-nights}
 TAG=${TAG:-c1}
@@ -82,6 +85,10 @@ if [ -z "${DRY_UPSTREAM:-}" ]; then
 fi
 PY=${PY:-python3}
 echo "setup: wheels in ${SECONDS} s"
+if [ "$ZLOPS_SRC" != "$REPO" ]; then
+  cd "$ZLOPS_SRC" || exit 1
+  $PY -c 'import sys, zlops; assert zlops.__file__.startswith(sys.argv[1]), zlops.__file__' "$ZLOPS_SRC" || exit 1
+fi
 
 declare -A SHA
 if [ -n "${DRY_UPSTREAM:-}" ]; then
@@ -167,7 +174,7 @@ $PY -m zlops.cli config check "$CFG" > "$E/config_check.txt" 2>&1 || { cat "$E/c
 touch "$HOME_Z/nights.tsv"
 
 save() {   # the evidence and the home, re-written after every night
-  $PY "$(dirname "$0")/flaggems_holdout_nights_summary.py" "$CFG" "$HOME_Z/nights.tsv" "$E/json" \
+  $PY "$HERE/flaggems_holdout_nights_summary.py" "$CFG" "$HOME_Z/nights.tsv" "$E/json" \
     > "$E/verdicts.txt" 2>&1 || echo "summary failed: $(tail -3 "$E/verdicts.txt")"
   cp "$HOME_Z/nights.tsv" "$E/nights.tsv"
   tar czf "$OUT/nights_$TAG.tar.gz" -C "$W" "nights_$TAG"
