@@ -8,6 +8,7 @@ history and of the process runs, a confirmed change restarts both.
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from zlops.judge.evidence import series_histories
 from zlops.model import Figures, Verdict
@@ -52,8 +53,11 @@ def test_a_resolved_suspect_is_history_again() -> None:
     assert list(history[KEY]) == nights and not settled
     # a suspect the other way ends the run too; an A/B that cleared a suspect stored it unchanged
     history, processes, _ = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(
-        n6=Verdict.SUSPECT_IMPROVED, n7=(Verdict.UNCHANGED, _ab((10.0,), (10.1,))), n8=Verdict.SUSPECT))
-    assert list(history[KEY]) == NIGHTS and processes[KEY] == [10.0, 10.1]
+        n6=Verdict.SUSPECT_IMPROVED, n7=(Verdict.UNCHANGED, _ab((10.0, 10.2), (10.1, 9.9))), n8=Verdict.SUSPECT))
+    level = 10.05   # the median of the nights kept: each side's runs about their own median, at that level
+    assert list(history[KEY]) == NIGHTS
+    assert processes[KEY] == pytest.approx([10.0 / 10.1 * level, 10.2 / 10.1 * level, 10.1 / 10.0 * level,
+                                            9.9 / 10.0 * level])
 
 
 def test_a_last_night_an_ab_settled_is_not_re_judged_a_suspect() -> None:
@@ -74,7 +78,9 @@ def test_a_confirmed_change_restarts_the_history_and_its_processes() -> None:
     before it is gone with the old level, and only the A/B's head runs are processes at the new level."""
     history, processes, _ = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(
         n6=Verdict.SUSPECT, n7=(Verdict.SEVERE, _ab((10.0, 10.01), (12.0, 12.02)))))
-    assert list(history[KEY]) == NIGHTS[7:] and processes[KEY] == [12.0, 12.02]
+    level = (12.1 + 12.05) / 2
+    assert list(history[KEY]) == NIGHTS[7:]
+    assert processes[KEY] == pytest.approx([12.0 / 12.01 * level, 12.02 / 12.01 * level])
     history, _, _ = series_histories(_frame(NIGHTS), {KEY}, evidence=_ev(n6=Verdict.SUSPECT, n7=Verdict.IMPROVED,
                                                                          n8=Verdict.SUSPECT))
     assert list(history[KEY]) == NIGHTS[7:]
@@ -119,3 +125,24 @@ def test_the_suspect_run_names_its_onset_commit_and_whether_an_ab_of_it_could_no
         n4=(Verdict.UNCHANGED, _ab((10.0, 10.02), (10.0, 10.1))), n7=Verdict.SUSPECT, n8=Verdict.SUSPECT),
         before_pending=before, pending_onset=onset, pending_ab=tried)
     assert not tried and hold_reasons(before, onset, set(), tried) == {}
+
+
+def test_ab_runs_of_drifting_nights_are_process_evidence_not_process_levels() -> None:
+    """Two nights' A/Bs of unchanged code, the machine at 0.96 one night and 1.05 the next, each A/B's runs within
+    0.1%: pooled raw they read as two process levels 9% apart (and the series became "bimodal 0.96/1.05:
+    unmeasurable" for good); each side about its own median they are one level, and the A/B noise is 0.1%."""
+    from zlops.judge.evidence import ab_noise_pct
+    from zlops.stats.noise import detect_modes
+
+    nights = [1.0, 1.05, 0.96, 1.03, 0.97, 0.96, 1.05]
+    ab0 = _ab((0.9599, 0.9601, 0.96), (0.96, 0.9602, 0.9598))
+    ab1 = _ab((1.0499, 1.05, 1.0501), (1.0502, 1.05, 1.0498))
+    noise: dict = {}
+    _, processes, _ = series_histories(_frame(nights), {KEY}, ab_noise=noise, evidence=_ev(
+        n5=(Verdict.UNCHANGED, ab0), n6=(Verdict.UNCHANGED, ab1)))
+    assert len(processes[KEY]) == 12
+    assert detect_modes(processes[KEY], floor_pct=2.0, k=3.0, ordered=False) is None
+    assert detect_modes([*ab0.runs_base, *ab0.runs_head, *ab1.runs_base, *ab1.runs_head], floor_pct=2.0, k=3.0,
+                        ordered=False) is not None   # what the raw runs said
+    assert noise[KEY] == pytest.approx(ab_noise_pct([ab0.runs_base, ab0.runs_head, ab1.runs_base, ab1.runs_head]))
+    assert noise[KEY] < 0.05

@@ -243,6 +243,7 @@ class Figures:
     series (ascending), ``runs_base``/``runs_head`` the per-run values of an A/B (evidence kept
     for the noise model and the pages). ``follows`` names the metric whose verdict this one follows
     (a derived metric of the same case: :mod:`zlops.judge.derived`); empty for a series judged on its own.
+    ``ab_noise_pct``: the noise the series' earlier interleaved A/Bs saw (the A/B's own noise, not the nights').
     """
 
     reference: float
@@ -259,6 +260,8 @@ class Figures:
     runs_base: tuple[float, ...] = ()
     runs_head: tuple[float, ...] = ()
     follows: str = ""
+    #: the series' run-to-run noise in its earlier interleaved A/Bs (sigma, %), apart from the nights' drift
+    ab_noise_pct: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("reference", "value"):
@@ -295,7 +298,8 @@ class Figures:
                 "ci_pct": None if self.ci_pct is None else list(self.ci_pct), "threshold_pct": self.threshold_pct,
                 "noise_pct": self.noise_pct, "p_value": self.p_value, "modes": list(self.modes),
                 "runs_base": list(self.runs_base), "runs_head": list(self.runs_head),
-                **({"follows": self.follows} if self.follows else {})}
+                **({"follows": self.follows} if self.follows else {}),
+                **({"ab_noise_pct": self.ab_noise_pct} if self.ab_noise_pct is not None else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Figures | None:
@@ -309,7 +313,7 @@ class Figures:
                    threshold_pct=data.get("threshold_pct"), noise_pct=data.get("noise_pct"),
                    p_value=data.get("p_value"), modes=tuple(data.get("modes") or ()),
                    runs_base=tuple(data.get("runs_base") or ()), runs_head=tuple(data.get("runs_head") or ()),
-                   follows=str(data.get("follows") or ""))
+                   follows=str(data.get("follows") or ""), ab_noise_pct=data.get("ab_noise_pct"))
 
 
 @dataclass(frozen=True)

@@ -288,3 +288,39 @@ def test_a_small_change_on_other_devices_is_decided_by_the_ab_not_read_off_the_n
     assert beta.verdict is Verdict.UNCHANGED and "cleared by A/B" in beta.judgement.note, beta.judgement.note
     assert f"{DEVICE_MOVED_NOTE} (the nights read +1.75% worse across devices)" in alpha.judgement.note
     assert DEVICE_MOVED_NOTE in beta.judgement.note
+
+
+def test_a_move_the_drifting_nights_call_unmeasurable_is_decided_by_an_ab(
+        upstream: Upstream, make_config: Callable[..., Config], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine drifts ~3.5% from night to night (FAKE_DEVICE_FACTOR; one night's processes agree to 0.1%), as a
+    quiet large FlagGems shape on the H200 sat 2.2% apart between runs of one commit hours apart: the nights call
+    alpha unmeasurable, and never flag it. A +3.5% commit is still confirmed the same night by an A/B against last
+    night's commit (its own noise, not the nights'); a commit of unchanged code that only sits where the drift
+    put tonight is cleared by the same A/B."""
+    from zlops.host import proc
+
+    monkeypatch.setattr(proc, "ENV_ALLOWLIST", (*proc.ENV_ALLOWLIST, "FAKE_*"))
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600)
+    drift = [1.0, 1.05, 0.96, 1.03, 0.97, 1.04, 0.98, 1.02, 0.965, 1.035]
+    loud = []
+    for i, factor in enumerate(drift[:-1]):
+        monkeypatch.setenv("FAKE_DEVICE_FACTOR", str(factor))
+        (upstream.path / "NOTES.txt").write_text(f"night {i}\n")
+        sha = upstream.commit({"alpha": 1.0, "beta": 2.0}, f"unrelated {i}")
+        rows = run_nightly(config, "fake", sha=sha, run_label=f"d{i}").summary.comparisons
+        loud += [(i, c.case, c.verdict) for c in rows if c.verdict.changes_level or c.verdict.flagged]
+    assert not loud, loud
+    monkeypatch.setenv("FAKE_DEVICE_FACTOR", str(drift[-1]))
+    (upstream.path / "NOTES.txt").write_text("unchanged code, a drifted night\n")
+    same = upstream.commit({"alpha": 1.0, "beta": 2.0}, "notes only")
+    quiet = {c.case: c for c in run_nightly(config, "fake", sha=same, run_label="same").summary.comparisons}
+    alpha = quiet["alpha"]
+    assert alpha.verdict is Verdict.UNCHANGED and "cleared by A/B" in alpha.judgement.note, alpha.judgement.note
+    assert "hides a 5% change" in alpha.judgement.note   # what the nights said, kept beside the A/B's figures
+    assert not quiet["beta"].verdict.changes_level
+    slow = upstream.commit({"alpha": 1.035, "beta": 2.0}, "alpha 3.5% slower")
+    night = {c.case: c for c in run_nightly(config, "fake", sha=slow, run_label="slow").summary.comparisons}
+    alpha = night["alpha"]
+    assert alpha.verdict is Verdict.REGRESSION, alpha.judgement.note
+    assert "confirmed by A/B" in alpha.judgement.note and alpha.judgement.worse_pct == pytest.approx(3.5, abs=0.2)
+    assert not night["beta"].verdict.changes_level

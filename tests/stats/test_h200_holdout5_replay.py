@@ -252,8 +252,10 @@ def _changed(n: Night, case: str, metric: str) -> bool:
 def test_each_night_is_served_its_commits_recorded_processes(replayed: Replayed) -> None:
     """The harness: night k gets live night k's shard (A's code for A and D1, W's after), compiling what the live
     one compiled through zlops' seeding cache manager (21 on the machine's first night, 4 new amin_kernel variants on
-    W's first, none otherwise); night 7's A/B runs get the recorded A/B processes of their side in recorded order,
-    each at its real time; all 50 series every night."""
+    W's first, none otherwise); every A/B run a recorded process of its side's code (the stand-in's choice: the
+    recorded ``-m amin`` A/B processes for that selection, filtered whole processes for any other); all 50 series
+    every night. Live, only night 7 ran an A/B; today's judge also puts night 6's moves the nights cannot judge to
+    an A/B (A/B candidates: unmeasurable or inside a threshold above the floor), so night 6 runs one too."""
     procs = {p["log"]: p for p in _processes()}
     recorded_ab = [p for p in _processes() if p["kind"] == "ab"]
     for n in replayed.nights:
@@ -268,27 +270,31 @@ def test_each_night_is_served_its_commits_recorded_processes(replayed: Replayed)
         assert len(n.comparisons) == 50
         ab = [s for s in n.served if s["where"] == "ab"]
         assert len(ab) == n.ab.get("runs", 0), (n.index, n.ab)
-        for label in ("A", "W"):   # each side's runs: its recorded runs, in recorded order
-            mine = [s["log"] for s in ab if s["label"] == label]
-            assert mine == [p["log"] for p in recorded_ab if p["label"] == label][:len(mine)], (n.index, mine)
-        for s in ab:
-            assert float(s["seconds"]) == float(procs[s["log"]]["wall_s"]) and s["kernels"] == "0/7", s
-    assert [n.index for n in replayed.nights if n.ab.get("runs", 0)] == [7], replayed.table
+        for s in ab:   # a recorded process of the side's own code, at its real time where it ran that selection
+            assert procs[s["log"]]["label"] == s["label"] and s["label"] in ("A", "W"), (n.index, s)
+            if procs[s["log"]]["selection"] == s["selection"]:
+                assert float(s["seconds"]) == float(procs[s["log"]]["wall_s"]), s
+        targeted = [s["log"] for s in ab if s["selection"] == "amin"]
+        assert all(procs[x]["kind"] == "ab" for x in targeted) and len(set(targeted)) == len(targeted), targeted
+    assert recorded_ab and [n.index for n in replayed.nights if n.ab.get("runs", 0)] == [6, 7], replayed.table
 
 
 @pytest.mark.slow
 def test_the_replay_decides_the_nights_before_the_rule_matters_as_the_live_nights_did(replayed: Replayed) -> None:
-    """Nights 1-7 (none has a suspect from two nights of one code) replayed: the verdict counts the live nights
-    stored, night 7's A/B the same runs, outcomes and stop; the processes, not the CI host, decide."""
-    for n in replayed.nights[:FIRST_W + 1]:
+    """Nights 1-5 (no A/B, live or replayed) replayed: the verdict counts the live nights stored; the processes,
+    not the CI host, decide. From night 6 on, today's judge asks A/Bs the live one did not (night 6's A/B
+    candidates, all inconclusive: the nights' verdicts stand), so its counts and night 7's A/B differ from the
+    record by design; night 7's A/B still confirms exactly the change and decides nothing else loud."""
+    for n in replayed.nights[:FIRST_W - 1]:
         counts: dict[str, int] = {}
         for v in n.verdicts.values():
             counts[v.value] = counts.get(v.value, 0) + 1
         assert counts == _record(n.index)["verdict_counts"], (n.index, replayed.table)
-    live = _record(FIRST_W + 1)["meta"]["ab"]["h200"]
+    six = replayed.nights[FIRST_W - 1]
+    assert six.index == 6 and six.ab.get("runs", 0) > 0 and set(six.ab["outcomes"]) <= {"inconclusive", "cleared"}, replayed.table
+    assert not [v for v in six.verdicts.values() if v in LOUD], replayed.table
     ab = replayed.nights[FIRST_W].ab
-    assert (ab["runs"], ab["pairs"], ab["outcomes"], ab["stopped"]) == (live["runs"], live["pairs"], live["outcomes"],
-                                                                         live["stopped"]), replayed.table
+    assert ab["outcomes"].get("confirmed") == 1, replayed.table
 
 
 @pytest.mark.slow
@@ -329,9 +335,10 @@ def test_the_change_is_confirmed_on_its_first_or_second_night_by_an_ab_that_ran(
     assert hits, replayed.table
     fig = hits[0].comparisons[(SLOWED, "latency")].figures
     live = next(r for r in _record(hits[0].index)["ab_rows"] if r["case"] == SLOWED and r["metric"] == "latency")
-    assert sorted(fig.runs_base) == pytest.approx(sorted(live["figures"]["runs_base"]))
-    assert sorted(fig.runs_head) == pytest.approx(sorted(live["figures"]["runs_head"]))
-    assert fig.change_pct == pytest.approx(live["change_pct"], abs=0.01) and fig.ci_pct[0] > FLOOR
+    # recorded processes of both commits (which ones depends on the A/Bs asked before it: night 6's took some of
+    # A's): the change they show is the ground truth's and the live A/B's, within half a point
+    assert len(fig.runs_base) >= 5 and len(fig.runs_head) >= 5
+    assert fig.change_pct == pytest.approx(live["change_pct"], abs=0.5) and fig.ci_pct[0] > FLOOR
 
 
 @pytest.mark.slow

@@ -86,6 +86,9 @@ class JudgeInputs:
     #: series whose unresolved suspect nights may not be confirmed by nights alone -> why (zlops.stats.decide's
     #: hold: the first suspect night ran the code of the night before it, or an A/B of the suspect could not decide)
     hold: Mapping[SeriesKey, str] = field(default_factory=dict)
+    #: per series, the noise its earlier interleaved A/Bs saw (zlops.judge.evidence.ab_noise_pct), apart from
+    #: the drift between nights: what an A/B of it tonight can expect to see through
+    ab_noise: Mapping[SeriesKey, float] = field(default_factory=dict)
 
 
 def _caliber(base: BaselinePoint, key: SeriesKey, extra: JudgeInputs) -> tuple[Judgement | None, str, bool]:
@@ -147,6 +150,8 @@ def _judge_all(setup: JudgingSetup, pending: list[tuple[SeriesKey, CaseResult, B
             settled=[k in extra.settled for k, _, _, _ in batch],
             hold=[extra.hold.get(k) for k, _, _, _ in batch])
         for (key, _, _, note), judgement in zip(batch, judged, strict=True):
+            if key in extra.ab_noise and judgement.figures is not None:
+                judgement = replace(judgement, figures=replace(judgement.figures, ab_noise_pct=extra.ab_noise[key]))
             if key in device_moved:
                 judgement = device_moved_suspect(judgement)
             out[key] = _with_note(judgement, note)

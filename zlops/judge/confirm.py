@@ -36,7 +36,13 @@ from zlops.judge.budget import COST_HISTORY_RUNS, PoolBudget, budget_seconds, le
 from zlops.judge.derived import follow_sources
 from zlops.judge.evidence import same_code_reason
 from zlops.judge.interleave import CostModel, Pairs, learn_cost, run_pairs, run_rounds
-from zlops.judge.judges import ab_can_still_decide, confirm_suspect
+from zlops.judge.judges import (
+    ab_can_still_decide,
+    ab_candidate,
+    ab_information,
+    ab_undecided,
+    confirm_suspect,
+)
 from zlops.model import CompareSummary, Comparison, Judgement, ShardStatus
 from zlops.progress import LogProgress, Progress
 from zlops.run.ingest import read_shard
@@ -51,16 +57,23 @@ log = logging.getLogger(__name__)
 
 
 def _excess(c: Comparison) -> float:
-    """How far beyond its threshold a suspect is, as a ratio (either direction)."""
-    worse, thr = c.judgement.worse_pct or 0.0, c.judgement.threshold_pct or 1.0
-    return abs(worse) / thr
+    """What an A/B of this suspect or candidate is likely to tell (:func:`ab_information`: tonight's change in
+    units of the noise an A/B will see)."""
+    return ab_information(c.judgement)
 
 
 def _pick(suspects: list[Comparison], budget: int) -> list[Comparison]:
-    """The ``budget`` suspects an A/B takes first: timings before one-time set-up series
-    (:data:`zlops.metrics.SETUP_TIMINGS`), each most severe first."""
+    """The ``budget`` suspects (and A/B candidates) an A/B takes first: timings before one-time set-up series
+    (:data:`zlops.metrics.SETUP_TIMINGS`), each by the information an A/B of it is expected to give, most first
+    (its change over the A/B's noise, not the nights' severity: the budget went to launch-bound suspects that the
+    A/B then called inconclusive while a quiet shape's +3.4%, "unmeasurable" by the nights, got none)."""
     return sorted(suspects, key=lambda c: (metrics.setup_timing(c.metric) is not None, -_excess(c), c.pool, c.case,
                                            c.metric))[:budget]
+
+
+def _left_out(c: Comparison, why: str) -> str:
+    """The note of a suspect or candidate tonight's A/B did not take."""
+    return f"[{why}]" if c.verdict.awaiting_confirmation else f"[an A/B could judge its move; {why}]"
 
 
 Samples = dict[tuple[str, str], tuple[list[float], list[float]]]
@@ -85,9 +98,7 @@ def still_open(chosen: Sequence[Comparison], samples: Samples, policy: Any, base
     could still decide one of them (futility, :func:`ab_can_still_decide`; where none could, the pairs done
     are appended to ``futile``)."""
     done = judge_runs(chosen, samples, policy, base_sha)
-    open_ = [c for c in chosen
-             if (c.verdict.awaiting_confirmation if (j := done.get((c.pool, c.case, c.metric))) is None
-                 else j.verdict.awaiting_confirmation)]
+    open_ = [c for c in chosen if ab_undecided(c.judgement, done.get((c.pool, c.case, c.metric)), policy.potential_pct)]
     if not open_:
         return False
     for c in open_:
@@ -498,7 +509,8 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
             outcomes[_outcome(j)] += 1
         for c in a.members:
             if (c.pool, c.case, c.metric) not in decided:
-                note(c, "[not in tonight's A/B (budget)]" if c not in a.chosen else "[the A/B runs measured no value]")
+                note(c, _left_out(c, "not in tonight's A/B (budget)" if c not in a.chosen
+                                  else "the A/B runs measured no value"))
         stopped = rounds.closed.get(a.base_sha, rounds.stopped) if a.chosen else "none of its suspects fit the budget"
         if a.futile and mine.get("inconclusive") and stopped.startswith("decided"):
             stopped = (f"futile after {a.futile[-1]} pairs: no outcome of the {max_pairs - a.futile[-1]} pairs left "
@@ -591,8 +603,8 @@ def _outcome(j: Judgement) -> str:
     """Which of the A/B's three outcomes a judged suspect got (unmeasurable counts as not cleared)."""
     if j.verdict.changes_level:
         return "confirmed"
-    if j.verdict.awaiting_confirmation:
-        return "inconclusive"
+    if j.verdict.awaiting_confirmation or j.figures is None or not j.figures.runs_head:
+        return "inconclusive"   # a suspect still, or a candidate that keeps its night's verdict (no A/B figures)
     return "cleared" if j.verdict.value == "unchanged" else j.verdict.value
 
 
@@ -606,18 +618,23 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     cfg = ctx.config
     if cfg.judge != "noise" or cfg.noise.ab_pairs == 0:
         return summary
-    # a derived row (speedup, TFLOPS ...) follows its source's A/B: never A/B'd on its own (zlops.judge.derived);
-    # a paired pool's verdicts already come from interleaved same-device runs (zlops.judge.paired): its
-    # inconclusive series stay suspects with their figures, no second A/B
-    suspects = [c for c in summary.comparisons if c.verdict.awaiting_confirmation and c.base is not None
-                and (pools is None or c.pool in pools) and not c.follows and not cfg.measures_paired(c.pool)]
-    if not suspects:
-        return summary
     from zlops.judge import setup as judging
 
     run = open_store(cfg).get_run(ctx.run_key)
     setup, _ = judging.for_run(run.meta if run is not None else None, cfg)
     policy = setup.policy or cfg.noise.policy(setup.thresholds)
+    # a derived row (speedup, TFLOPS ...) follows its source's A/B: never A/B'd on its own (zlops.judge.derived);
+    # a paired pool's verdicts already come from interleaved same-device runs (zlops.judge.paired): its
+    # inconclusive series stay suspects with their figures, no second A/B. Beside the suspects, the A/B
+    # candidates: a move beyond the floor the nights cannot judge (ab_candidate: "unmeasurable" or inside a
+    # threshold above the floor), which an interleaved A/B, with its own noise, can
+    suspects = [c for c in summary.comparisons
+                if (c.verdict.awaiting_confirmation
+                    or ab_candidate(c.judgement, policy.potential_pct, policy.measurable_target_pct))
+                and c.base is not None and (pools is None or c.pool in pools) and not c.follows
+                and not cfg.measures_paired(c.pool)]
+    if not suspects:
+        return summary
     groups: dict[tuple[str, str], list[Comparison]] = defaultdict(list)
     for c in suspects:
         groups[(c.pool, c.base.sha if c.base else "")].append(c)
@@ -739,9 +756,9 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
             outcomes[_outcome(j)] += 1
         left = [c for c in members if (c.pool, c.case, c.metric) not in decided]
         for c in left:   # beyond the budget, or no value in the A/B's runs: said beside it
-            why = "not in tonight's A/B (budget)" if c not in chosen else "the A/B runs measured no value"
+            why = _left_out(c, "not in tonight's A/B (budget)" if c not in chosen else "the A/B runs measured no value")
             updated[(c.pool, c.case, c.metric)] = replace(
-                c.judgement, note=f"{c.judgement.note} [{why}]" if c.judgement.note else f"[{why}]")
+                c.judgement, note=f"{c.judgement.note} {why}" if c.judgement.note else why)
         stopped = ab.stopped
         if stopped == "decided" and futile and outcomes.get("inconclusive"):
             stopped = (f"futile after {futile[-1]} pairs: no outcome of the {max_pairs - futile[-1]} pairs left could "

@@ -15,6 +15,8 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import logging
+import math
+import statistics
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +128,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
                      before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] | None = None,
                      pending_onset: dict[cmp.SeriesKey, str] | None = None,
                      pending_ab: set[cmp.SeriesKey] | None = None,
+                     ab_noise: dict[cmp.SeriesKey, float] | None = None,
                      ) -> tuple[dict[cmp.SeriesKey, Any], dict[cmp.SeriesKey, list[float]], set[cmp.SeriesKey]]:
     """Per series of ``keys``: its accepted night medians in ``frame`` (:meth:`Store.history_frame`),
     oldest first, as the judge reads them, and the per-run values of its earlier A/Bs (``processes``).
@@ -159,6 +162,10 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
       (:func:`judge_inputs`' ``hold``).
     - ``pending_ab`` (filled when given): the series whose run of unresolved suspects holds a night whose A/B
       ran and could not decide (its stored figures carry A/B runs): nights alone may not confirm them.
+    - ``ab_noise`` (filled when given): per series with A/B runs in what is kept, the noise an interleaved A/B
+      sees (:func:`ab_noise_pct`: the spread of each A/B side's runs about their own median), kept apart from the
+      drift between nights, which the history carries. An undecided A/B counts here: its runs still show how
+      far fresh processes of one commit land from each other minutes apart.
 
     ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
     changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
@@ -219,25 +226,70 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
                 if pending_onset is not None:
                     pending_onset[key] = str(shas[ref + 1])
             runs: list[float] = []
+            sides: list[tuple[float, ...]] = []
+            level = float(np.median(medians[lo:b]))
             for i in range(lo, b):
                 found = found_of.get(run_keys[i])
                 if found is None or found[1] is None or not found[1].runs_head:
                     continue
                 verdict, figures = found
+                sides += [figures.runs_base, figures.runs_head]
                 if pending and i >= b - pending:   # an unresolved suspect's A/B: undecided, no evidence yet
                     if pending_ab is not None:
                         pending_ab.add(key)
                     continue
-                if verdict.changes_level:
-                    runs.extend(figures.runs_head)
-                else:
-                    runs.extend((*figures.runs_base, *figures.runs_head))
+                for side in (figures.runs_head,) if verdict.changes_level else (figures.runs_base, figures.runs_head):
+                    runs.extend(_at_level(side, level))
             processes[key] = runs
+            if ab_noise is not None and (sigma := ab_noise_pct(sides)) is not None:
+                ab_noise[key] = sigma
             if drop:
                 history[key] = np.concatenate((medians[lo:b - drop - 1], medians[b - 1:b]))
                 continue
         history[key] = medians[lo:b]
     return history, processes, settled
+
+
+def _at_level(side: Sequence[float], level: float) -> list[float]:
+    """One A/B side's runs (fresh processes of one commit, minutes apart) as between-process evidence at the
+    series' current ``level``: each run's ratio to the side's median, times the level. What is kept is how far
+    processes of one evening land from each other (two process levels inside one side stay two levels); what is
+    dropped is where that evening's machine sat, the drift between nights, which the history carries already.
+    Pooled raw, the runs of A/Bs made on drifting nights read as process levels (a quiet series A/B'd on nights
+    at 0.96 and 1.05 became "bimodal 0.96/1.05: unmeasurable" and was never asked again). A side of fewer than
+    two runs says nothing of the spread: left out."""
+    values = [float(v) for v in side if v > 0]
+    if len(values) < 2 or level <= 0:
+        return []
+    mid = statistics.median(values)
+    return [v / mid * level for v in values]
+
+
+#: the fewest A/B runs (over all sides) an A/B noise estimate rests on
+AB_NOISE_MIN_RUNS = 6
+
+
+def ab_noise_pct(sides: Collection[Collection[float]]) -> float | None:
+    """The run-to-run noise of interleaved A/B runs, in % (sigma on the log scale): each side's runs (one commit,
+    fresh processes minutes apart) about their own median, pooled over ``sides``, as a root mean square over the
+    degrees of freedom the side medians left (``n - sides``). Deliberately not robust: a run on another process
+    level is exactly the noise an A/B of the series must see through (a median absolute deviation reads 0 on
+    sides of 1.0/2.0/1.0 runs). None under :data:`AB_NOISE_MIN_RUNS` runs of sides of two or more."""
+    import numpy as np
+
+    devs: list[float] = []
+    used = 0
+    for side in sides:
+        values = [float(v) for v in side if v > 0]
+        if len(values) < 2:
+            continue
+        logs = np.log(values)
+        devs += (logs - float(np.median(logs))).tolist()
+        used += 1
+    if len(devs) < AB_NOISE_MIN_RUNS or len(devs) <= used:
+        return None
+    rms = math.sqrt(float(np.sum(np.square(devs))) / (len(devs) - used))
+    return math.expm1(rms) * 100.0
 
 
 def caliber_walls(store: Store, run_keys: set[str],
@@ -303,10 +355,11 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     before_pending: dict[cmp.SeriesKey, cmp.BaselinePoint] = {}
     onset: dict[cmp.SeriesKey, str] = {}
     tried: set[cmp.SeriesKey] = set()
+    ab_noise: dict[cmp.SeriesKey, float] = {}
     history, processes, settled = series_histories(in_window, head, walls=walls,
                                                    evidence=store.verdict_evidence(run_keys, only_evidence=True),
                                                    before_pending=before_pending, pending_onset=onset,
-                                                   pending_ab=tried)
+                                                   pending_ab=tried, ab_noise=ab_noise)
     # the first suspect night ran the code of the night before it: no commit to blame for the move (one git call
     # per distinct pair of commits, a few per night, none per series)
     pairs = {(b.sha, onset[k]) for k, b in before_pending.items() if k in onset}
@@ -319,7 +372,7 @@ def judge_inputs(ctx: RunContext, store: Store, head: dict[cmp.SeriesKey, CaseRe
     return cmp.JudgeInputs(history=history, telemetry=telemetry, caliber=caliber,
                            allow_caliber_mismatch=setup.allow_caliber_mismatch, failed_pools=failed_pools,
                            processes=processes, settled=frozenset(settled), before_pending=before_pending,
-                           hold=hold_reasons(before_pending, onset, same, tried))
+                           hold=hold_reasons(before_pending, onset, same, tried), ab_noise=ab_noise)
 
 
 def hold_reasons(before_pending: Mapping[cmp.SeriesKey, cmp.BaselinePoint], onset: Mapping[cmp.SeriesKey, str],

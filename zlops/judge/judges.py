@@ -11,6 +11,7 @@ picked by the config's ``judge`` key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -157,6 +158,75 @@ DEVICE_MOVED_NOTE = ("a suspect because the devices changed: tonight's delta inc
                      "difference, so the same-device A/B decides")
 
 
+def ab_candidate(judgement: Judgement, floor_pct: float, target_pct: float = 5.0) -> bool:
+    """Whether tonight's move is one the nights cannot judge but a same-device A/B can: the series moved beyond
+    the floor (``floor_pct``, either way, on the log scale) while its nights' own line is wider, so they called
+    it ``unchanged`` (within a threshold above the floor) or ``unmeasurable`` (noise that hides the target
+    change). The nights' spread carries their drift (a quiet large shape held to ~0.1% among processes
+    minutes apart sat 2.2% apart between runs hours apart on the H200), an interleaved A/B has its own noise,
+    so "unmeasurable" by the nights is not unmeasurable by every means zlops has. Not a candidate: a series
+    judged by its process levels (tonight within them: ``figures.modes``), a verdict an A/B already made
+    (A/B runs in its figures), a derived row (it follows its source), nor one whose earlier A/Bs' runs spread so
+    far that an A/B could not see ``target_pct`` either (:data:`AB_NOISE_K` x its A/B noise beyond it): that one is
+    unmeasurable by every means zlops has."""
+    if judgement.verdict not in (Verdict.UNCHANGED, Verdict.UNMEASURABLE) or judgement.worse_pct is None:
+        return False
+    f = judgement.figures
+    if f is None or f.modes or f.runs_head or f.follows:
+        return False
+    if f.ab_noise_pct is not None and AB_NOISE_K * f.ab_noise_pct > target_pct:
+        return False   # its earlier A/Bs' runs spread too far for an A/B to see the target change: unmeasurable
+    threshold = judgement.threshold_pct
+    return (threshold is not None and threshold > floor_pct and judgement.worse_pct > -100.0
+            and abs(math.log1p(judgement.worse_pct / 100.0)) > math.log1p(floor_pct / 100.0))
+
+
+#: how many of its A/B noise sigmas the target change must be for an A/B to be worth asking (the judge's k)
+AB_NOISE_K = 3.0
+
+
+def as_ab_question(judgement: Judgement, floor_pct: float) -> Judgement:
+    """A candidate (:func:`ab_candidate`) put to the A/B as a suspect is: its direction tonight, against the floor."""
+    verdict = Verdict.SUSPECT if (judgement.worse_pct or 0.0) > 0 else Verdict.SUSPECT_IMPROVED
+    return dataclasses.replace(judgement, verdict=verdict, threshold_pct=floor_pct)
+
+
+#: the smallest noise (sigma, %) an A/B's expected information is computed with: below it, the timer's own
+#: resolution and the A/B's few runs decide, not the noise
+MIN_AB_NOISE_PCT = 0.1
+
+
+def ab_information(judgement: Judgement) -> float:
+    """What an A/B of this series is likely to tell, to order the A/B's spending: tonight's change in units of the
+    noise the A/B will see (both as log ratios). That noise is the series' own A/B noise where earlier A/Bs
+    measured it (``figures.ab_noise_pct``), else its nights' noise, which carries their drift too, so a series
+    never A/B'd is weighed at worst as the nights see it. A quiet shape's +3.4% (A/B noise 0.1%) outranks a
+    launch-bound shape's +184% whose A/B runs spread 40%."""
+    worse, f = judgement.worse_pct, judgement.figures
+    if worse is None or worse <= -100.0:
+        return 0.0
+    sigma = None if f is None else (f.ab_noise_pct if f.ab_noise_pct is not None else f.noise_pct)
+    if sigma is None:   # no noise known: the threshold applied is k x it at most
+        sigma = (judgement.threshold_pct or 100.0) / 3.0
+    return abs(math.log1p(worse / 100.0)) / math.log1p(max(sigma, MIN_AB_NOISE_PCT) / 100.0)
+
+
+#: what an A/B candidate that the A/B could not decide keeps: the nights' verdict, and this said beside it
+AB_CANDIDATE_UNDECIDED = "an A/B could not decide it either"
+
+
+def ab_undecided(asked: Judgement, judged: Judgement | None, floor_pct: float) -> bool:
+    """Whether an A/B left ``asked`` (a suspect, or an A/B candidate) undecided: ``judged`` is what
+    :func:`confirm_suspect` made of it so far (None: not judged yet). A suspect stays one; a candidate keeps its
+    night's verdict without A/B figures (confirmed and cleared ones carry the A/B's)."""
+    if judged is None:
+        return asked.verdict.awaiting_confirmation or ab_candidate(asked, floor_pct)
+    if judged.verdict.awaiting_confirmation:
+        return True
+    return (ab_candidate(asked, floor_pct) and not judged.verdict.changes_level
+            and (judged.figures is None or not judged.figures.runs_head))
+
+
 def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
                     lower_is_better: bool, policy: Policy, base_label: str = "A/B base") -> Judgement:
     """Decide a suspect (either direction) with a same-device A/B: one observation per run on each side.
@@ -172,31 +242,82 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
     severe line is never below the series' own threshold (a noisy series' threshold can exceed 5%:
     seen on an H200). Used by the nightly's confirm step, the PR compare and bisection.
     """
-    from zlops import stats
-
+    if ab_candidate(judgement, policy.potential_pct, policy.measurable_target_pct):
+        asked = as_ab_question(judgement, policy.potential_pct)
+        got, ab_text = _confirm(asked, base_runs, head_runs, lower_is_better=lower_is_better, policy=policy,
+                                base_label=base_label, severe_floor=judgement.threshold_pct)
+        if got.verdict.changes_level or got.verdict is Verdict.UNCHANGED:
+            return got   # confirmed or cleared, with the A/B's figures
+        # undecided (or the other way, or the base's own levels): the nights' verdict stands, with its figures;
+        # the A/B's are said beside it
+        return dataclasses.replace(judgement, note=f"{judgement.note}; {AB_CANDIDATE_UNDECIDED}: {ab_text}")
     if not judgement.verdict.awaiting_confirmation:
         return judgement
+    return _confirm(judgement, base_runs, head_runs, lower_is_better=lower_is_better, policy=policy,
+                    base_label=base_label)[0]
+
+
+def _confirm(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
+             lower_is_better: bool, policy: Policy, base_label: str,
+             severe_floor: float | None = None) -> tuple[Judgement, str]:
+    """:func:`confirm_suspect` of a suspect (either direction), and the A/B's own words. ``severe_floor``: the
+    lowest severe line (an A/B candidate's nights' threshold: the level-shift rule, which 5+5 runs reach at
+    p < 0.01, stays as far beyond the series' own noise as a suspect's; the rank test confirms at the floor)."""
+    from zlops import stats
+
     threshold = judgement.threshold_pct or policy.potential_pct
+    severe = max(policy.regression_pct, threshold, severe_floor or 0.0)
     state = stats.State.SUSPECT if judgement.verdict is Verdict.SUSPECT else stats.State.SUSPECT_IMPROVED
     night = stats.NightResult(state, judgement.change_pct, judgement.worse_pct, judgement.threshold_pct,
                               None, None, None, judgement.note)
     try:
         conf = stats.confirm_ab(base_runs, head_runs, lower_is_better=lower_is_better, threshold_pct=threshold,
-                                severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0,
+                                severe_pct=severe, alpha=policy.alpha, seed=0,
                                 equivalence_pct=min(policy.potential_pct, threshold))
     except ValueError as exc:  # statistics that cannot decide leave a suspect, never take a run down
-        return dataclasses.replace(judgement, note=f"{judgement.note}; A/B could not be judged: {exc}")
+        return (dataclasses.replace(judgement, note=f"{judgement.note}; A/B could not be judged: {exc}"),
+                f"A/B could not be judged: {exc}")
     if conf.state is stats.State.INVALID:
-        return dataclasses.replace(judgement, note=f"{judgement.note}; A/B undecided: {conf.reason}")
+        return (dataclasses.replace(judgement, note=f"{judgement.note}; A/B undecided: {conf.reason}"),
+                f"A/B undecided: {conf.reason}")
     decision = stats.decide(night, ab=conf, policy=policy, ab_base_runs=base_runs)
     figures = ab_figures(base_runs, head_runs, conf, lower_is_better=lower_is_better, threshold_pct=threshold,
                          base_label=base_label)
-    if judgement.figures is not None and judgement.figures.modes:
-        figures = dataclasses.replace(figures, modes=judgement.figures.modes)
+    modes = judgement.figures.modes if judgement.figures is not None else ()
+    if modes:
+        figures = dataclasses.replace(figures, modes=modes)
+    within = _within_levels(conf, modes, alpha=policy.alpha)
+    if within and decision.state in (stats.State.REGRESSION, stats.State.SEVERE, stats.State.IMPROVED):
+        # the series' processes settle on known levels and the A/B's change could be a reshuffle of its runs
+        # between them: the level-shift rule (5+5 runs at p < 0.01) does not confirm it, the rank test must
+        # (replayed H200 hold-out 2, night K: prod 64x512x512, levels 0.0266/0.0572 ms, "+102.10%, CI [+18.54%,
+        # +121.16%], quartiles +20.8%, p=0.00794" read severe on unchanged code)
+        return (Judgement(judgement.verdict, conf.change_pct, conf.worse_pct, threshold,
+                          f"A/B inconclusive, still a {judgement.verdict.label}: {conf.reason}; {within}",
+                          figures=figures), f"{conf.reason}; {within}")
     moved = f"; {DEVICE_MOVED_NOTE} (the nights read {judgement.worse_pct:+.2f}% worse across devices)" \
         if DEVICE_MOVED_NOTE in judgement.note and judgement.worse_pct is not None else ""
-    return Judgement(STATE_VERDICTS.get(decision.state.value, judgement.verdict), decision.change_pct,
-                     decision.worse_pct, decision.threshold_pct, decision.reason + moved, figures=figures)
+    return (Judgement(STATE_VERDICTS.get(decision.state.value, judgement.verdict), decision.change_pct,
+                      decision.worse_pct, decision.threshold_pct, decision.reason + moved, figures=figures),
+            conf.reason)
+
+
+def _within_levels(conf: Any, modes: Sequence[float], *, alpha: float) -> str:
+    """Why an A/B's confirmation may be a reshuffle of known process levels (empty when it may not): the series
+    has two or more levels, the rank test did not reach ``alpha`` and the CI's bound nearer to no change lies
+    inside the levels' gap."""
+    if len(modes) < 2 or conf.worse_ci_pct is None or conf.worse_pct is None or conf.p_value is None:
+        return ""
+    if conf.p_value < alpha:
+        return ""
+    lo, hi = conf.worse_ci_pct
+    near = lo if conf.worse_pct > 0 else -hi
+    gap = (max(modes) / min(modes) - 1.0) * 100.0 if min(modes) > 0 else math.inf
+    if near >= gap:
+        return ""
+    return (f"the change lies within the series' process levels ({'/'.join(f'{m:.4g}' for m in sorted(modes))}, "
+            f"{gap:.0f}% apart): a reshuffle of its processes between them can make it, so only the rank test "
+            f"(p < {alpha:g}, more pairs) confirms it")
 
 
 def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
@@ -214,6 +335,10 @@ def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_r
 
     if remaining_pairs <= 0 or len(base_runs) < 2 or len(head_runs) < 2:
         return remaining_pairs > 0
+    severe_floor = 0.0
+    if ab_candidate(judgement, policy.potential_pct, policy.measurable_target_pct):
+        severe_floor = judgement.threshold_pct or 0.0
+        judgement = as_ab_question(judgement, policy.potential_pct)
     threshold = judgement.threshold_pct or policy.potential_pct
     a, b = [float(v) for v in base_runs], [float(v) for v in head_runs]
     lo, hi = min(a + b), max(a + b)
@@ -222,7 +347,8 @@ def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_r
     for base, head in ((a + [lo] * r, b + [hi] * r), (a + [hi] * r, b + [lo] * r), (a + [mid] * r, b + [mid] * r)):
         try:
             conf = stats.confirm_ab(base, head, lower_is_better=lower_is_better, threshold_pct=threshold,
-                                    severe_pct=max(policy.regression_pct, threshold), alpha=policy.alpha, seed=0,
+                                    severe_pct=max(policy.regression_pct, threshold, severe_floor),
+                                    alpha=policy.alpha, seed=0,
                                     n_resamples=500, equivalence_pct=min(policy.potential_pct, threshold))
         except ValueError:
             return True   # cannot tell: keep measuring
