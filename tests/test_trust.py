@@ -139,8 +139,9 @@ def test_the_ledger_as_it_stood_at_the_windows_end(nights: Nights) -> None:
         ledger(nights.store, days=0)
 
 
-def test_the_ledger_costs_four_queries_whatever_the_window(nights: Nights) -> None:
-    """Alerts, their events, the verdict counts and the recall canaries' nights: one query each."""
+def test_the_ledger_costs_five_queries_whatever_the_window(nights: Nights) -> None:
+    """Alerts, their events, the verdict counts, the recall canaries' nights and the nights' stored coverage: one
+    query each."""
     seen: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -155,7 +156,7 @@ def test_the_ledger_costs_four_queries_whatever_the_window(nights: Nights) -> No
             counts.append(len([s for s in seen if s.lstrip().upper().startswith("SELECT")]))
     finally:
         event.remove(Engine, "before_cursor_execute", count)
-    assert counts == [4, 4, 4], counts
+    assert counts == [5, 5, 5], counts
 
 
 def test_one_suites_ledger(nights: Nights) -> None:

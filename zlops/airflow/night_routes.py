@@ -3,8 +3,9 @@
 ``GET /matrix?suite=S[&run=KEY]``: the op family x pool grid of a night's stored changes
 (:func:`zlops.triage.night.matrix_view`), a plotly heatmap (a click opens the worst case's series) and the
 same grid as a table whose cells link to the series and all-backends pages.
-``GET /coverage?suite=S[&run=KEY]``: the night's unmeasurable, invalid, missing, failed and incomparable
-series and the pools that did not run (:func:`zlops.triage.night.coverage_view`).
+``GET /coverage?suite=S[&run=KEY]``: the night's coverage per pool (the share of series watched at both
+thresholds, why each other series is not, a pool's fall against the previous night), its unmeasurable, invalid,
+missing, failed and incomparable series and the pools that did not run (:func:`zlops.triage.night.coverage_view`).
 ``GET /trust[?suite=S][&days=7]``: the trust ledger (:func:`zlops.triage.trust.ledger`), as the weekly digest
 posts it. Every number is a stored one or a count of stored rows shown beside it.
 """
@@ -55,7 +56,8 @@ def add_night_routes(app: FastAPI, pages: Any) -> None:
         name, suites = pick_suite(suite)
         configured = pages.config.suites.get(name)
         view = coverage_view(pages.store(), name, run_key=run or None,
-                             expected_pools=list(configured.pools) if configured is not None else None)
+                             expected_pools=list(configured.pools) if configured is not None else None,
+                             config=pages.config)
         return pages.render(request, "coverage.html", title=f"{name}: coverage of a night", view=view, suites=suites,
                             status_code=200 if view.run else 404)
 

@@ -85,12 +85,13 @@ def html_report(
     expected_pools: Sequence[str] | None = None,
     judge: str = "simple",
     canary: Sequence[str] = (),
+    coverage: Sequence[str] = (),
 ) -> str:
     """Render one run's report as HTML (pure and deterministic); see the module docstring.
 
     ``plots`` maps a series to its trend figure, ``overview`` lists the run-level figures,
     ``alerts`` the alert changes of the night as plain text lines, ``canary`` the recall canary's lines
-    (zlops.judge.canary).
+    (zlops.judge.canary), ``coverage`` the night's coverage lines (zlops.judge.coverage.pool_lines).
     """
     import markupsafe
 
@@ -103,7 +104,8 @@ def html_report(
         header=cells.header_line(summary, None, None), ran=ran, invalid=invalid, missing=missing,
         pools_text=_pools_text, overall=summary.overall_line(),
         promotion=promotion_line(promotion) if isinstance(promotion, dict) else None,  # zlops.judge.promotion
-        alerts=list(alerts), canary=list(canary), overview=[(title, _src(p, artifacts_root)) for title, p in overview],
+        alerts=list(alerts), canary=list(canary), coverage=list(coverage),
+        overview=[(title, _src(p, artifacts_root)) for title, p in overview],
         caliber=caliber_lines(summary.comparisons),  # a caliber break is a wall: said before any delta
         flagged=flagged_items(summary, plots, artifacts_root), tables=comparison_tables(summary),
         reasons=cells.reason_lines(summary.comparisons), shards=_shards(shards, artifacts_root),

@@ -46,8 +46,12 @@ def markdown_report(
     gang_busy: Mapping[tuple[str, int], float] | None = None,
     judge: str = "simple",
     canary: Sequence[str] = (),
+    coverage: Sequence[str] = (),
 ) -> str:
     """Render one run's report as GitHub-flavoured markdown (pure and deterministic).
+
+    ``coverage``: the night's coverage, a line per pool and one per pool whose coverage fell
+    (:func:`zlops.judge.coverage.pool_lines`, the one rendering of the figure).
 
     ``gang_busy``: a campaign run's device-seconds per (pool, device) (:func:`zlops.run.partition.gang_busy`),
     so its Schedule counts a gang shard on every device it held.
@@ -75,6 +79,8 @@ def markdown_report(
     ]
     if alerts:  # the regression lifecycle's changes tonight (zlops.slack.announce)
         out += ["## Alerts", "", *(f"- {_cell(line)}" for line in alerts), ""]
+    if coverage:  # the share of series watched at both thresholds and why the others are not (zlops.judge.coverage)
+        out += ["## Coverage", "", *(f"- {_cell(line)}" for line in coverage), ""]
     if canary:  # the recall canary zlops planted (zlops.judge.canary): a line of its own, never an alert
         out += ["## Recall canary", "", *(f"- {_cell(line)}" for line in canary), ""]
     out += _shard_section(shards, artifacts_root)

@@ -146,8 +146,10 @@ def alert_digest(store: Store, *, run_key: str, suite: str) -> tuple[AlertDigest
 def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: Sequence[ShardOutcome],
              channel: str, client: Any, run_dir: Path, figures: RunFigures, digest: AlertDigest,
              report_files: Sequence[Path], thresholds: tuple[float, float], judge: str,
-             expected_pools: Sequence[str] | None, previous_sha: str | None = None) -> AnnounceResult:
-    """Send the night: outbox first, then the summary and its thread (see the module docstring)."""
+             expected_pools: Sequence[str] | None, previous_sha: str | None = None,
+             coverage: str | None = None) -> AnnounceResult:
+    """Send the night: outbox first, then the summary and its thread (see the module docstring); ``coverage``
+    is the night's coverage line the summary states (zlops.judge.coverage.night_line)."""
     sender = SlackSender(store, client) if client is not None else None
     report = FlushReport()
     if sender is not None:
@@ -158,7 +160,7 @@ def announce(store: Store, *, run: RunRecord, summary: CompareSummary, shards: S
     messages = slack_summary_messages(summary, run=run, shards=shards, channel=channel,
                                       report_path=str(report_files[0]) if report_files else None,
                                       thresholds=thresholds, judge=judge, figures=links, alerts=digest,
-                                      expected_pools=expected_pools, previous_sha=previous_sha)
+                                      expected_pools=expected_pools, previous_sha=previous_sha, coverage=coverage)
     # a replaced run (zlops nightly --replace) posts a new summary: the old one showed the old numbers
     rerun = int(run.meta.get("replace_count", 0) or 0)
     kind = f"summary-r{rerun}" if rerun else "summary"

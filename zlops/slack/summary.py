@@ -70,11 +70,12 @@ def slack_summary_payload(
     alerts: AlertDigest | None = None,
     expected_pools: Sequence[str] | None = None,
     previous_sha: str | None = None,
+    coverage: str | None = None,
 ) -> dict[str, Any]:
     """The channel message of :func:`slack_summary_messages` (pure)."""
     return slack_summary_messages(summary, run=run, shards=shards, channel=channel, report_path=report_path,
                                   thresholds=thresholds, judge=judge, figures=figures, alerts=alerts,
-                                  expected_pools=expected_pools, previous_sha=previous_sha).main
+                                  expected_pools=expected_pools, previous_sha=previous_sha, coverage=coverage).main
 
 
 def slack_summary_messages(
@@ -90,6 +91,7 @@ def slack_summary_messages(
     alerts: AlertDigest | None = None,
     expected_pools: Sequence[str] | None = None,
     previous_sha: str | None = None,
+    coverage: str | None = None,
 ) -> SummaryMessages:
     """Render one run's Slack summary (pure): ``chat.postMessage`` arguments for the channel and thread.
 
@@ -103,7 +105,9 @@ def slack_summary_messages(
 
     A series' commit range is :func:`zlops.alerts.lifecycle.series_ranges`' (its alert's where the change was first
     seen, else its baseline's commit, or ``previous_sha`` when that is tonight's own); the classes are
-    named by :func:`zlops.model.class_bounds` of ``judge`` and ``thresholds``.
+    named by :func:`zlops.model.class_bounds` of ``judge`` and ``thresholds``. ``coverage`` is the night's
+    coverage line (:func:`zlops.judge.coverage.night_line`: the share watched at both thresholds, why the others
+    are not, and a pool's fall), said under the counts.
     """
     potential_pct, regression_pct = thresholds
     bounds = class_bounds(judge, potential_pct, regression_pct)
@@ -135,6 +139,7 @@ def slack_summary_messages(
             + (f" · {counts[Verdict.SUSPECT]} suspect (unconfirmed)" if counts[Verdict.SUSPECT] else "")
             + (f" · {counts[Verdict.SUSPECT_IMPROVED]} suspect improvement (unconfirmed)"
                if counts[Verdict.SUSPECT_IMPROVED] else "")
+            + (f"\n:telescope: {_esc(coverage)}" if coverage else "")
         ),
     ]
     caliber = caliber_lines(summary.comparisons)

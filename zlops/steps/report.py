@@ -1,4 +1,5 @@
-"""The ``report`` task: text table, figures, markdown and HTML reports, the alert lifecycle, the Slack summary.
+"""The ``report`` task: text table, figures, markdown and HTML reports, the alert lifecycle, the Slack summary,
+each stating the night's coverage per pool (:mod:`zlops.judge.coverage`, stored in the run meta for the next night).
 
 ``zlops report RUN`` re-renders a stored run through the same :func:`report` (``rerender=True``).
 """
@@ -6,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,8 +16,9 @@ from typing import Any
 from zlops import __version__
 from zlops.config.settings import Config
 from zlops.errors import ZlopsError
+from zlops.judge import coverage as cover
 from zlops.judge import setup as judging
-from zlops.model import CompareSummary, RunRecord, RunStatus, is_canary
+from zlops.model import CompareSummary, Comparison, RunRecord, RunStatus, Thresholds, is_canary
 from zlops.progress import LogProgress, Progress
 from zlops.report.markdown import markdown_report
 from zlops.report.night_figures import RunFigures
@@ -82,8 +85,13 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         shards = store.shards(ctx.run_key)
         out_dir = next_render_dir(ctx.run_dir) if rerender else ctx.run_dir
         out_dir.mkdir(parents=True, exist_ok=True)
+        setup, thresholds_note = run_setup(ctx.config, run)   # what the run was judged with, not today's config
+        thresholds = setup.thresholds
+        night_coverage, coverage_before = run_coverage(store, run, stored, thresholds, save=not rerender)
+        coverage_lines = cover.pool_lines(night_coverage, coverage_before)
         run, baseline_line = with_promotion(ctx, run)
         tail = f"\nbaseline: {baseline_line}" if baseline_line else ""
+        tail += "".join(f"\n{line}" for line in coverage_lines)
         tail += "".join(f"\n{line}" for line in canary_lines)
         table = compare_table(summary) + tail
         console = table if len(summary.comparisons) <= CONSOLE_ROWS else \
@@ -92,8 +100,6 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
             progress.note(f"baseline: {baseline_line}")
         text_path = out_dir / "report.txt"
         text_path.write_text(table + "\n", encoding="utf-8")
-        setup, thresholds_note = run_setup(ctx.config, run)   # what the run was judged with, not today's config
-        thresholds = setup.thresholds
         ancestors, history_note = run_ancestors(ctx)
         if rerender:
             (out_dir / RERENDER_NOTE).write_text("\n".join((
@@ -128,13 +134,13 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         md_path.write_text(markdown_report(summary, run=run, shards=shards, plots=figures.trends, thresholds=pcts,
                                            artifacts_root=out_dir, telemetry=telemetry, alerts=alert_lines,
                                            gang_busy=run_gang_busy(store, run), judge=setup.judge,
-                                           canary=canary_lines),
+                                           canary=canary_lines, coverage=coverage_lines),
                            encoding="utf-8")
         html_path = out_dir / "report.html"
         html_path.write_text(html_report(summary, run=run, shards=shards, plots=figures.trends,
                                          overview=figures.overview(), thresholds=pcts, artifacts_root=out_dir,
                                          telemetry=telemetry, alerts=alert_lines, expected_pools=ctx.suite.pools,
-                                         judge=setup.judge, canary=canary_lines),
+                                         judge=setup.judge, canary=canary_lines, coverage=coverage_lines),
                              encoding="utf-8")
         if rerender:  # a re-render is a reading of the store: nothing is announced again
             return ReportOutput(text_path, md_path, tuple(figures.trends.values()),
@@ -142,9 +148,28 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         sent = announce(store, run=run, summary=summary, shards=shards, channel=channel, client=slack_client,
                         run_dir=ctx.run_dir, figures=figures, digest=digest, report_files=(md_path, html_path),
                         thresholds=pcts, judge=setup.judge, expected_pools=ctx.suite.pools,
-                        previous_sha=previous_sha)
+                        previous_sha=previous_sha, coverage=cover.night_line(night_coverage, coverage_before))
     return ReportOutput(text_path, md_path, tuple(figures.trends.values()), sent.slack, table, html_path, figures,
                         console)
+
+
+#: how many of the suite's latest nightly runs are read (once) for the previous night's coverage of each pool
+COVERAGE_LOOKBACK = 14
+
+
+def run_coverage(store: Any, run: RunRecord, stored: Sequence[Comparison], thresholds: Thresholds, *,
+                 save: bool) -> tuple[list[cover.Coverage], dict[str, cover.Coverage]]:
+    """The night's coverage per pool (:func:`zlops.judge.coverage.pool_coverage` of its stored rows) and, per
+    pool, the previous night's as stored in its run meta (one read of the suite's latest nightly runs, never
+    per series). With ``save`` it is stored in this run's meta for the next night and the trust ledger."""
+    night = cover.pool_coverage(stored, thresholds)
+    earlier = [r for r in store.list_runs(suite=run.suite, kind="nightly", limit=COVERAGE_LOOKBACK + 1)
+               if r.run_key != run.run_key and (run.started_at is None or r.started_at is None
+                                                or r.started_at < run.started_at)]
+    before = cover.previous((r.meta for r in earlier), run.suite)
+    if save:
+        store.update_run_meta(run.run_key, {cover.META_KEY: cover.to_meta(night)})
+    return night, before
 
 
 def run_gang_busy(store: Any, run: RunRecord) -> dict[tuple[str, int], float] | None:

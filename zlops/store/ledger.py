@@ -1,10 +1,10 @@
-"""Bulk reads behind the trust ledger (zlops.triage.trust): a window's alerts, their events, its verdict counts
-(its recall canaries' nights: :func:`zlops.store.canaries.window_canary_nights`).
+"""Bulk reads behind the trust ledger (zlops.triage.trust): a window's alerts, their events, its verdict counts,
+its nights' stored coverage (its recall canaries' nights: :func:`zlops.store.canaries.window_canary_nights`).
 
-Three queries for any window (the alerts' events in IN lists cut into :data:`~zlops.store.frames.CHUNK`s):
-the alerts opened in ``[since, until)``, every event of those alerts up to ``until`` (in order), and the
-number of compare rows per verdict of the nightly runs started in the window. The caller owns the
-transaction.
+Four queries for any window (the alerts' events in IN lists cut into :data:`~zlops.store.frames.CHUNK`s):
+the alerts opened in ``[since, until)``, every event of those alerts up to ``until`` (in order), the
+number of compare rows per verdict of the nightly runs started in the window, and those runs' coverage as
+their report stored it in the run meta. The caller owns the transaction.
 """
 
 from __future__ import annotations
@@ -64,6 +64,17 @@ def window_verdicts(session: Session, since: datetime, until: datetime, *, suite
         if verdict is not None:
             counts[str(verdict)] = counts.get(str(verdict), 0) + int(n)
     return counts, len(runs)
+
+
+def window_run_meta(session: Session, since: datetime, until: datetime, key: str, *, suite: str | None = None
+                    ) -> list[Any]:
+    """The value of one run meta ``key`` of each nightly run started in ``[since, until)`` that holds it, oldest
+    first: one query (the trust ledger's coverage, stored by the report step: zlops.judge.coverage)."""
+    query = (select(Run.meta[key]).where(Run.kind == "nightly", Run.started_at >= since, Run.started_at < until)
+             .order_by(Run.started_at, Run.id))   # that key only: a run's meta also holds its plans and A/B costs
+    if suite is not None:
+        query = query.where(Run.suite == suite)
+    return [value for value in session.scalars(query) if value is not None]
 
 
 def newest_nightly(session: Session, until: datetime, *, suite: str | None = None) -> str | None:

@@ -4,6 +4,7 @@ Owns a person's change of an alert and the inbox (:mod:`.actions`: one code path
 the Airflow pages), the series and cross-backend pages (:mod:`.series`), a night's pages
 (:mod:`.night`) and the trust ledger behind ``zlops digest`` (:mod:`.trust`).
 
-May import: slack, alerts, report, run, store, config and the vocabulary. The pages that draw these values are
-:mod:`zlops.airflow`'s (the layers in docs/design/layers.md; tests/test_layers.py enforces them).
+May import: slack, alerts, judge (coverage, the recall canary), report, run, store, config and the vocabulary.
+The pages that draw these values are :mod:`zlops.airflow`'s (the layers in docs/design/layers.md;
+tests/test_layers.py enforces them).
 """

@@ -11,20 +11,25 @@ LPT plan's predicted load per device (``meta["partition"]``, :class:`zlops.run.p
 each device's realized busy and idle time (:func:`zlops.run.partition.realized`, from the shards' own
 start and end).
 
-:func:`coverage_view`: the night's coverage gaps: unmeasurable, invalid, missing, failed and
-incomparable series with the judge's note, and the pools that did not run or gave nothing judgeable
-(:func:`zlops.report.cells.pool_status`, as the report says it).
+:func:`coverage_view`: the night's coverage per pool (:mod:`zlops.judge.coverage`, as the report and the
+Slack summary state it, with a pool's fall against the previous night), each series not watched at the upper
+threshold with its reason, those watched at the upper threshold but not the lower one, and the coverage gaps:
+unmeasurable, invalid, missing, failed and incomparable series with the judge's note, and the pools that did
+not run or gave nothing judgeable (:func:`zlops.report.cells.pool_status`, as the report says it).
 
-A few queries per page whatever the size of the night: the run, its compare rows, its shards.
+A few queries per page whatever the size of the night: the run, its compare rows, its shards (and for the
+coverage page the suite's latest nightly runs, for the previous night's stored coverage).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zlops.alerts.lifecycle import op_family
-from zlops.model import Comparison, RunRecord, ShardOutcome, Verdict, is_canary
+from zlops.config.settings import Config
+from zlops.judge import coverage as cover
+from zlops.model import Comparison, RunRecord, ShardOutcome, Thresholds, Verdict, is_canary
 from zlops.run.partition import Plan, Realized, realized
 from zlops.store import Store
 
@@ -199,15 +204,47 @@ class CoverageView:
     pools_ran: tuple[str, ...]
     pools_invalid: tuple[str, ...]
     pools_missing: tuple[str, ...]
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    #: per pool, the night's coverage (zlops.judge.coverage.pool_coverage of the stored rows)
+    coverage: tuple[cover.Coverage, ...] = ()
+    #: the report's coverage lines: one per pool, and a pool's fall against the previous night
+    lines: tuple[str, ...] = ()
+    #: the counted series not watched at the upper threshold, each with its reason, by reason then pool and case
+    unwatched: tuple[tuple[Comparison, str], ...] = ()
+    #: the counted series watched at the upper threshold but not at the lower one, each with its reason there
+    upper_only: tuple[tuple[Comparison, str], ...] = ()
 
     @property
     def gap_count(self) -> int:
         return sum(len(v) for v in self.gaps.values())
 
+    @property
+    def left_out(self) -> tuple[int, int]:
+        """(derived rows, new rows) of the night: not counted (derived rows follow their counted sources)."""
+        return sum(c.derived for c in self.coverage), sum(c.new for c in self.coverage)
+
+
+def _by_reason(rows: Sequence[tuple[Comparison, str]]) -> tuple[tuple[Comparison, str], ...]:
+    order = {r: i for i, r in enumerate(cover.REASONS)}
+    return tuple(sorted(rows, key=lambda t: (order.get(t[1], len(order)), t[0].pool, t[0].case, t[0].metric)))
+
+
+def run_thresholds(run: RunRecord, config: Config | None) -> Thresholds:
+    """The thresholds ``run`` was judged with: those stored with it, else ``config``'s (else the defaults)."""
+    from zlops.judge import setup as judging
+
+    if config is not None:
+        return judging.for_run(run.meta, config)[0].thresholds
+    try:
+        return judging.JudgingSetup.from_dict(run.meta[judging.META_KEY]).thresholds
+    except (KeyError, TypeError, ValueError):
+        return Thresholds()
+
 
 def coverage_view(store: Store, suite: str, *, run_key: str | None = None,
-                  expected_pools: Sequence[str] | None = None) -> CoverageView:
-    """The coverage gaps of ``run_key`` (default: the suite's newest compared nightly)."""
+                  expected_pools: Sequence[str] | None = None, config: Config | None = None) -> CoverageView:
+    """The coverage of ``run_key`` (default: the suite's newest compared nightly) at the thresholds it was
+    judged with (stored with the run, else ``config``'s), and its gaps."""
     from zlops.report.cells import pool_status
     from zlops.store import pages
 
@@ -219,4 +256,22 @@ def coverage_view(store: Store, suite: str, *, run_key: str | None = None,
     ran, invalid, missing = pool_status(store.shards(run.run_key), comparisons, expected_pools)
     gaps = {v: tuple(sorted((c for c in comparisons if c.verdict is v), key=lambda c: (c.pool, c.case, c.metric)))
             for v in GAP_VERDICTS}
-    return CoverageView(suite, run, gaps, len(comparisons), tuple(ran), tuple(invalid), tuple(missing))
+    thresholds = run_thresholds(run, config)
+    night = cover.pool_coverage(comparisons, thresholds)
+    earlier = [r for r in store.list_runs(suite=suite, kind="nightly", limit=15)
+               if r.run_key != run.run_key and (run.started_at is None or r.started_at is None
+                                                or r.started_at < run.started_at)]
+    before = cover.previous((r.meta for r in earlier), suite)
+    counted = [c for c in comparisons if cover.counted(c)]
+    watched = (cover.NIGHTS, cover.AB)
+    unwatched: list[tuple[Comparison, str]] = []
+    upper_only: list[tuple[Comparison, str]] = []
+    for c in counted:
+        why = cover.row_watch(c, thresholds.regression_pct)
+        if why not in watched:
+            unwatched.append((c, why))
+        elif (low := cover.row_watch(c, thresholds.potential_pct)) not in watched:
+            upper_only.append((c, low))
+    return CoverageView(suite, run, gaps, len(comparisons), tuple(ran), tuple(invalid), tuple(missing),
+                        thresholds, tuple(night), tuple(cover.pool_lines(night, before)), _by_reason(unwatched),
+                        _by_reason(upper_only))

@@ -16,13 +16,17 @@ as their events stood at ``until``:
   those the judge could judge, over all rows but ``new`` (no baseline yet is not a gap); the gaps
   (unmeasurable, invalid, missing, failed, incomparable) are counted beside it. A recall canary's rows are
   not counted: they are zlops' own.
+- **coverage**: the share of series-nights watched at the potential and the regression threshold (by the
+  nights, or through the A/B) and why the others were not, added up from what each nightly run of the window
+  stored at its report (:mod:`zlops.judge.coverage`: its meta ``coverage``, one read for the window); the
+  nights that stored none (reported before coverage was recorded) are counted beside it.
 - **recall** from the recall canaries (:mod:`zlops.judge.canary`, opt-in per suite): of the canary episodes
   planted in the window (a known slowdown of one case, its series ``<case> [canary]``), those the judge
   confirmed over those decided (confirmed or missed; episodes still planted at the window's end are open),
   the median nights from planting to confirmation, and the false alarms on the canary's quiet nights: the
   other half of precision.
 
-:func:`ledger` reads the store in four queries (:mod:`zlops.store.ledger`, :mod:`zlops.store.canaries`)
+:func:`ledger` reads the store in five queries (:mod:`zlops.store.ledger`, :mod:`zlops.store.canaries`)
 and computes with the pure :func:`compute_ledger`; :func:`ledger_lines` is the one text of it, printed by the
 page, the CLI and the weekly Slack digest (:func:`queue_digest`, through the outbox).
 """
@@ -37,6 +41,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from zlops.alerts.lifecycle import AlertState
+from zlops.judge import coverage as cover
 from zlops.judge.canary import Recall, recall_of
 from zlops.model import Verdict
 from zlops.store import Store
@@ -67,6 +72,9 @@ class Ledger:
     verdicts: Mapping[str, int] = field(default_factory=dict)   # compare rows of the window per verdict
     nights: int = 0                    # nightly runs started in the window
     canary: Recall = field(default_factory=Recall)   # the recall canaries' episodes planted in the window
+    #: the window's coverage in series-nights, one per pair of thresholds the nights used (zlops.judge.coverage)
+    coverage: tuple[cover.Coverage, ...] = ()
+    coverage_nights: int = 0           # nightly runs of the window that stored their coverage
 
     @property
     def precision(self) -> float | None:
@@ -97,10 +105,12 @@ class Ledger:
 def compute_ledger(alerts: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]], *,
                    since: datetime, until: datetime, suite: str | None = None,
                    verdicts: Mapping[str, int] | None = None, nights: int = 0,
-                   canary_nights: Sequence[Mapping[str, Any]] = ()) -> Ledger:
+                   canary_nights: Sequence[Mapping[str, Any]] = (),
+                   coverage: Sequence[Mapping[str, Any]] = ()) -> Ledger:
     """The ledger of ``alerts`` (each with ``id``) from their ``events`` (``alert_id``, ``at``, ``to_state``,
-    ``by_person``; in the order written, none at or after ``until``) and the window's ``canary_nights``
-    (:func:`zlops.store.canaries.window_canary_nights`); pure. See the module docstring."""
+    ``by_person``; in the order written, none at or after ``until``), the window's ``canary_nights``
+    (:func:`zlops.store.canaries.window_canary_nights`) and its nights' stored ``coverage`` (each a run meta's
+    ``coverage``, :func:`zlops.judge.coverage.to_meta`); pure. See the module docstring."""
     by_alert: dict[int, list[Mapping[str, Any]]] = {int(a["id"]): [] for a in alerts}
     for e in events:
         if e["alert_id"] in by_alert and e["at"] < until:
@@ -132,7 +142,10 @@ def compute_ledger(alerts: Sequence[Mapping[str, Any]], events: Sequence[Mapping
         real += verdict != AlertState.FALSE_POSITIVE.value
     return Ledger(suite, since, until, len(by_alert), confirmed, people, fixed, cleared, waiting, tuple(sorted(hours)),
                   judged, real, judged_new, fp_new, dict(verdicts or {}), nights,
-                  recall_of([n for n in canary_nights if since <= n["at"] < until]))
+                  recall_of([n for n in canary_nights if since <= n["at"] < until]),
+                  tuple(cover.summed([c for meta in coverage for c in cover.from_meta(meta, suite or "")],
+                                     suite=suite or "")),
+                  sum(1 for meta in coverage if cover.readable(meta)))
 
 
 def window(days: int, until: datetime | None = None) -> tuple[datetime, datetime]:
@@ -144,7 +157,7 @@ def window(days: int, until: datetime | None = None) -> tuple[datetime, datetime
 
 
 def ledger(store: Store, *, days: int = 7, until: datetime | None = None, suite: str | None = None) -> Ledger:
-    """The ledger of the ``days`` before ``until`` (default now), from the store in four queries."""
+    """The ledger of the ``days`` before ``until`` (default now), from the store in five queries."""
     from zlops.store import ledger as reads
     from zlops.store.canaries import window_canary_nights
 
@@ -153,8 +166,9 @@ def ledger(store: Store, *, days: int = 7, until: datetime | None = None, suite:
     events = store.read(reads.window_events, [a["id"] for a in alerts], end)
     verdicts, nights = store.read(reads.window_verdicts, since, end, suite=suite)
     canary_nights = store.read(window_canary_nights, since, end, suite=suite)
+    coverage = store.read(reads.window_run_meta, since, end, cover.META_KEY, suite=suite)
     return compute_ledger(alerts, events, since=since, until=end, suite=suite, verdicts=verdicts, nights=nights,
-                          canary_nights=canary_nights)
+                          canary_nights=canary_nights, coverage=coverage)
 
 
 def _pct(share: float | None) -> str:
@@ -189,8 +203,20 @@ def ledger_lines(led: Ledger) -> list[str]:
     gaps = ", ".join(f"{n} {v}" for v, n in led.gaps.items())
     lines.append(f"Measurable: {_pct(led.measurable_share)} = {led.measurable} of {led.rows} series-nights "
                  f"({gaps}; {led.verdicts.get(Verdict.NEW.value, 0)} new without a baseline, not counted)")
+    lines += coverage_lines(led)
     lines.append(recall_line(led.canary))
     return lines
+
+
+def coverage_lines(led: Ledger) -> list[str]:
+    """The ledger's coverage: the series-nights watched at both thresholds and why the others were not, as
+    each night's report said it (:func:`zlops.judge.coverage.coverage_line`), one line per pair of thresholds."""
+    if not led.coverage:
+        return [f"Coverage: — (none of the {led.nights} nightly run(s) of the window recorded its coverage)"]
+    recorded = (f"all {led.nights} nightly run(s)" if led.coverage_nights == led.nights
+                else f"{led.coverage_nights} of {led.nights} nightly run(s) that recorded it")
+    return [f"Coverage over the series-nights of {recorded}: {cover.coverage_line(c).removeprefix('coverage: ')}"
+            for c in led.coverage]
 
 
 def recall_line(rec: Recall) -> str:
