@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from triage_nights import BAD_NIGHT, NIGHTS, POOLS, SUITE, T0, Nights, copy_nights, run_key, sha
 
 from zlops.airflow.ui import COOKIE, create_app
+from zlops.judge import coverage as cover
 from zlops.model import (
     CaseResult,
     CompareSummary,
@@ -41,7 +42,7 @@ from zlops.model import (
 from zlops.report import cells
 from zlops.report.table import row_cells
 from zlops.run.partition import fmt_duration, make_plan
-from zlops.triage.night import MatrixCell, MatrixRow, matrix_view
+from zlops.triage.night import MatrixCell, MatrixRow, matrix_view, run_thresholds
 from zlops.triage.trust import ledger, ledger_lines
 
 pytestmark = [pytest.mark.airflow]
@@ -235,6 +236,18 @@ def test_the_coverage_page_lists_a_nights_gaps_with_the_judges_note(nights: Nigh
         assert f'<h2 id="gap-{verdict}">{verdict}: {n}</h2>' in text
     assert "exp_32: unmeasurable because <reasons>" in text and "&lt;reasons&gt;" in page.text  # escaped
     assert f"series?suite={SUITE}&pool=cuda&case=tanh_16&metric=time" in text
+    # the night's coverage per pool, from the one pure function (zlops.judge.coverage), at the run's thresholds
+    run = nights.store.get_run(key)
+    assert run is not None
+    night = cover.pool_coverage(nights.store.comparisons(key), run_thresholds(run, nights.config))
+    shown = re.findall(r"<li>(.*?)</li>", text[text.index('<ul id="coverage-lines">'):text.index("</ul>",
+                                                                                  text.index("coverage-lines"))])
+    assert shown == cover.pool_lines(night) and len(shown) == 3
+    assert shown[0].startswith("cuda: coverage: ") and "not at 5%: invalid 1, missing 1, unmeasurable 1" in shown[0]
+    assert '<h3 id="unwatched">Not watched at 5%: 3</h3>' in text
+    unwatched = text[text.index('id="unwatched"'):text.index('id="upper-only"')]
+    assert [re.findall(r"<td>(\w+)</td><td>time</td><td>([\w ,/]+)</td>", unwatched)] == [
+        [("log_32", "invalid"), ("tanh_16", "missing"), ("exp_32", "unmeasurable")]]
     none = _client(nights).get("/coverage", params={"suite": "nosuch"})
     assert none.status_code == 404 and "No compared night" in none.text
 
