@@ -83,6 +83,10 @@ def test_each_row_is_watched_by_the_nights_through_the_ab_or_not_for_one_reason(
                    (Verdict.INCOMPARABLE, "incomparable")):
         assert row_watch(row("gap", v, None, figures=False, note=f"{why} tonight"), 5.0) == why
         assert row_watch(row("gap", v, 2.0, ab_noise=0.1, note=""), 2.0) == why
+    # the simple judge's thresholds are fixed: its regression's threshold_pct (5%) is the class it crossed
+    simple = row("s", Verdict.REGRESSION, 5.0)
+    assert [row_watch(simple, 2.0, judge="simple"), row_watch(simple, 2.0)] == [NIGHTS, "noise"]
+    assert row_watch(row("s", Verdict.UNMEASURABLE, 9.0), 2.0, judge="simple") == "noise"
     # an A/B's own finding with no threshold above X (its base runs on levels): unmeasurable otherwise
     assert row_watch(row("odd", Verdict.UNMEASURABLE, 2.0, note="unmeasurable at 2%; suspect not confirmed"),
                      5.0) == "unmeasurable"

@@ -42,7 +42,7 @@ from zlops.model import (
 from zlops.report import cells
 from zlops.report.table import row_cells
 from zlops.run.partition import fmt_duration, make_plan
-from zlops.triage.night import MatrixCell, MatrixRow, matrix_view, run_thresholds
+from zlops.triage.night import MatrixCell, MatrixRow, matrix_view, run_judging
 from zlops.triage.trust import ledger, ledger_lines
 
 pytestmark = [pytest.mark.airflow]
@@ -239,7 +239,8 @@ def test_the_coverage_page_lists_a_nights_gaps_with_the_judges_note(nights: Nigh
     # the night's coverage per pool, from the one pure function (zlops.judge.coverage), at the run's thresholds
     run = nights.store.get_run(key)
     assert run is not None
-    night = cover.pool_coverage(nights.store.comparisons(key), run_thresholds(run, nights.config))
+    thresholds, judge = run_judging(run, nights.config)
+    night = cover.pool_coverage(nights.store.comparisons(key), thresholds, judge=judge)
     shown = re.findall(r"<li>(.*?)</li>", text[text.index('<ul id="coverage-lines">'):text.index("</ul>",
                                                                                   text.index("coverage-lines"))])
     assert shown == cover.pool_lines(night) and len(shown) == 3

@@ -70,6 +70,13 @@ def test_nights_flag_regression_potential_improvement_and_nothing_else(
     assert n2.report.slack.status == "written"
     payload = json.loads(n2.report.slack.path.read_text())
     assert "alpha" in json.dumps(payload)
+    # every rendering states the night's coverage (zlops.judge.coverage), stored in the run meta for the next night
+    line = "local: coverage: 4/4 watched at 5% (100%), 4/4 at 2% (100%)"
+    assert line in table and f"## Coverage\n\n- {line}\n" in n2.report.markdown.read_text()
+    assert f"<li>{line}</li>" in n2.report.html.read_text()
+    assert payload["payload"]["blocks"][2]["text"]["text"].endswith(f"\n:telescope: {line}")
+    n1_meta = open_store(config).get_run(n1.run_key).meta["coverage"]
+    assert n1_meta["pools"]["local"]["total"] == 0 and n1_meta["pools"]["local"]["new"] == 4
     # the worktrees are gone, the environment template stays cached
     assert not any((config.worktrees_dir / "fake").iterdir())
     assert len(list(config.envs_dir.glob("*/.zlops-env.json"))) == 1

@@ -60,11 +60,14 @@ def counted(c: Comparison) -> bool:
     return c.verdict is not Verdict.NEW and not is_canary(c.case) and not derived(c)
 
 
-def row_watch(c: Comparison, pct: float) -> str:
+def row_watch(c: Comparison, pct: float, *, judge: str = "noise") -> str:
     """How a counted row is watched at ``pct``: :data:`NIGHTS`, :data:`AB`, or the reason (:data:`REASONS`) it
-    is not. See the module docstring."""
+    is not. See the module docstring. Under the ``simple`` judge (fixed thresholds: its ``threshold_pct`` is the
+    class boundary a row crossed, 5% for a regression) every judged verdict is watched at both."""
     j, f = c.judgement, c.figures
     levels = f is not None and bool(f.modes)
+    if j.verdict in JUDGED and judge == "simple":
+        return NIGHTS
     if j.verdict in JUDGED and j.threshold_pct is not None and j.threshold_pct <= pct and not levels:
         return NIGHTS
     if j.verdict in _GAPS:
@@ -119,15 +122,15 @@ class Coverage:
         return self.share(self.high)
 
 
-def _at(rows: Sequence[Comparison], pct: float) -> AtThreshold:
-    how = [row_watch(c, pct) for c in rows]
+def _at(rows: Sequence[Comparison], pct: float, judge: str) -> AtThreshold:
+    how = [row_watch(c, pct, judge=judge) for c in rows]
     why = {r: n for r in REASONS if (n := how.count(r))}
     return AtThreshold(pct, how.count(NIGHTS) + how.count(AB), how.count(AB), why)
 
 
-def pool_coverage(rows: Iterable[Comparison], thresholds: Thresholds) -> list[Coverage]:
-    """Each pool's coverage of a night's compare rows, pools sorted (the one pure function behind every
-    rendering)."""
+def pool_coverage(rows: Iterable[Comparison], thresholds: Thresholds, *, judge: str = "noise") -> list[Coverage]:
+    """Each pool's coverage of a night's compare rows at ``thresholds`` under ``judge`` (the run's judging setup),
+    pools sorted: the one pure function behind every rendering."""
     by: dict[tuple[str, str], list[Comparison]] = {}
     for c in rows:
         if not is_canary(c.case):
@@ -135,8 +138,8 @@ def pool_coverage(rows: Iterable[Comparison], thresholds: Thresholds) -> list[Co
     out = []
     for (suite, pool), items in sorted(by.items()):
         kept = [c for c in items if counted(c)]
-        out.append(Coverage(suite, pool, len(kept), _at(kept, thresholds.potential_pct),
-                            _at(kept, thresholds.regression_pct), derived=sum(1 for c in items if derived(c)),
+        out.append(Coverage(suite, pool, len(kept), _at(kept, thresholds.potential_pct, judge),
+                            _at(kept, thresholds.regression_pct, judge), derived=sum(1 for c in items if derived(c)),
                             new=sum(1 for c in items if c.verdict is Verdict.NEW and not derived(c))))
     return out
 

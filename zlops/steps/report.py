@@ -87,7 +87,8 @@ def report(ctx: RunContext, *, slack_client: Any = None, progress: Progress | No
         out_dir.mkdir(parents=True, exist_ok=True)
         setup, thresholds_note = run_setup(ctx.config, run)   # what the run was judged with, not today's config
         thresholds = setup.thresholds
-        night_coverage, coverage_before = run_coverage(store, run, stored, thresholds, save=not rerender)
+        night_coverage, coverage_before = run_coverage(store, run, stored, thresholds, judge=setup.judge,
+                                                       save=not rerender)
         coverage_lines = cover.pool_lines(night_coverage, coverage_before)
         run, baseline_line = with_promotion(ctx, run)
         tail = f"\nbaseline: {baseline_line}" if baseline_line else ""
@@ -158,11 +159,11 @@ COVERAGE_LOOKBACK = 14
 
 
 def run_coverage(store: Any, run: RunRecord, stored: Sequence[Comparison], thresholds: Thresholds, *,
-                 save: bool) -> tuple[list[cover.Coverage], dict[str, cover.Coverage]]:
+                 judge: str = "noise", save: bool) -> tuple[list[cover.Coverage], dict[str, cover.Coverage]]:
     """The night's coverage per pool (:func:`zlops.judge.coverage.pool_coverage` of its stored rows) and, per
     pool, the previous night's as stored in its run meta (one read of the suite's latest nightly runs, never
     per series). With ``save`` it is stored in this run's meta for the next night and the trust ledger."""
-    night = cover.pool_coverage(stored, thresholds)
+    night = cover.pool_coverage(stored, thresholds, judge=judge)
     earlier = [r for r in store.list_runs(suite=run.suite, kind="nightly", limit=COVERAGE_LOOKBACK + 1)
                if r.run_key != run.run_key and (run.started_at is None or r.started_at is None
                                                 or r.started_at < run.started_at)]

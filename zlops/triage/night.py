@@ -229,16 +229,19 @@ def _by_reason(rows: Sequence[tuple[Comparison, str]]) -> tuple[tuple[Comparison
     return tuple(sorted(rows, key=lambda t: (order.get(t[1], len(order)), t[0].pool, t[0].case, t[0].metric)))
 
 
-def run_thresholds(run: RunRecord, config: Config | None) -> Thresholds:
-    """The thresholds ``run`` was judged with: those stored with it, else ``config``'s (else the defaults)."""
+def run_judging(run: RunRecord, config: Config | None) -> tuple[Thresholds, str]:
+    """The thresholds and the judge ``run`` was judged with: those stored with it, else ``config``'s (else the
+    defaults: 2% / 5%, the noise judge)."""
     from zlops.judge import setup as judging
 
     if config is not None:
-        return judging.for_run(run.meta, config)[0].thresholds
+        setup = judging.for_run(run.meta, config)[0]
+        return setup.thresholds, setup.judge
     try:
-        return judging.JudgingSetup.from_dict(run.meta[judging.META_KEY]).thresholds
+        setup = judging.JudgingSetup.from_dict(run.meta[judging.META_KEY])
+        return setup.thresholds, setup.judge
     except (KeyError, TypeError, ValueError):
-        return Thresholds()
+        return Thresholds(), "noise"
 
 
 def coverage_view(store: Store, suite: str, *, run_key: str | None = None,
@@ -256,8 +259,8 @@ def coverage_view(store: Store, suite: str, *, run_key: str | None = None,
     ran, invalid, missing = pool_status(store.shards(run.run_key), comparisons, expected_pools)
     gaps = {v: tuple(sorted((c for c in comparisons if c.verdict is v), key=lambda c: (c.pool, c.case, c.metric)))
             for v in GAP_VERDICTS}
-    thresholds = run_thresholds(run, config)
-    night = cover.pool_coverage(comparisons, thresholds)
+    thresholds, judge = run_judging(run, config)
+    night = cover.pool_coverage(comparisons, thresholds, judge=judge)
     earlier = [r for r in store.list_runs(suite=suite, kind="nightly", limit=15)
                if r.run_key != run.run_key and (run.started_at is None or r.started_at is None
                                                 or r.started_at < run.started_at)]
@@ -267,10 +270,10 @@ def coverage_view(store: Store, suite: str, *, run_key: str | None = None,
     unwatched: list[tuple[Comparison, str]] = []
     upper_only: list[tuple[Comparison, str]] = []
     for c in counted:
-        why = cover.row_watch(c, thresholds.regression_pct)
+        why = cover.row_watch(c, thresholds.regression_pct, judge=judge)
         if why not in watched:
             unwatched.append((c, why))
-        elif (low := cover.row_watch(c, thresholds.potential_pct)) not in watched:
+        elif (low := cover.row_watch(c, thresholds.potential_pct, judge=judge)) not in watched:
             upper_only.append((c, low))
     return CoverageView(suite, run, gaps, len(comparisons), tuple(ran), tuple(invalid), tuple(missing),
                         thresholds, tuple(night), tuple(cover.pool_lines(night, before)), _by_reason(unwatched),
