@@ -71,8 +71,8 @@ def test_each_row_is_watched_by_the_nights_through_the_ab_or_not_for_one_reason(
     ab_mid = row("abm", Verdict.UNCHANGED, 9.0, ab_noise=1.0)                # 3% <= 5%, > 2%
     ab_loud = row("abl", Verdict.UNMEASURABLE, 9.0, ab_noise=4.0)            # 12% > 5%
     assert [row_watch(ab_quiet, 2.0), row_watch(ab_quiet, 5.0)] == [AB, AB]
-    assert [row_watch(ab_mid, 2.0), row_watch(ab_mid, 5.0)] == ["noise, A/B too", AB]
-    assert [row_watch(ab_loud, 2.0), row_watch(ab_loud, 5.0)] == ["noise, A/B too", "noise, A/B too"]
+    assert [row_watch(ab_mid, 2.0), row_watch(ab_mid, 5.0)] == ["noise (A/B too)", AB]
+    assert [row_watch(ab_loud, 2.0), row_watch(ab_loud, 5.0)] == ["noise (A/B too)", "noise (A/B too)"]
     # tonight's A/B decided it: watched through the A/B though the nights' threshold was wide
     decided = row("dec", Verdict.REGRESSION, 8.0, runs_head=(1.1, 1.1, 1.1, 1.1, 1.1))
     cleared = row("clr", Verdict.UNCHANGED, 8.0, runs_head=(1.0, 1.0, 1.0, 1.0, 1.0))
@@ -114,15 +114,18 @@ def test_a_pools_figure_and_its_line() -> None:
     cuda, npu = cover.pool_coverage(NIGHT, T)
     assert (cuda.pool, cuda.total, cuda.derived, cuda.new) == ("cuda", 9, 0, 1)
     assert cuda.high == AtThreshold(5.0, 4, 1, {"invalid": 1, "levels": 1, "too few nights": 1,
-                                                "noise, A/B too": 1, "noise": 1})
+                                                "noise (A/B too)": 1, "noise": 1})
     assert cuda.low == AtThreshold(2.0, 2, 0, {"invalid": 1, "levels": 1, "too few nights": 1,
-                                               "noise, A/B too": 2, "noise": 2})
+                                               "noise (A/B too)": 2, "noise": 2})
     assert cover.coverage_line(cuda) == ("coverage: 4/9 watched at 5% (44%; 1 through the A/B), 2/9 at 2% (22%); "
-                                         "not at 5%: invalid 1, levels 1, too few nights 1, noise, A/B too 1, noise 1")
+                                         "not at 5%: invalid 1, levels 1, too few nights 1, noise (A/B too) 1, noise 1")
     assert cover.coverage_line(npu) == "coverage: 1/1 watched at 5% (100%), 1/1 at 2% (100%)"
     # the thresholds are the config's, not 2 and 5
     wide = cover.pool_coverage(NIGHT, Thresholds(potential_pct=4.0, regression_pct=9.0))[0]
     assert (wide.low.pct, wide.high.pct, wide.low.watched, wide.high.watched) == (4.0, 9.0, 4, 6)
+    big = Coverage("s", "p", 1000, AtThreshold(2.0, 2), AtThreshold(5.0, 996, 0, {"noise": 4}))
+    assert cover.coverage_line(big) == ("coverage: 996/1000 watched at 5% (99.6%), 2/1000 at 2% (0.2%); "
+                                        "not at 5%: noise 4")
     assert cover.coverage_line(Coverage("s", "p", 0, AtThreshold(2, 0), AtThreshold(5, 0), new=3)) == \
         "coverage: no series to watch (3 new without a baseline)"
 
@@ -167,24 +170,24 @@ def test_the_report_and_the_slack_summary_state_the_coverage() -> None:
     lines = cover.pool_lines(night, before)
     md = markdown_report(summary, run=run, shards=[], coverage=lines)
     assert ("## Coverage\n\n- cuda: coverage: 4/9 watched at 5% (44%; 1 through the A/B), 2/9 at 2% (22%); "
-            "not at 5%: invalid 1, levels 1, too few nights 1, noise, A/B too 1, noise 1\n"
+            "not at 5%: invalid 1, levels 1, too few nights 1, noise (A/B too) 1, noise 1\n"
             "- cuda: coverage fell: 100% -> 44% at 5%: 1 series to invalid, 1 to levels, 1 to too few nights, "
-            "1 to noise, A/B too, 1 to noise\n"
+            "1 to noise (A/B too), 1 to noise\n"
             "- npu: coverage: 1/1 watched at 5% (100%), 1/1 at 2% (100%)\n") in md
     page = html_report(summary, run=run, shards=[], coverage=lines)
     assert '<h2>Coverage</h2>\n<ul id="coverage">\n<li>cuda: coverage: 4/9 watched at 5%' in page
     assert "<li>cuda: coverage fell: 100% -&gt; 44% at 5%" in page
     one = cover.night_line(night, before)
     assert one == ("2 pools: coverage: 5/10 watched at 5% (50%; 1 through the A/B), 3/10 at 2% (30%); not at 5%: "
-                   "invalid 1, levels 1, too few nights 1, noise, A/B too 1, noise 1 · cuda: coverage fell: "
-                   "100% -> 44% at 5%: 1 series to invalid, 1 to levels, 1 to too few nights, 1 to noise, A/B too, "
+                   "invalid 1, levels 1, too few nights 1, noise (A/B too) 1, noise 1 · cuda: coverage fell: "
+                   "100% -> 44% at 5%: 1 series to invalid, 1 to levels, 1 to too few nights, 1 to noise (A/B too), "
                    "1 to noise")
     main = slack_summary_messages(summary, run=run, shards=[], channel="C0PERF", coverage=one).main
     counts = main["blocks"][2]["text"]["text"]
     assert counts.startswith("*Overall:") and counts.endswith(
         "\n:telescope: 2 pools: coverage: 5/10 watched at 5% (50%; 1 through the A/B), 3/10 at 2% (30%); not at 5%: "
-        "invalid 1, levels 1, too few nights 1, noise, A/B too 1, noise 1 · cuda: coverage fell: 100% -&gt; 44% at "
-        "5%: 1 series to invalid, 1 to levels, 1 to too few nights, 1 to noise, A/B too, 1 to noise")
+        "invalid 1, levels 1, too few nights 1, noise (A/B too) 1, noise 1 · cuda: coverage fell: 100% -&gt; 44% at "
+        "5%: 1 series to invalid, 1 to levels, 1 to too few nights, 1 to noise (A/B too), 1 to noise")
 
 
 def test_the_report_step_stores_the_figure_and_compares_with_the_previous_night(tmp_path: Path) -> None:

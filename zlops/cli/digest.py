@@ -69,7 +69,8 @@ def cmd_digest(args: argparse.Namespace) -> int:
 def add_digest_parser(sub: Any) -> None:
     """Register ``zlops digest`` on the top-level subparsers."""
     d = sub.add_parser("digest", help="the trust ledger of the last days (alerts, triage time, precision, "
-                                      "measurable share, recall canaries), posted to Slack through the outbox")
+                                      "measurable share, coverage at both thresholds, recall canaries), posted to "
+                                      "Slack through the outbox")
     d.add_argument("--config", help=CONFIG_HELP)
     d.add_argument("--suite", help="one suite (default: all)")
     d.add_argument("--days", type=int, default=7, help="the window, in days before --until (default 7)")

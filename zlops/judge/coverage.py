@@ -37,7 +37,7 @@ AB_DECIDED = frozenset({Verdict.UNCHANGED, Verdict.REGRESSION, Verdict.SEVERE, V
 NIGHTS, AB = "nights", "A/B"
 #: why a row is not watched at a threshold, in the order tried (the first that applies). A timer that fell back
 #: to direct timing (zlops.timing) is recorded in the results' params, not in the compare rows: not a reason here.
-REASONS = ("invalid", "missing", "failed", "incomparable", "levels", "too few nights", "noise, A/B too", "noise",
+REASONS = ("invalid", "missing", "failed", "incomparable", "levels", "too few nights", "noise (A/B too)", "noise",
            "unmeasurable")
 _GAPS = {Verdict.INVALID: "invalid", Verdict.MISSING: "missing", Verdict.FAILED: "failed",
          Verdict.INCOMPARABLE: "incomparable"}
@@ -82,7 +82,7 @@ def row_watch(c: Comparison, pct: float, *, judge: str = "noise") -> str:
     if "provisional" in j.note:
         return "too few nights"
     if j.threshold_pct is not None and j.threshold_pct > pct:
-        return "noise, A/B too" if ab_noise is not None else "noise"
+        return "noise (A/B too)" if ab_noise is not None else "noise"
     return "unmeasurable"
 
 
@@ -150,23 +150,27 @@ def summed(items: Sequence[Coverage], *, suite: str = "", pool: str = "") -> lis
     groups: dict[tuple[float, float], list[Coverage]] = {}
     for c in items:
         groups.setdefault((c.low.pct, c.high.pct), []).append(c)
-    out = []
-    for (low, high), members in groups.items():
-        def add(pct: float, ats: list[AtThreshold]) -> AtThreshold:
-            why: dict[str, int] = {}
-            for a in ats:
-                for r, n in a.why.items():
-                    why[r] = why.get(r, 0) + n
-            return AtThreshold(pct, sum(a.watched for a in ats), sum(a.through_ab for a in ats),
-                               {r: why[r] for r in REASONS if why.get(r)})
-        out.append(Coverage(suite, pool, sum(c.total for c in members), add(low, [c.low for c in members]),
-                            add(high, [c.high for c in members]), sum(c.derived for c in members),
-                            sum(c.new for c in members)))
-    return out
+    return [Coverage(suite, pool, sum(c.total for c in members), _added(low, [c.low for c in members]),
+                     _added(high, [c.high for c in members]), sum(c.derived for c in members),
+                     sum(c.new for c in members))
+            for (low, high), members in groups.items()]
+
+
+def _added(pct: float, ats: Sequence[AtThreshold]) -> AtThreshold:
+    why: dict[str, int] = {}
+    for a in ats:
+        for r, n in a.why.items():
+            why[r] = why.get(r, 0) + n
+    known = [r for r in REASONS if why.get(r)] + sorted(r for r in why if r not in REASONS)   # a newer zlops' too
+    return AtThreshold(pct, sum(a.watched for a in ats), sum(a.through_ab for a in ats), {r: why[r] for r in known})
 
 
 def _share(share: float | None) -> str:
-    return "—" if share is None else f"{share:.0%}"
+    """A share in whole percent, one decimal where whole percent would read as all or none (99.6%, 0.4%)."""
+    if share is None:
+        return "—"
+    text = f"{share:.0%}"
+    return f"{share:.1%}" if (text == "100%" and share < 1) or (text == "0%" and share > 0) else text
 
 
 def coverage_line(c: Coverage) -> str:
@@ -196,7 +200,8 @@ def drop_line(now: Coverage, before: Coverage | None) -> str | None:
     if was is None or share is None or (was - share) * 100.0 <= DROP_POINTS:
         return None
     rose = sorted(((n - before.high.why.get(r, 0), r) for r, n in now.high.why.items()
-                   if n > before.high.why.get(r, 0)), key=lambda t: (-t[0], REASONS.index(t[1])))
+                   if n > before.high.why.get(r, 0)),
+                  key=lambda t: (-t[0], REASONS.index(t[1]) if t[1] in REASONS else len(REASONS), t[1]))
     to = ", ".join(f"{n} to {r}" if i else f"{n} series to {r}" for i, (n, r) in enumerate(rose))
     return f"coverage fell: {_share(was)} -> {_share(share)} at {now.high.pct:g}%" + (f": {to}" if to else "")
 
