@@ -78,6 +78,10 @@ def test_each_row_is_watched_by_the_nights_through_the_ab_or_not_for_one_reason(
     cleared = row("clr", Verdict.UNCHANGED, 8.0, runs_head=(1.0, 1.0, 1.0, 1.0, 1.0))
     undecided = row("und", Verdict.SUSPECT, 8.0, runs_head=(1.1, 0.9, 1.1, 0.9, 1.0))
     assert [row_watch(decided, 2.0), row_watch(cleared, 5.0), row_watch(undecided, 5.0)] == [AB, AB, "noise"]
+    # asked against the floor, the A/B's verdict carries the floor as its threshold: still the A/B's, not the nights'
+    floor = row("flr", Verdict.UNCHANGED, 2.0, runs_head=(1.0, 1.0, 1.0, 1.0, 1.0))
+    assert [row_watch(floor, 2.0), row_watch(row("flr", Verdict.SUSPECT, 2.0, runs_head=(1.1, 0.9)), 2.0)] == [
+        AB, NIGHTS]
     # the gaps, each its own reason, before anything else
     for v, why in ((Verdict.INVALID, "invalid"), (Verdict.MISSING, "missing"), (Verdict.FAILED, "failed"),
                    (Verdict.INCOMPARABLE, "incomparable")):

@@ -5,11 +5,12 @@ A row counts unless it is ``new`` (no baseline yet is not a gap), a recall canar
 derived row (it follows its source, :mod:`zlops.judge.derived`: its source is counted, not it). At a threshold
 ``X`` (the config's ``potential_pct`` and ``regression_pct``, passed as :class:`zlops.model.Thresholds`) a row is
 
+- **watched through the A/B** when tonight's A/B decided it (A/B runs in its figures and the verdict unchanged,
+  regression, severe or improved: its threshold is then the question put to the A/B, not the nights' own);
 - **watched by the nights**: a judged verdict (unchanged, suspect either way, regression, severe, improved,
   potential) whose applied threshold (``judgement.threshold_pct``) is at most ``X`` and whose figures carry no
   process levels (``figures.modes``);
-- else **watched through the A/B**: tonight's A/B decided it (A/B runs in its figures and the verdict unchanged,
-  regression, severe or improved), or its earlier interleaved A/Bs' noise (``figures.ab_noise_pct``) is small
+- else **watched through the A/B** when its earlier interleaved A/Bs' noise (``figures.ab_noise_pct``) is small
   enough that an A/B would see ``X`` (:data:`zlops.judge.judges.AB_NOISE_K` x it at most ``X``), for a row the
   A/B is asked about (:func:`zlops.judge.judges.ab_candidate`: measured tonight, not judged by its levels);
 - else **not watched**, for the first reason of :data:`REASONS` that applies.
@@ -68,12 +69,14 @@ def row_watch(c: Comparison, pct: float, *, judge: str = "noise") -> str:
     levels = f is not None and bool(f.modes)
     if j.verdict in JUDGED and judge == "simple":
         return NIGHTS
+    if f is not None and f.runs_head and j.verdict in AB_DECIDED:
+        # the A/B's verdict and figures: its threshold is the question put to the A/B (the floor, for a candidate),
+        # not the nights' own, so the row is the A/B's whatever that threshold
+        return AB
     if j.verdict in JUDGED and j.threshold_pct is not None and j.threshold_pct <= pct and not levels:
         return NIGHTS
     if j.verdict in _GAPS:
         return _GAPS[j.verdict]
-    if f is not None and f.runs_head and j.verdict in AB_DECIDED:
-        return AB
     ab_noise = f.ab_noise_pct if f is not None else None
     if ab_noise is not None and not levels and AB_NOISE_K * ab_noise <= pct:
         return AB
