@@ -38,6 +38,10 @@ Methods, each run on the same case-nights:
 - ``zlops screen``: the noise-aware nightly screening alone (``suspect``; nobody is alerted).
 - ``zlops + 2 nights``: suspect confirmed by two consecutive suspect nights (no A/B possible).
 - ``zlops + A/B``: suspect confirmed by the simulated same-device A/B.
+- ``zlops + A/B + candidates``: today's nightly: the suspects and the A/B candidates (a move beyond the floor
+  that the nights cannot judge: unmeasurable, or inside a threshold above the floor) put to the same simulated
+  A/B through the judge's own ``zlops.judge.judges.confirm_suspect`` (a suspect against its threshold, a
+  candidate against the floor).
 
 Series are split by their A/A noise, the coefficient of variation of the 16 nights (the README's
 figure, independent of the zlops estimator): below 1% and at least 1%. Prints markdown tables.
@@ -57,6 +61,8 @@ from pathlib import Path
 import numpy as np
 
 from zlops.stats import Confirmation, NightResult, Policy, State, confirm_ab, decide, judge_tonight, noise_model
+from zlops.judge.judges import STATE_VERDICTS, ab_candidate, confirm_suspect, night_figures
+from zlops.model import Judgement, Verdict
 from zlops.stats.decide import unresolved_suspects, without_pending
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "noise" / "h200_aa_2026-11-29.jsonl"
@@ -64,10 +70,12 @@ TIMERS = ("do_bench_ms", "graph_ms")
 SIZES = (2.0, 3.0, 5.0, 10.0)
 INJECT_AT = (6, 9, 12, 14)
 PLAIN_PCT = 2.0
-METHODS = ("plain 2%", "plain 2%, 2 nights", "zlops screen", "zlops + 2 nights", "zlops + A/B")
+METHODS = ("plain 2%", "plain 2%, 2 nights", "zlops screen", "zlops + 2 nights", "zlops + A/B",
+           "zlops + A/B + candidates")
 ALARM = (State.REGRESSION, State.SEVERE)
 #: an improvement is judged as strictly as a regression: announced improvements on A/A nights are false too
-FALSE_IMPROVEMENT = ("plain 2% faster", "zlops improved, 2 nights", "zlops improved, A/B")
+FALSE_IMPROVEMENT = ("plain 2% faster", "zlops improved, 2 nights", "zlops improved, A/B",
+                     "zlops improved, A/B + candidates")
 
 
 def load_series(path: Path) -> dict[str, list[float]]:
@@ -93,6 +101,7 @@ class Tally:
     alarms: dict[str, int] = field(default_factory=lambda: dict.fromkeys(METHODS + FALSE_IMPROVEMENT, 0))
     nights: int = 0
     ab_runs: int = 0
+    ab_runs_candidates: int = 0   # A/Bs of candidates (no suspect would have asked them)
     ab_runs_provisional: int = 0
     inject_unmeasurable: int = 0
     unmeasurable: int = 0
@@ -114,13 +123,18 @@ class Replay:
         self.pool = np.array(pool, dtype=float)
         self.policy = policy
         self.seed = list(seed)
+        self.candidate_runs = 0   # A/Bs asked for a candidate that no suspect would have asked
 
-    def ab(self, slowdown: float, salt: Sequence[int]) -> Confirmation:
+    def ab_runs(self, slowdown: float, salt: Sequence[int]) -> tuple[list[float], list[float]]:
+        """The A/B's runs: a random split of the series' real values, the head side slowed by ``slowdown``."""
         rng = np.random.default_rng([*self.seed, *salt])
         n = self.policy.ab_pairs
         split = rng.permutation(self.pool)
-        base, head = split[:n], split[n:2 * n] * (1.0 + slowdown / 100.0)
-        return confirm_ab(base.tolist(), head.tolist(), threshold_pct=self.policy.potential_pct,
+        return split[:n].tolist(), (split[n:2 * n] * (1.0 + slowdown / 100.0)).tolist()
+
+    def ab(self, slowdown: float, salt: Sequence[int]) -> Confirmation:
+        base, head = self.ab_runs(slowdown, salt)
+        return confirm_ab(base, head, threshold_pct=self.policy.potential_pct,
                           severe_pct=self.policy.regression_pct, alpha=self.policy.alpha,
                           use_ks=self.policy.use_ks, confidence=self.policy.confidence,
                           n_resamples=self.policy.n_resamples, seed=[*self.seed, *salt, 1])
@@ -143,6 +157,17 @@ class Replay:
             decided = decide(night, ab=conf, policy=self.policy).state
             alarms["zlops + A/B"] = decided in ALARM
             alarms["zlops improved, A/B"] = decided is State.IMPROVED
+        # today's nightly: the suspects and the A/B candidates (a move beyond the floor the nights cannot judge)
+        # put to the same A/B, through the judge's own confirm_suspect (zlops.judge.judges)
+        asked = Judgement(STATE_VERDICTS[night.state.value], night.change_pct, night.worse_pct, night.threshold_pct,
+                          night.reason, figures=night_figures(night, n_samples=1, lower_is_better=True))
+        alarms["zlops + A/B + candidates"] = alarms["zlops improved, A/B + candidates"] = False
+        if ab_run or ab_candidate(asked, self.policy.potential_pct, self.policy.measurable_target_pct):
+            self.candidate_runs += not ab_run
+            base, head = self.ab_runs(slowdown, salt)
+            got = confirm_suspect(asked, base, head, lower_is_better=True, policy=self.policy).verdict
+            alarms["zlops + A/B + candidates"] = got in (Verdict.REGRESSION, Verdict.SEVERE)
+            alarms["zlops improved, A/B + candidates"] = got is Verdict.IMPROVED
         alarms["plain 2% faster"] = bool((x[t] / x[t - 1] - 1.0) * 100.0 < -PLAIN_PCT)
         decided_2n = decide(night, previous=previous, policy=self.policy).state
         alarms["zlops improved, 2 nights"] = decided_2n is State.IMPROVED
@@ -165,10 +190,12 @@ def replay(series: dict[str, list[float]], *, policy: Policy, permutations: int,
             plains = [False] * x.size
             states: list[str | None] = [None] * x.size
             for t in range(1, x.size):
+                asked = rp.candidate_runs
                 alarms, night, plains[t], ab_run, states[t] = rp.night(x, t, plains[t - 1], 0.0, [t], states[:t])
                 for tal in tallies:
                     tal.nights += 1
                     tal.ab_runs += ab_run
+                    tal.ab_runs_candidates += rp.candidate_runs - asked
                     tal.ab_runs_provisional += ab_run and not _calibrated(night)
                     tal.unmeasurable += night.state is State.UNMEASURABLE
                     tal.provisional += not _calibrated(night)
@@ -254,7 +281,8 @@ def report(result: dict[str, dict[str, Tally]], sizes: Sequence[float]) -> list[
         n_inj = sum(every.trials.values())
         lines += ["", (f"zlops on these A/A case-nights (all orders): {_pct(every.unmeasurable, every.nights):.1f}% "
                        f"unmeasurable, {_pct(every.provisional, every.nights):.1f}% provisional (< min_nights of "
-                       f"history); A/B runs {_pct(every.ab_runs, every.nights, 1000):.1f} per 1,000 case-nights, "
+                       f"history); A/B runs {_pct(every.ab_runs, every.nights, 1000):.1f} per 1,000 case-nights "
+                       f"(+{_pct(every.ab_runs_candidates, every.nights, 1000):.1f} for A/B candidates), "
                        f"{_pct(every.ab_runs_provisional, every.nights, 1000):.1f} of them on provisional nights; "
                        f"{_pct(every.inject_unmeasurable, n_inj):.1f}% of the injections landed on a night judged "
                        "unmeasurable (a coverage gap, by design never detected)."), ""]

@@ -107,3 +107,31 @@ def test_the_ab_noise_is_each_sides_spread_about_its_own_median() -> None:
     same = ab_noise_pct([(1.0, 1.01, 0.99, 1.0), (1.034, 1.044, 1.024, 1.034)])   # a 3.4% step between sides
     assert same is not None and same < 1.5                                  # the step is not noise
     assert ab_noise_pct([(1.0, 2.0, 1.0), (2.0, 1.0, 2.0), (1.0, 1.0, 2.0)]) > 30.0   # two process levels are
+
+
+def test_a_suspect_is_asked_against_the_floor_too_and_its_shift_line_stays_its_own() -> None:
+    """One judge for suspects and candidates: a suspect whose nights' threshold is 8% (drift) and whose A/B
+    separates every run at +3.4% is a regression (held to 8% it stayed inconclusive at a real change); a
+    reshuffle of a noisy suspect's runs is not confirmed by the level-shift rule below 2x its own threshold."""
+    suspect = night(Verdict.SUSPECT, 9.0, 8.0, noise=2.6)
+    head = [v * 1.034 for v in QUIET_BASE]
+    got = confirm_suspect(suspect, QUIET_BASE, head, lower_is_better=True, policy=Policy())
+    assert got.verdict is Verdict.REGRESSION, got.note
+    noisy = night(Verdict.SUSPECT, 60.0, 45.0, noise=15.0)
+    base5 = [1.0, 1.02, 0.99, 1.01, 1.0]
+    head5 = [v * 1.25 for v in base5]    # 5+5 apart: p = 0.0079, the level-shift rule's reach only
+    kept = confirm_suspect(noisy, base5, head5, lower_is_better=True, policy=Policy())
+    # the CI is narrow (every run on one level each side) and beyond the floor: the narrow rule confirms it
+    assert kept.verdict in (Verdict.REGRESSION, Verdict.SEVERE), kept.note
+
+
+def test_within_known_levels_the_level_shift_rule_does_not_confirm() -> None:
+    """A series on two known process levels (0.0266/0.0572 ms) whose A/B runs reshuffle between them: 5+5 at
+    p=0.0079 and quartiles moved, but the change lies inside the levels' gap: only the rank test confirms."""
+    levels = (0.0266, 0.0572)
+    bimodal = night(Verdict.SUSPECT, 60.0, 10.0, noise=3.0, modes=levels)
+    base = [0.0266, 0.0268, 0.0265, 0.0267, 0.0266]
+    head = [0.0320, 0.0318, 0.0322, 0.0319, 0.0321]   # +20%, inside the 115% gap
+    got = confirm_suspect(bimodal, base, head, lower_is_better=True, policy=Policy())
+    assert got.verdict is Verdict.SUSPECT and "within the series' process levels" in got.note, got.note
+    assert got.figures is not None and got.figures.runs_head == tuple(head)

@@ -253,8 +253,17 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
         return dataclasses.replace(judgement, note=f"{judgement.note}; {AB_CANDIDATE_UNDECIDED}: {ab_text}")
     if not judgement.verdict.awaiting_confirmation:
         return judgement
-    return _confirm(judgement, base_runs, head_runs, lower_is_better=lower_is_better, policy=policy,
-                    base_label=base_label)[0]
+    # a suspect is put to the A/B against the floor as a candidate is: the A/B's own statistics deal with its noise
+    # (a suspect held to its nights' k x sigma stayed inconclusive at a real, separated +3%); the level-shift
+    # escape keeps its line at 2x the series' own threshold
+    asked = dataclasses.replace(judgement, threshold_pct=policy.potential_pct)
+    got = _confirm(asked, base_runs, head_runs, lower_is_better=lower_is_better, policy=policy,
+                   base_label=base_label, severe_floor=judgement.threshold_pct)[0]
+    if got.verdict.changes_level or got.verdict is Verdict.UNCHANGED:
+        return got
+    # undecided: the line the nights apply stays the series' own (what coverage and the next night read)
+    return dataclasses.replace(got, threshold_pct=judgement.threshold_pct, figures=None if got.figures is None else
+                               dataclasses.replace(got.figures, threshold_pct=judgement.threshold_pct))
 
 
 def _confirm(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
@@ -286,6 +295,8 @@ def _confirm(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequen
     modes = judgement.figures.modes if judgement.figures is not None else ()
     if modes:
         figures = dataclasses.replace(figures, modes=modes)
+    if judgement.figures is not None and judgement.figures.ab_noise_pct is not None:
+        figures = dataclasses.replace(figures, ab_noise_pct=judgement.figures.ab_noise_pct)
     within = _within_levels(conf, modes, alpha=policy.alpha)
     if within and decision.state in (stats.State.REGRESSION, stats.State.SEVERE, stats.State.IMPROVED):
         # the series' processes settle on known levels and the A/B's change could be a reshuffle of its runs
@@ -335,11 +346,10 @@ def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_r
 
     if remaining_pairs <= 0 or len(base_runs) < 2 or len(head_runs) < 2:
         return remaining_pairs > 0
-    severe_floor = 0.0
+    severe_floor = judgement.threshold_pct or 0.0   # asked against the floor, as confirm_suspect asks
     if ab_candidate(judgement, policy.potential_pct, policy.measurable_target_pct):
-        severe_floor = judgement.threshold_pct or 0.0
         judgement = as_ab_question(judgement, policy.potential_pct)
-    threshold = judgement.threshold_pct or policy.potential_pct
+    threshold = policy.potential_pct
     a, b = [float(v) for v in base_runs], [float(v) for v in head_runs]
     lo, hi = min(a + b), max(a + b)
     mid = float(statistics.median(a))
