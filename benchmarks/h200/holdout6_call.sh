@@ -21,10 +21,11 @@ export CARRY=${CARRY:-$REPO/.devcarry}
 GT=${GT:-0}; ROUNDS=${ROUNDS:-2}; GT_BUDGET_S=${GT_BUDGET_S:-230}; CALL_S=${CALL_S:-585}
 export ZL_SLOWED_CASE="var_mean/float16/(1024x1024x1024, 1)"
 if [ "$GT" = 1 ]; then
+  one=(--phase "one:A:var_mean or all or cumsum"); [ "${GT_ONE:-1}" = 1 ] || one=()   # GT_ONE=0: no cold process
   BUNDLE=flaggems_holdout6.bundle \
   REVS=${GT_REVS:-"A=master~1 W256k=origin/r262144 W384k=origin/r393216 W512k=origin/r524288"} TAG=gt6 \
     bash "$H/flaggems_holdout_device.sh" --ops "var_mean or all or cumsum" \
-    --phase "one:A:var_mean or all or cumsum" --phase "sel:var_mean:$ROUNDS" \
+    "${one[@]}" --phase "sel:var_mean:$ROUNDS" \
     --budget-s "$GT_BUDGET_S" --seed 73 --seq-start 601
   tar xzf "$OUT/holdout_gt6.tar.gz" -C /tmp
   mkdir -p /tmp/gt6_sel && cp /tmp/holdout_gt6/*_sel_*.log /tmp/gt6_sel/
