@@ -28,6 +28,13 @@
   the stand-in exits with the recorded code and the suite declares the same (``Holdout.exit_codes``).
   ``HOLDOUT5_LEASE6``: the same upstream, served lease 6's processes (A A A A A D1 W W on a fresh H200, zlops
   1b323fe), A/B runs of nights 6-8 included.
+- ``HOLDOUT6`` (tests/data/flaggems_h200/holdout6_2026-12-06/live/, PROVENANCE.md there): var_mean, all and cumsum;
+  A, one README-only commit D1 (no night ran it), then W (var_mean's wrapper launches its Welford kernel once more
+  over the first 262144 rows: +3.92% on ``var_mean/float16/(1024x1024x1024, 1)`` in the H200 ground truth, +3.38%
+  on the H100 the nights ran on), each with the real ``src/flag_gems/ops/var_mean.py``. The processes are the six
+  live nights' (A A A W W W, one H100 machine, zlops 2f7d3a8) and night 4's twelve whole-subset A/B runs, with their
+  Triton caches (cumsum's seven ``reduce_then_scan`` kernels get a new cache key in every process: each process
+  "compiles" them).
 
 Each commit's message carries ``Replay-Set: <label>``. ``replay_holdout.py`` stands in for ``python -m pytest
 benchmark/ -m <ops> --level core ...`` and writes what FlagGems writes (``result_<argv>.log`` in its working
@@ -268,6 +275,7 @@ FAKE_TRITON = Path(__file__).parent / "fake_triton"   # Triton 3.6's cache modul
 DATA2 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout2_2026-12-02"
 DATA3 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout3_2026-12-02"
 DATA5 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout5_2026-12-04"
+DATA6 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout6_2026-12-06"
 
 HOLDOUT1 = Holdout(
     data=DATA, ops=("mean", "amax", "add"), slowed_case="mean/float16/(1024x1024x1024, 1)",
@@ -331,6 +339,24 @@ HOLDOUT5 = Holdout(
 # killed by the call's timeout: its last run has no record). Its upstream/ is lease 5's (the record script checks
 # the mirror's files identical); op_s are lease 5's (used only where an A/B side outruns its recorded runs)
 HOLDOUT5_LEASE6 = replace(HOLDOUT5, data=DATA5 / "lease6", ignore=(*HOLDOUT5.ignore, "triton_cache.tsv"))
+
+HOLDOUT6 = Holdout(
+    data=DATA6 / "live", ops=("var_mean", "all", "cumsum"), slowed_case="var_mean/float16/(1024x1024x1024, 1)",
+    slowed_metrics=("latency", "speedup"), source="src/flag_gems/ops/var_mean.py",
+    sources=DATA6 / "live" / "upstream",
+    commits=(Commit("A", "A", "A", "FlagGems ed2508bcb5a0 trimmed: flag_gems + benchmark/ for var_mean all cumsum"),
+             Commit("W", "W", "W", "var_mean: launch the Welford kernel once more over the first 262144 rows above "
+                                   "2**30 elements (injected regression)")),
+    readme="# FlagGems (trimmed to var_mean, all, cumsum; replayed from H100 recordings)\n",
+    night_kinds=("night", "ab"), ab_kinds=("ab",), n_docs=1,
+    # per-op test time, used only where an A/B side outruns its recorded runs and gets a filtered whole-subset
+    # process: var_mean the median test time of the six stamped -m var_mean processes of the H100 ground truth
+    # (groundtruth_h100/), all + cumsum the median pytest session of the nightly shards (nights 2-6: night 1
+    # compiled every kernel) less it, split evenly (only their sum is measured)
+    # (tests/stats/test_h200_holdout6_replay.py re-derives these)
+    op_s={"var_mean": 4.28, "all": 2.74, "cumsum": 2.74}, kernels=True, exit_codes=(1,),
+    # the nights' own files (JSON, verdicts, env, the call's output): not processes to replay
+    ignore=("*.md", "*.txt", "*.yaml", "nights.tsv", "json", "upstream"))
 
 # hold-out 1's names, as its tests import them
 OPS = HOLDOUT1.ops

@@ -13,7 +13,7 @@ tests/flaggems_holdout.py's ``HOLDOUT6``, what holdout5_live_record.py writes fo
 
 - ``processes.tsv``: one row per benchmark process (the nightly shards and every A/B run) in start order, hold-out
   5's columns: ``label`` the code the process ran (``A`` for A and the README-only D1, ``W`` for W), ``commit``
-  the commit's own name, ``pytest_s`` pytest's session time, ``lease`` ``6``;
+  the commit's own name, ``pytest_s`` pytest's session time, ``lease`` ``1`` (one machine for the call);
 - ``procs/<seq>_n<night>_<night|abNN{A,B}>_<commit>.{log,kernels.json}``: the process's ``flaggems_record.log`` and
   ``kernels.json`` (no GPU identifier is in them; manifests and run_identity.json, which name the GPU, are left
   out);
@@ -133,7 +133,7 @@ def main() -> int:
     for rid, kind, ab, folder in rec.run_folders(art):
         row = rec.process_row(rid, kind, ab, folder, runs, {s: CODE[n] for s, n in commit_of.items()})
         killed = row["status"] == "running" and runs[rid][5] == str(rec5.INTERRUPTED) and kind == "ab"
-        row.update(commit=commit_of[row["sha"]], pytest_s=rec5.pytest_s(folder, required=not killed), lease="6")
+        row.update(commit=commit_of[row["sha"]], pytest_s=rec5.pytest_s(folder, required=not killed), lease="1")
         if kind == "ab":
             m = rec5._AB_FOLDER.search(ab)
             assert m is not None, ab
