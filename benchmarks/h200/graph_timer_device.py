@@ -1,4 +1,5 @@
-"""Kernel vs cudagraph timer on the device (tests/data/flaggems_h200/graph_timer_2026-12-06/PROVENANCE.md).
+"""Kernel vs cudagraph timer on the device (the issue "Watch the whole suite: time launch-bound kernels with the graph
+timer"; not yet run: on 2026-12-06 both calls got no machine; the record is to go to tests/data/flaggems_h200/).
 
 Fresh whole-subset FlagGems processes of one checkout, alternating ``--mode kernel`` (triton.testing.do_bench)
 and ``--mode cudagraph`` (triton.testing.do_bench_cudagraph), K G K G ...: each is
