@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from zlops.judge.evidence import ab_noise_pct
+from zlops.stats.noise import ab_noise_pct
 from zlops.judge.judges import (
     AB_CANDIDATE_UNDECIDED,
     ab_candidate,
@@ -135,3 +135,17 @@ def test_within_known_levels_the_level_shift_rule_does_not_confirm() -> None:
     got = confirm_suspect(bimodal, base, head, lower_is_better=True, policy=Policy())
     assert got.verdict is Verdict.SUSPECT and "within the series' process levels" in got.note, got.note
     assert got.figures is not None and got.figures.runs_head == tuple(head)
+
+
+def test_a_candidate_whose_ab_runs_spread_like_the_nights_is_not_confirmed() -> None:
+    """Real H200 A/A noise (benchmarks/noise_replay.py): mm_512 do_bench (3.7% between processes), unmeasurable by
+    the nights, put to an A/B that is a random 8+8 split of one code's processes: "-6.36%, p=0.00016". With many
+    candidates asked a night the rank test's alpha is spent on such reshuffles: a candidate whose A/B runs spread so
+    far that 3 x it hides the target change is unmeasurable by the A/B too, never confirmed."""
+    base = [1.000, 1.050, 0.998, 1.061, 1.049, 1.002, 1.058, 1.055]
+    head = [0.940, 0.948, 0.936, 0.951, 0.944, 0.938, 0.950, 0.945]   # every run below every base run
+    asked = night(Verdict.UNMEASURABLE, -6.36, 11.5, noise=3.7)
+    got = confirm_suspect(asked, base, head, lower_is_better=True, policy=Policy())
+    assert got.verdict is Verdict.UNMEASURABLE and "unmeasurable by the A/B too" in got.note, got.note
+    quiet = confirm_suspect(asked, QUIET_BASE, [v * 0.95 for v in QUIET_BASE], lower_is_better=True, policy=Policy())
+    assert quiet.verdict is Verdict.IMPROVED, quiet.note   # the same move through quiet runs is confirmed

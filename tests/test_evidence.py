@@ -131,7 +131,7 @@ def test_ab_runs_of_drifting_nights_are_process_evidence_not_process_levels() ->
     """Two nights' A/Bs of unchanged code, the machine at 0.96 one night and 1.05 the next, each A/B's runs within
     0.1%: pooled raw they read as two process levels 9% apart (and the series became "bimodal 0.96/1.05:
     unmeasurable" for good); each side about its own median they are one level, and the A/B noise is 0.1%."""
-    from zlops.judge.evidence import ab_noise_pct
+    from zlops.stats.noise import ab_noise_pct
     from zlops.stats.noise import detect_modes
 
     nights = [1.0, 1.05, 0.96, 1.03, 0.97, 0.96, 1.05]

@@ -86,7 +86,7 @@ class JudgeInputs:
     #: series whose unresolved suspect nights may not be confirmed by nights alone -> why (zlops.stats.decide's
     #: hold: the first suspect night ran the code of the night before it, or an A/B of the suspect could not decide)
     hold: Mapping[SeriesKey, str] = field(default_factory=dict)
-    #: per series, the noise its earlier interleaved A/Bs saw (zlops.judge.evidence.ab_noise_pct), apart from
+    #: per series, the noise its earlier interleaved A/Bs saw (zlops.stats.noise.ab_noise_pct), apart from
     #: the drift between nights: what an A/B of it tonight can expect to see through
     ab_noise: Mapping[SeriesKey, float] = field(default_factory=dict)
 

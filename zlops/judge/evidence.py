@@ -15,7 +15,6 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import logging
-import math
 import statistics
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -163,7 +162,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     - ``pending_ab`` (filled when given): the series whose run of unresolved suspects holds a night whose A/B
       ran and could not decide (its stored figures carry A/B runs): nights alone may not confirm them.
     - ``ab_noise`` (filled when given): per series with A/B runs in what is kept, the noise an interleaved A/B
-      sees (:func:`ab_noise_pct`: the spread of each A/B side's runs about their own median), kept apart from the
+      sees (:func:`zlops.stats.noise.ab_noise_pct`: the spread of each A/B side's runs about their own median), kept apart from the
       drift between nights, which the history carries. An undecided A/B counts here: its runs still show how
       far fresh processes of one commit land from each other minutes apart.
 
@@ -175,6 +174,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     import numpy as np
 
     from zlops.stats.decide import held_out_nights, unresolved_suspects
+    from zlops.stats.noise import ab_noise_pct
     from zlops.store.frames import series_starts
 
     history: dict[cmp.SeriesKey, Any] = {k: [] for k in keys}
@@ -241,7 +241,7 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
                 for side in (figures.runs_head,) if verdict.changes_level else (figures.runs_base, figures.runs_head):
                     runs.extend(_at_level(side, level))
             processes[key] = runs
-            if ab_noise is not None and (sigma := ab_noise_pct(sides)) is not None:
+            if ab_noise is not None and (sigma := ab_noise_pct(sides)) is not None:   # zlops.stats.noise
                 ab_noise[key] = sigma
             if drop:
                 history[key] = np.concatenate((medians[lo:b - drop - 1], medians[b - 1:b]))
@@ -263,33 +263,6 @@ def _at_level(side: Sequence[float], level: float) -> list[float]:
         return []
     mid = statistics.median(values)
     return [v / mid * level for v in values]
-
-
-#: the fewest A/B runs (over all sides) an A/B noise estimate rests on
-AB_NOISE_MIN_RUNS = 6
-
-
-def ab_noise_pct(sides: Collection[Collection[float]]) -> float | None:
-    """The run-to-run noise of interleaved A/B runs, in % (sigma on the log scale): each side's runs (one commit,
-    fresh processes minutes apart) about their own median, pooled over ``sides``, as a root mean square over the
-    degrees of freedom the side medians left (``n - sides``). Deliberately not robust: a run on another process
-    level is exactly the noise an A/B of the series must see through (a median absolute deviation reads 0 on
-    sides of 1.0/2.0/1.0 runs). None under :data:`AB_NOISE_MIN_RUNS` runs of sides of two or more."""
-    import numpy as np
-
-    devs: list[float] = []
-    used = 0
-    for side in sides:
-        values = [float(v) for v in side if v > 0]
-        if len(values) < 2:
-            continue
-        logs = np.log(values)
-        devs += (logs - float(np.median(logs))).tolist()
-        used += 1
-    if len(devs) < AB_NOISE_MIN_RUNS or len(devs) <= used:
-        return None
-    rms = math.sqrt(float(np.sum(np.square(devs))) / (len(devs) - used))
-    return math.expm1(rms) * 100.0
 
 
 def caliber_walls(store: Store, run_keys: set[str],

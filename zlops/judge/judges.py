@@ -185,6 +185,14 @@ def ab_candidate(judgement: Judgement, floor_pct: float, target_pct: float = 5.0
 AB_NOISE_K = 3.0
 
 
+def _ab_spread(base_runs: Sequence[float], head_runs: Sequence[float]) -> float | None:
+    """The run-to-run noise of tonight's A/B (:func:`zlops.stats.noise.ab_noise_pct`'s estimator: each side about
+    its own median)."""
+    from zlops.stats.noise import ab_noise_pct
+
+    return ab_noise_pct([tuple(base_runs), tuple(head_runs)])
+
+
 def as_ab_question(judgement: Judgement, floor_pct: float) -> Judgement:
     """A candidate (:func:`ab_candidate`) put to the A/B as a suspect is: its direction tonight, against the floor."""
     verdict = Verdict.SUSPECT if (judgement.worse_pct or 0.0) > 0 else Verdict.SUSPECT_IMPROVED
@@ -246,7 +254,14 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
         asked = as_ab_question(judgement, policy.potential_pct)
         got, ab_text = _confirm(asked, base_runs, head_runs, lower_is_better=lower_is_better, policy=policy,
                                 base_label=base_label, severe_floor=judgement.threshold_pct)
-        if got.verdict.changes_level or got.verdict is Verdict.UNCHANGED:
+        spread = _ab_spread(base_runs, head_runs)
+        if got.verdict.changes_level and spread is not None and AB_NOISE_K * spread > policy.measurable_target_pct:
+            # the A/B's own runs spread as far as the nights': it cannot see the target change either, and with many
+            # candidates asked a night its rank test's alpha would be spent on reshuffles of process levels (real
+            # H200 A/A noise, mm_512 at 3.7%: random 8+8 splits of one code's processes "improved -6.36%, p=0.00016")
+            ab_text = (f"{ab_text}; its runs spread {spread:.2f}% about each side's median (x {AB_NOISE_K:g} > "
+                       f"{policy.measurable_target_pct:g}%): unmeasurable by the A/B too, not confirmed")
+        elif got.verdict.changes_level or got.verdict is Verdict.UNCHANGED:
             return got   # confirmed or cleared, with the A/B's figures
         # undecided (or the other way, or the base's own levels): the nights' verdict stands, with its figures;
         # the A/B's are said beside it

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -314,3 +314,28 @@ def detect_modes(values: Sequence[float], *, floor_pct: float, k: float = 3.0, m
                      shares=tuple(g.size / s.size for g in groups), gap_pct=gap_pct,
                      within_pct=within_sigma * 100.0, n=int(s.size))
     return best
+
+
+#: the fewest A/B runs (over all sides) an A/B noise estimate rests on
+AB_NOISE_MIN_RUNS = 6
+
+
+def ab_noise_pct(sides: Collection[Collection[float]]) -> float | None:
+    """The run-to-run noise of interleaved A/B runs, in % (sigma on the log scale): each side's runs (one commit,
+    fresh processes minutes apart) about their own median, pooled over ``sides``, as a root mean square over the
+    degrees of freedom the side medians left (``n - sides``). Deliberately not robust: a run on another process
+    level is exactly the noise an A/B of the series must see through (a median absolute deviation reads 0 on
+    sides of 1.0/2.0/1.0 runs). None under :data:`AB_NOISE_MIN_RUNS` runs of sides of two or more."""
+    devs: list[float] = []
+    used = 0
+    for side in sides:
+        values = [float(v) for v in side if v > 0]
+        if len(values) < 2:
+            continue
+        logs = np.log(values)
+        devs += (logs - float(np.median(logs))).tolist()
+        used += 1
+    if len(devs) < AB_NOISE_MIN_RUNS or len(devs) <= used:
+        return None
+    rms = math.sqrt(float(np.sum(np.square(devs))) / (len(devs) - used))
+    return math.expm1(rms) * 100.0
