@@ -169,3 +169,26 @@ def test_measure_is_validated_and_paired_knobs_say_what_to_write() -> None:
     assert pairs_to_decide(0.002) == 7 and pairs_to_decide(0.01) == 5
     with pytest.raises(ConfigError, match=r"max_pairs \(5\) must be >= min_pairs \(6\)"):
         _config(min_pairs=6, max_pairs=5)
+
+
+def test_pairs_are_kept_after_the_first_run_of_a_pair_is_discarded() -> None:
+    """A busy first run of a pair: run_pairs discards the pair and runs it again, from an odd run number. The
+    keeper pairs consecutive runs, so every later pair is kept (it had paired by the numbers' parity and kept
+    none: a paired PR compare ended "measured nothing on HEAD" about a minute in)."""
+    keeper = PairKeeper(max_foreign_cpu_diff_pct=50, max_steal_pct=10)
+    calls: list[tuple[str, int]] = []
+
+    def run_one(side: str, index: int) -> tuple[dict, float]:
+        calls.append((side, index))
+        if len(calls) == 3:   # the second pair's first run: the host was busy
+            keeper.drop(index)
+            raise HostBusy("foreign load", seconds=1.0)
+        value = 1.0 if side == "A" else 1.1
+        keeper.add(index, {"A": "base", "B": "head"}[side], value, {"foreign_cpu_mean_pct": 5.0})
+        return {("case", "time"): value}, 1.0
+
+    pairs = run_pairs(run_one=run_one, seed=3, min_pairs=4, max_pairs=4, budget_s=100.0, est_run_s=1.0)
+    assert pairs.pairs == 4 and len(pairs.discarded) == 1 and pairs.runs == 9
+    assert calls[3][1] % 2 == 1        # the re-run pair starts from an odd number
+    assert len(keeper.kept) == 4, (calls, keeper.kept)
+    assert all({a[0], b[0]} == {"base", "head"} for a, b in keeper.kept)

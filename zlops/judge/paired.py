@@ -79,24 +79,29 @@ def pair_busy_reason(first: Mapping[str, Any], second: Mapping[str, Any], *, sid
 class PairKeeper:
     """Judges each pair's balance as its second run ends and keeps what the valid pairs' runs measured.
 
-    Runs are numbered as :func:`zlops.judge.interleave.run_pairs` numbers them: a pair's runs are ``2k`` and
-    ``2k + 1``. :meth:`add` raises :class:`HostBusy` for the second run of an unbalanced pair, so the
-    runner discards the pair; ``kept`` holds, per valid pair, (side, payload) of both runs.
+    A pair is two consecutive runs of :func:`zlops.judge.interleave.run_pairs`: a run that arrives with no
+    run waiting is a pair's first, the next one completes it. Not by the run's number: the runs are numbered
+    by count, and a pair whose first run was discarded (busy) is run again from an odd number, after which
+    numbers' parity no longer says which run is first (a paired PR compare kept no pair after one busy run and
+    "measured nothing on HEAD"). :meth:`add` raises :class:`HostBusy` for the second run of an unbalanced pair,
+    so the runner discards the pair; :meth:`drop` forgets a waiting first run (the pair is discarded and run
+    again); ``kept`` holds, per valid pair, (side, payload) of both runs.
     """
 
     max_foreign_cpu_diff_pct: float | None
     max_steal_pct: float | None
     enabled: bool = True
-    pending: dict[int, tuple[str, Any, Mapping[str, Any]]] = field(default_factory=dict)
+    pending: tuple[str, Any, Mapping[str, Any]] | None = None
     kept: list[tuple[tuple[str, Any], tuple[str, Any]]] = field(default_factory=list)
 
     def add(self, index: int, side: str, payload: Any, telemetry: Mapping[str, Any]) -> None:
-        pair = index // 2
-        if index % 2 == 0:
-            self.pending[pair] = (side, payload, telemetry)
+        """Run ``index`` (its number, for the caller's folders; not used to pair) measured ``payload``."""
+        first, self.pending = self.pending, None
+        if first is None:
+            self.pending = (side, payload, telemetry)
             return
-        first = self.pending.pop(pair, None)
-        if first is None:  # the pair's first run was invalid: the runner discards the pair
+        if first[0] == side:   # two runs of one side in a row: the first one's pair was cut; start again here
+            self.pending = (side, payload, telemetry)
             return
         if self.enabled:
             reason = pair_busy_reason(first[2], telemetry, sides=(first[0], side),
@@ -107,8 +112,8 @@ class PairKeeper:
         self.kept.append(((first[0], first[1]), (side, payload)))
 
     def drop(self, index: int) -> None:
-        """The run ``index`` was invalid on its own: forget its pair's first run."""
-        self.pending.pop(index // 2, None)
+        """The run ``index`` was invalid on its own: its pair is discarded, forget a waiting first run."""
+        self.pending = None
 
 
 def keeper_for(config: Any, pool: str) -> PairKeeper:
