@@ -8,8 +8,9 @@ derived row (it follows its source, :mod:`zlops.judge.derived`: its source is co
 - **watched through the A/B** when tonight's A/B decided it (A/B runs in its figures and the verdict unchanged,
   regression, severe or improved: its threshold is then the question put to the A/B, not the nights' own);
 - **watched by the nights**: a judged verdict (unchanged, suspect either way, regression, severe, improved,
-  potential) whose applied threshold (``judgement.threshold_pct``) is at most ``X`` and whose figures carry no
-  process levels (``figures.modes``);
+  potential) whose applied threshold (``judgement.threshold_pct``) is at most ``X``, whose figures carry no
+  process levels (``figures.modes``) and whose noise model is not provisional (fewer than ``min_nights`` nights:
+  its threshold is the floor because the noise is not known yet, "too few nights");
 - else **watched through the A/B** when its earlier interleaved A/Bs' noise (``figures.ab_noise_pct``) is small
   enough that an A/B would see ``X`` (:data:`zlops.judge.judges.AB_NOISE_K` x it at most ``X``), for a row the
   A/B is asked about (:func:`zlops.judge.judges.ab_candidate`: measured tonight, not judged by its levels);
@@ -73,7 +74,11 @@ def row_watch(c: Comparison, pct: float, *, judge: str = "noise") -> str:
         # the A/B's verdict and figures: its threshold is the question put to the A/B (the floor, for a candidate),
         # not the nights' own, so the row is the A/B's whatever that threshold
         return AB
-    if j.verdict in JUDGED and j.threshold_pct is not None and j.threshold_pct <= pct and not levels:
+    provisional = "provisional" in j.note
+    if (j.verdict in JUDGED and j.threshold_pct is not None and j.threshold_pct <= pct and not levels
+            and not provisional):
+        # a provisional noise model (fewer than min_nights nights) reads the floor for a threshold: the series'
+        # process-to-process behaviour is not known yet, so the nights do not watch it at that line yet
         return NIGHTS
     if j.verdict in _GAPS:
         return _GAPS[j.verdict]
@@ -82,7 +87,7 @@ def row_watch(c: Comparison, pct: float, *, judge: str = "noise") -> str:
         return AB
     if levels:
         return "levels"
-    if "provisional" in j.note:
+    if provisional:
         return "too few nights"
     if j.threshold_pct is not None and j.threshold_pct > pct:
         return "noise (A/B too)" if ab_noise is not None else "noise"
