@@ -4,6 +4,7 @@ night's fall), the coverage page and the trust ledger print."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -244,3 +245,35 @@ def test_the_ledger_says_nights_without_a_stored_figure() -> None:
 @pytest.mark.parametrize("pct", [2.0, 5.0])
 def test_every_reason_is_a_known_one(pct: float) -> None:
     assert {row_watch(c, pct) for c in NIGHT if cover.counted(c)} <= {NIGHTS, AB, *cover.REASONS}
+
+
+def test_a_case_whose_graph_timer_fell_back_says_so_and_coverage_names_it() -> None:
+    """zlops.timing times a shape directly when the device refuses its capture (params["fallback"]): the compare
+    row says so beside its verdict, and a row that is then too noisy to watch is 'timer fell back', not 'noise';
+    the same noisy series timed by the graph says 'noise'."""
+    from zlops.formats.zlops_json import parse
+    from zlops.judge.compare import JudgeInputs, build_comparisons
+    from zlops.judge.setup import JudgingSetup
+    from zlops.model import TIMER_FELL_BACK
+    from zlops.stats import Policy
+    from zlops.timing import Timing
+
+    why = "capture refused: RuntimeError: operation not permitted when stream is capturing"
+    doc = {"schema_version": 1, "cases": [
+        {"name": name, "metric": "time", "unit": "ms", "samples": [1.0, 1.01, 0.99],
+         "params": Timing(name, (1.0,), timer, fallback).params()}
+        for name, timer, fallback in (("sort", "direct", why), ("tanh", "graph", None))]}
+    head = {("cuda", r.case, r.metric): r for r in parse(json.dumps(doc), source="results.json")}
+    noisy = [1.0, 1.06, 0.95, 1.04, 0.97, 1.05, 0.94, 1.03, 0.96]   # ~4% between nights: a 5% change hides
+    bases = {k: BaselinePoint("n9", SHA, "ms", 1.0, 3) for k in head}
+    rows = build_comparisons(suite="kernels", pools=["cuda"], head=head, baselines=bases,
+                             newest_baseline_run={"cuda": "n9"}, setup=JudgingSetup("noise", T, Policy()),
+                             inputs=JudgeInputs(history={k: noisy for k in head}))
+    by = {c.case: c for c in rows}
+    assert f"{TIMER_FELL_BACK}: {why}" in by["sort"].judgement.note
+    assert TIMER_FELL_BACK not in by["tanh"].judgement.note
+    assert by["sort"].judgement.threshold_pct > 5.0 and by["tanh"].judgement.threshold_pct > 5.0
+    assert row_watch(by["sort"], 5.0) == "timer fell back"
+    assert row_watch(by["tanh"], 5.0) in ("noise", "unmeasurable")
+    [night] = cover.pool_coverage(rows, T)
+    assert night.high.why.get("timer fell back") == 1

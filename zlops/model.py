@@ -27,6 +27,10 @@ def _require(cond: bool, cls: str, fieldname: str, expected: str, got: object) -
 #: What marks a recall canary's series (zlops.judge.canary): ``<source case> [canary]``, a series zlops planted
 #: itself by scaling a real one; it is judged like any series and never pages anybody.
 CANARY_MARK = " [canary]"
+#: said in a compare row's note when tonight's harness timed the case directly where its backend offers a graph
+#: timer (zlops.timing's per-shape fallback, the reason in the results' params["fallback"]): coverage names it as the
+#: reason such a row is not watched, the report shows it beside the row
+TIMER_FELL_BACK = "timer fell back to direct timing"
 
 
 def canary_case(source_case: str) -> str:

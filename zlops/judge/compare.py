@@ -20,6 +20,7 @@ from zlops.judge.derived import follow_sources
 from zlops.judge.judges import DEVICE_MOVED_NOTE, JUDGES
 from zlops.judge.setup import JudgingSetup
 from zlops.model import (
+    TIMER_FELL_BACK,
     BaselinePoint,
     CaseResult,
     CompareSummary,
@@ -192,6 +193,10 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         res = head[key]
         judgement = judged.get(key) or Judgement(Verdict.NEW, None, None, None,
                                                  "no accepted baseline on an ancestor commit")
+        if fallback := res.params.get("fallback"):
+            # the harness timed this case directly where its backend offers a graph timer (zlops.timing): the row
+            # says so, and coverage names it as why a row that is not watched is not
+            judgement = _with_note(judgement, f"{TIMER_FELL_BACK}: {str(fallback)[:200]}")
         side = (head_summaries or {}).get(key) or Summary.of(res.samples)
         base = bases[key]
         ref = extra.before_pending.get(key)

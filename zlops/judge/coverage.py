@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zlops.judge.judges import AB_NOISE_K
-from zlops.model import Comparison, Thresholds, Verdict, is_canary
+from zlops.model import TIMER_FELL_BACK, Comparison, Thresholds, Verdict, is_canary
 
 #: verdicts reached on tonight's measurement: watched by the nights at their threshold
 JUDGED = frozenset({Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.REGRESSION, Verdict.SEVERE,
@@ -37,10 +37,12 @@ JUDGED = frozenset({Verdict.UNCHANGED, Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED
 AB_DECIDED = frozenset({Verdict.UNCHANGED, Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED})
 #: what :func:`row_watch` answers for a watched row
 NIGHTS, AB = "nights", "A/B"
-#: why a row is not watched at a threshold, in the order tried (the first that applies). A timer that fell back
-#: to direct timing (zlops.timing) is recorded in the results' params, not in the compare rows: not a reason here.
-REASONS = ("invalid", "missing", "failed", "incomparable", "levels", "too few nights", "noise (A/B too)", "noise",
-           "unmeasurable")
+#: why a row is not watched at a threshold, in the order tried (the first that applies). "timer fell back": the
+#: harness timed the case directly where its backend offers a graph timer (zlops.timing's per-shape fallback; the
+#: compare row's note says so, :data:`zlops.model.TIMER_FELL_BACK`): the launch path it then measures is what hides
+#: the change, so it is named before the noise it causes.
+REASONS = ("invalid", "missing", "failed", "incomparable", "timer fell back", "levels", "too few nights",
+           "noise (A/B too)", "noise", "unmeasurable")
 _GAPS = {Verdict.INVALID: "invalid", Verdict.MISSING: "missing", Verdict.FAILED: "failed",
          Verdict.INCOMPARABLE: "incomparable"}
 #: a fall of the share watched at the upper threshold by more than this many points against the previous
@@ -85,6 +87,8 @@ def row_watch(c: Comparison, pct: float, *, judge: str = "noise") -> str:
     ab_noise = f.ab_noise_pct if f is not None else None
     if ab_noise is not None and not levels and AB_NOISE_K * ab_noise <= pct:
         return AB
+    if TIMER_FELL_BACK in j.note:
+        return "timer fell back"
     if levels:
         return "levels"
     if provisional:
