@@ -41,6 +41,10 @@
 # VARIANT=6: the sixth hold-out (flaggems_holdout6.bundle: var_mean, all, cumsum; A = master~1, D1 = master, the
 # change = CHANGE_REV (origin/r262144 ... origin/r655360: var_mean's wrapper launches its Welford kernel once more
 # over the first ROWS rows of [1024, 1024, 1024]) cherry-picked onto the last D, labelled W; `kernels: triton`.
+# VARIANT=7: the seventh hold-out (flaggems_holdout7.bundle: cos, gelu, softmax; A = master~1, D1 = master, the
+# change = CHANGE_REV (origin/k16 ... origin/k64: cos of at most 65536 elements evaluates a TERMS-term series, one
+# dependent FMA a term) cherry-picked onto the last D, labelled W; `kernels: triton`) with FlagGems' graph timer:
+# MODE (FlagGems' --mode, appended to the suite's command; empty = FlagGems' default, kernel) is cudagraph here.
 # ZLOPS_SRC (default: this checkout): the zlops source tree the nights import (PYTHONPATH) and name in env.txt,
 # e.g. a fixed commit's `git archive` carried in .devcarry (hold-out 6: the device copies a working tree that
 # others edit); its ZLOPS_COMMIT file, if any, names the commit. The zlops commands then run with ZLOPS_SRC as their
@@ -59,7 +63,11 @@ AB_RESERVE_S=${AB_RESERVE_S:-300}
 HOME_Z=${HOME_Z:-/tmp/zh}
 VARIANT=${VARIANT:-1}
 ZLOPS_SRC=${ZLOPS_SRC:-$REPO}
-if [ "$VARIANT" = 6 ]; then
+MODE_GIVEN=${MODE+1}; MODE=${MODE-}
+if [ "$VARIANT" = 7 ]; then
+  BUNDLE=flaggems_holdout7.bundle; OPS_EXPR="cos or gelu or softmax"; BASE_REV=master; KERNELS_LINE="kernels: triton"
+  [ -n "$MODE_GIVEN" ] || MODE=cudagraph
+elif [ "$VARIANT" = 6 ]; then
   BUNDLE=flaggems_holdout6.bundle; OPS_EXPR="var_mean or all or cumsum"; BASE_REV=master; KERNELS_LINE="kernels: triton"
 elif [ "$VARIANT" = 5 ]; then
   BUNDLE=flaggems_holdout5.bundle; OPS_EXPR="amin or any or maximum"; BASE_REV=master; KERNELS_LINE="kernels: triton"
@@ -121,6 +129,7 @@ else
   k=2
   for d in $(git -C "$UP" rev-list --reverse $BASE_REV..$LAST_D); do SHA[D$k]=$d; k=$((k+1)); done
   COMMAND='["python", "-m", "pytest", "{worktree}/benchmark", "-m", "{cases}", "--level", "core", "--dtypes", "float16", "--record", "log", "--warmup", "100", "--iter", "100", "-p", "no:cacheprovider", "-q", "-s"]'
+  [ -n "$MODE" ] && COMMAND="${COMMAND%]}, \"--mode\", \"$MODE\"]"
   BACKEND=cuda BRANCH=live ENV_LINE='env: {PYTHONPATH: "/tmp/site"}'
 fi
 git -C "$UP" log --format='%H %s' "$BRANCH" > "$E/upstream_log.txt"

@@ -23,6 +23,10 @@
 # cumsum, with A, B (README only) on master and the candidate ~3% slowdowns on the branches r262144, r393216,
 # r524288 and r655360 (from B): holdout_patches/v6_W_var_mean_wrapper.py ROWS (var_mean's wrapper launches its
 # unchanged Welford kernel once more over the first ROWS rows of [1024, 1024, 1024] reduced over dim 1).
+# VARIANT 7 is the seventh hold-out (tests/data/flaggems_h200/holdout7_2026-12-06/PROVENANCE.md): cos, gelu and
+# softmax, with A, B (README only) on master and the candidate ~3% slowdowns of the launch-bound cos (64, 64) as the
+# graph timer reads it on the branches k16, k24, k32, k48 and k64 (from B): holdout_patches/v7_W_cos_small.py TERMS
+# (inputs of at most 65536 elements go through a new pointwise kernel that adds TERMS dependent FMAs per element).
 # VARIANT 3 is the third hold-out (tests/data/flaggems_h200/holdout3_2026-12-02/PROVENANCE.md): max, argmax and sub,
 # with A, B (README only), then on master
 #   C  holdout_patches/v3_C_argmax_kernel.py 32: argmax's non-inner kernel reads the first N/32 rows of its
@@ -41,6 +45,7 @@ OPS="mean amax add"
 [ "$VARIANT" = 4 ] && OPS="min argmin div"
 [ "$VARIANT" = 5 ] && OPS="amin any maximum"
 [ "$VARIANT" = 6 ] && OPS="var_mean all cumsum"
+[ "$VARIANT" = 7 ] && OPS="cos gelu softmax"
 W=$(mktemp -d)
 export GIT_AUTHOR_NAME=zlops GIT_AUTHOR_EMAIL=zlops@example.com GIT_COMMITTER_NAME=zlops GIT_COMMITTER_EMAIL=zlops@example.com
 export GIT_AUTHOR_DATE=2026-12-01T12:00:00Z GIT_COMMITTER_DATE=2026-12-01T12:00:00Z
@@ -65,7 +70,11 @@ size_branches() {
   done
   git checkout -q master
 }
-if [ "$VARIANT" = 6 ]; then
+if [ "$VARIANT" = 7 ]; then
+  size_branches k v7_W_cos_small.py \
+    "cos: small tensors (<= 65536 elements) evaluate a %s-term Taylor series where |x| < 1 (injected regression)" \
+    16 24 32 48 64
+elif [ "$VARIANT" = 6 ]; then
   size_branches r v6_W_var_mean_wrapper.py \
     "var_mean: launch the Welford kernel once more over the first %s rows above 2**30 elements (injected regression)" \
     262144 393216 524288 655360
@@ -128,7 +137,8 @@ PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
 git log --format='%H %s' --all
-if [ "$VARIANT" = 6 ]; then git bundle create -q "$BUNDLE" master r262144 r393216 r524288 r655360
+if [ "$VARIANT" = 7 ]; then git bundle create -q "$BUNDLE" master k16 k24 k32 k48 k64
+elif [ "$VARIANT" = 6 ]; then git bundle create -q "$BUNDLE" master r262144 r393216 r524288 r655360
 elif [ "$VARIANT" = 5 ]; then git bundle create -q "$BUNDLE" master r65536 r131072 r196608 r393216 r524288
 elif [ "$VARIANT" = 4 ]; then git bundle create -q "$BUNDLE" master m8 m32 m64
 elif [ "$VARIANT" = 3 ]; then git bundle create -q "$BUNDLE" master alt w144 w256 w384; else git bundle create -q "$BUNDLE" master; fi
