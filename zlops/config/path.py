@@ -1,4 +1,4 @@
-"""Which config file a command reads when ``--config`` is not given (README, "Finding the config").
+"""Which config file a command reads when ``--config`` is not given (docs/usage.md, "Finding the config").
 
 In this order, the first that applies wins:
 
