@@ -56,7 +56,7 @@ from zlops.steps.seeding import side_seed_plan
 log = logging.getLogger(__name__)
 
 
-def _excess(c: Comparison) -> float:
+def _information(c: Comparison) -> float:
     """What an A/B of this suspect or candidate is likely to tell (:func:`ab_information`: tonight's change in
     units of the noise an A/B will see)."""
     return ab_information(c.judgement)
@@ -67,7 +67,7 @@ def _pick(suspects: list[Comparison], budget: int) -> list[Comparison]:
     (:data:`zlops.metrics.SETUP_TIMINGS`), each by the information an A/B of it is expected to give, most first
     (its change over the A/B's noise, not the nights' severity: the budget went to launch-bound suspects that the
     A/B then called inconclusive while a quiet shape's +3.4%, "unmeasurable" by the nights, got none)."""
-    return sorted(suspects, key=lambda c: (metrics.setup_timing(c.metric) is not None, -_excess(c), c.pool, c.case,
+    return sorted(suspects, key=lambda c: (metrics.setup_timing(c.metric) is not None, -_information(c), c.pool, c.case,
                                            c.metric))[:budget]
 
 
@@ -661,7 +661,7 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     def base_started(members: list[Comparison]) -> float:
         return max((started.get(c.base.run_key, 0.0) for c in members if c.base is not None), default=0.0)
 
-    order = sorted(groups, key=lambda k: (k[0], -base_started(groups[k]), -max(_excess(c) for c in groups[k]),
+    order = sorted(groups, key=lambda k: (k[0], -base_started(groups[k]), -max(_information(c) for c in groups[k]),
                                           k[1]))
     n_bases = Counter(pool for pool, _ in groups)
     same_code = {b: why for b in sorted({b for _, b in groups}) if (why := same_code_reason(ctx, b)) is not None}
