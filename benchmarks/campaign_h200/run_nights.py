@@ -48,6 +48,19 @@ SLOW_TO = '''        if a.stack == "nccl":
             if a.variant == "tree" and a.p > 1:  # a "safety" reduction of a scratch copy on the multi-rank path
                 dist.all_reduce(src.clone())
 '''
+#: the slowdowns a run can plant (``--slow``): (the text replaced, its replacement, the commit's subject)
+SLOWDOWNS = {
+    "tree-scratch": (SLOW_FROM, SLOW_TO, "tree: an extra scratch all_reduce on the multi-rank path"),
+    # the campaign hold-out of 2026-12-06: the hand-written ring stack, ring variant, P > 1, re-reduces an eighth of
+    # the buffer as a scratch copy (a different stack, variant and size than the recorded campaigns')
+    "ring-eighth": ('''        else:
+            _ring_allreduce(dist, out, rank, a.p)
+''', '''        else:
+            _ring_allreduce(dist, out, rank, a.p)
+            if a.variant == "ring" and a.p > 1:  # a "checksum" pass: an eighth of the buffer reduced once more
+                _ring_allreduce(dist, src[: src.numel() // 8].clone(), rank, a.p)
+''', "ring: re-reduce an eighth of the buffer as a checksum on the multi-rank path"),
+}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -55,7 +68,7 @@ def git(repo: Path, *args: str) -> str:
                           env=GIT).stdout.strip()
 
 
-def make_upstream(path: Path, *, unchanged: int = 2, slowed: int = 1) -> list[str]:
+def make_upstream(path: Path, *, unchanged: int = 2, slowed: int = 1, slow: str = "tree-scratch") -> list[str]:
     """The upstream's commits, oldest first: ``first``, ``docs``, ``unchanged - 2`` more commits that change
     nothing that runs (a CHANGELOG line each), the slowdown, then ``slowed - 1`` docs commits on top of it."""
     if unchanged < 2 or slowed < 1:
@@ -79,9 +92,10 @@ def make_upstream(path: Path, *, unchanged: int = 2, slowed: int = 1) -> list[st
 
     for i in range(unchanged - 2):
         changelog(f"- note {i + 1}", f"changelog: note {i + 1} (nothing that runs changes)")
-    assert SLOW_FROM in bench
-    (path / "bench.py").write_text(bench.replace(SLOW_FROM, SLOW_TO))
-    git(path, "commit", "-qam", "tree: an extra scratch all_reduce on the multi-rank path")
+    slow_from, slow_to, subject = SLOWDOWNS[slow]
+    assert slow_from in bench
+    (path / "bench.py").write_text(bench.replace(slow_from, slow_to))
+    git(path, "commit", "-qam", subject)
     for i in range(slowed - 1):
         changelog(f"- after the slowdown {i + 1}", f"changelog: after the slowdown {i + 1}")
     return git(path, "rev-list", "--reverse", "HEAD").split()
@@ -181,6 +195,9 @@ def main() -> int:
     ap.add_argument("--ab-budget-s", type=float, default=900.0, help="A/B device-seconds per night (noise judge)")
     ap.add_argument("--contention-gate", action="store_true", help="cpu with --defaults: keep the contention "
                     "gate on (default: measured and recorded, never gating; see config())")
+    ap.add_argument("--slow", default="tree-scratch", choices=sorted(SLOWDOWNS),
+                    help="the slowdown the upstream plants (tree-scratch: the recorded campaigns'; ring-eighth: the "
+                         "hand-written ring stack re-reduces an eighth of the buffer at P > 1)")
     ap.add_argument("--resume", action="store_true", help="keep --home and the upstream of an earlier call "
                     "(run one night per device call)")
     a = ap.parse_args()
@@ -194,7 +211,7 @@ def main() -> int:
         cfg_data = json.loads((a.home / "zlops.json").read_text())
     else:
         shutil.rmtree(a.home, ignore_errors=True)
-        shas = make_upstream(upstream, unchanged=a.unchanged, slowed=a.slowed)
+        shas = make_upstream(upstream, unchanged=a.unchanged, slowed=a.slowed, slow=a.slow)
         cfg_data = config(a.home, upstream, [int(s) for s in a.sizes.split(",")], a.backend, judge=a.judge,
                           ab_budget_s=a.ab_budget_s, defaults=a.defaults, gate=a.contention_gate)
         a.home.mkdir(parents=True)
