@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import re
 import socket
@@ -20,7 +21,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -213,27 +216,41 @@ def deliver(url: str, payload: Any, headers: dict[str, str], *, timeout: float =
 
 
 def github_delivery(event: str, payload: dict[str, Any], secret: str | None) -> tuple[bytes, dict[str, str]]:
+    """The body and headers GitHub sends: a new delivery id each time (GitHub's GUID), the body signed."""
     body = json.dumps(payload).encode()
-    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4())}
     if secret is not None:
         headers["X-Hub-Signature-256"] = github_signature(secret, body)
     return body, headers
 
 
-def pr_comment(number: int, body: str, login: str, repo: str = "acme/kernels") -> dict[str, Any]:
-    """GitHub's issue_comment payload (the fields zlops reads, as GitHub sends them)."""
+_COMMENT_IDS = itertools.count(1001)
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pr_comment(number: int, body: str, login: str, repo: str = "acme/kernels", *,
+               created_at: str | None = None) -> dict[str, Any]:
+    """GitHub's issue_comment payload (the fields zlops reads, as GitHub sends them): each call is a new
+    comment (its own id, made now unless ``created_at``)."""
     return {"action": "created",
             "issue": {"number": number, "pull_request": {"url": f"https://api.github.com/repos/{repo}/pulls/{number}"}},
-            "comment": {"id": 1, "body": body, "user": {"login": login}},
+            "comment": {"id": next(_COMMENT_IDS), "body": body, "user": {"login": login},
+                        "created_at": created_at or _now_iso()},
             "repository": {"full_name": repo}, "sender": {"login": login}}
 
 
 def mr_note(iid: int, note: str, user_id: int, username: str, *, branch: str, sha: str,
-            project: str = "acme/kernels", project_id: int = 7) -> dict[str, Any]:
-    """GitLab's Note Hook payload on a merge request."""
+            project: str = "acme/kernels", project_id: int = 7, created_at: str | None = None) -> dict[str, Any]:
+    """GitLab's Note Hook payload on a merge request (a new note each call, made now unless ``created_at``;
+    GitLab writes times as ``2026-12-06 05:00:00 UTC``)."""
+    at = created_at or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     return {"object_kind": "note", "user": {"id": user_id, "username": username},
             "project": {"id": project_id, "path_with_namespace": project},
-            "object_attributes": {"note": note, "noteable_type": "MergeRequest"},
+            "object_attributes": {"id": next(_COMMENT_IDS), "note": note, "noteable_type": "MergeRequest",
+                                  "created_at": at},
             "merge_request": {"iid": iid, "source_branch": branch, "source_project_id": project_id,
                               "target_project_id": project_id, "last_commit": {"id": sha}}}
 

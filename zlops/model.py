@@ -225,9 +225,10 @@ def worse_ci_pct(ci_pct: tuple[float, float], *, lower_is_better: bool) -> tuple
 def change_text(change_pct: float, worse_pct: float) -> str:
     """A change as people read it, both directions from one place: ``+3.10% worse`` where the change is the
     worse ratio itself (a time), ``-85.33% (worse by 581.2%)`` / ``+25.00% (better by 20.0%)`` where the two
-    differ (a higher-is-better metric: the plain change and the ratio the judge weighs, :func:`worse_pct`)."""
+    differ (a higher-is-better metric: the plain change and the ratio the judge weighs, :func:`worse_pct`); an
+    improvement of a time is ``-18.74% (better)``, never "-18.74% worse"."""
     if abs(change_pct - worse_pct) <= 0.005:
-        return f"{worse_pct:+.2f}% worse"
+        return f"{worse_pct:+.2f}% worse" if worse_pct >= 0 else f"{worse_pct:+.2f}% (better)"
     way = "worse" if worse_pct > 0 else "better"
     return f"{change_pct:+.2f}% ({way} by {abs(worse_pct):.1f}%)"
 

@@ -93,7 +93,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
                                      "base": {"repo": {"full_name": "acme/kernels"}}}
     printed: dict[str, str] = {}
 
-    def trigger(conf: dict[str, Any]) -> str:
+    def trigger(conf: dict[str, Any], run_id: str) -> str:
         """What the DAG does, through `zlops compare` itself: its printed report is kept to compare."""
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -101,7 +101,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str,
                          "--pr", str(conf["pr"])])
         printed[conf["ref"]] = out.getvalue()
         assert code == 0, out.getvalue()
-        return f"manual__{conf['suite']}__{conf['ref']}"
+        return run_id
 
     server = AppServer(create_app(lambda: load_config(path), trigger=trigger))
     yield {"url": server.url, "forge": forge, "heads": heads, "printed": printed}

@@ -30,9 +30,9 @@ def receiver(forge: FakeForge, forge_config: Callable[..., Config]) -> Iterator[
                             "base": {"repo": {"full_name": "acme/kernels"}}}
     triggered: list[dict[str, Any]] = []
 
-    def trigger(conf: dict[str, Any]) -> str:
+    def trigger(conf: dict[str, Any], run_id: str) -> str:
         triggered.append(conf)
-        return f"manual__{len(triggered)}"
+        return run_id
 
     server = AppServer(create_app(lambda: config, trigger=trigger, secrets=secrets_for))
     yield server.url, triggered

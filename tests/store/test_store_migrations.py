@@ -20,10 +20,10 @@ from zlops.store.models import Base
 
 TABLES = {"runs", "shards", "results", "comparisons", "notifications", "alerts", "alert_events", "series",
           "series_points", "bisections", "bisection_alerts", "bisection_steps", "kernel_inventories", "kernels",
-          "canary_nights"}
+          "canary_nights", "forge_checks", "forge_deliveries"}
 
 
-HEAD = "0011"  # the latest migration; bump with every new sql/versions file
+HEAD = "0012"  # the latest migration; bump with every new sql/versions file
 
 def _diffs(store: Store, metadata: MetaData) -> list[object]:
     with store.engine.connect() as conn:

@@ -53,12 +53,14 @@ def connection_secrets(forge: ForgeConfig) -> ForgeSecrets:
                         str(extra.get("webhook_secret") or "").strip() or env.webhook_secret)
 
 
-def trigger_pr_compare(conf: dict[str, Any]) -> str:
+def trigger_pr_compare(conf: dict[str, Any], run_id: str | None = None) -> str:
     """Trigger ``zlops_pr_compare`` with ``conf`` the way ``airflow dags trigger`` does (Airflow's API
-    client; the DAG's params validate the conf again); returns the run id."""
+    client; the DAG's params validate the conf again), as run ``run_id`` (the receiver's choice: the checks it
+    opened are found again by it); returns the run id."""
     from airflow.api.client import get_current_api_client
 
-    made = get_current_api_client().trigger_dag(dag_id=DAG_ID, conf=dict(conf), triggering_user_name="zlops-forge")
+    made = get_current_api_client().trigger_dag(dag_id=DAG_ID, run_id=run_id, conf=dict(conf),
+                                                triggering_user_name="zlops-forge")
     if not made:
         raise RuntimeError(f"Airflow created no run of {DAG_ID}")
     return str(made["dag_run_id"])
@@ -68,6 +70,7 @@ def create_forge_app() -> Any:
     """The receiver for the plugin: the config from $ZLOPS_CONFIG per delivery, Airflow's connections
     and trigger."""
     from zlops.config.settings import config_from_env
+    from zlops.forge.lifecycle import AIRFLOW
     from zlops.forge.receiver import create_app
 
-    return create_app(config_from_env, trigger=trigger_pr_compare, secrets=connection_secrets)
+    return create_app(config_from_env, trigger=trigger_pr_compare, secrets=connection_secrets, runner=AIRFLOW)

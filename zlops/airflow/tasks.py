@@ -140,7 +140,7 @@ def flush_outbox() -> dict[str, Any]:
                            "abandoned": len(report.abandoned), "stopped": report.stopped}
     if any(s.forge is not None for s in config.suites.values()):  # checks on pull requests wait here too
         from zlops.airflow.forge import connection_secrets
-        from zlops.forge.deliver import flush_checks
+        from zlops.forge.lifecycle import flush as flush_checks
 
         checks = flush_checks(open_store(config), config, connection_secrets)
         log.info("forge %s", checks.line())

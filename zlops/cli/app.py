@@ -481,17 +481,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_ERROR if outcome.errors and not rows and not any(outcome.head_results.values()) else EXIT_OK
 
 
+def _forge_airflow_glue() -> tuple[object, object]:
+    """``zlops forge serve --trigger airflow``: Airflow's DAG trigger and connections, or one line saying that
+    Airflow is missing."""
+    try:
+        import airflow  # noqa: F401 - only to say at once, in one line, that it is missing
+    except ImportError as exc:
+        raise ConfigError(f"zlops forge serve --trigger airflow needs Airflow installed ({exc}); install the "
+                          "airflow extra, or run --trigger local (zlops compare in this process)") from None
+    from zlops.airflow.forge import connection_secrets, trigger_pr_compare
+
+    return trigger_pr_compare, connection_secrets
+
+
 def cmd_forge_serve(args: argparse.Namespace) -> int:
-    from zlops.forge.receiver import local_trigger, serve
+    from zlops.forge.receiver import serve
 
-    config_path = str(found_config(args).path)
-    try:  # Airflow installed: a zlops_pr_compare run, as `airflow dags trigger`; else the compare in-process
-        from zlops.airflow.forge import trigger_pr_compare
-
-        trigger = trigger_pr_compare
-    except ImportError:
-        trigger = local_trigger(config_path)
-    serve(config_path, host=args.host, port=args.port, trigger=trigger)
+    # a service: its decisions and compares are logged at INFO whatever the terminal (docs/forge.md)
+    logging.getLogger("zlops").setLevel(logging.DEBUG if args.verbose > 1 else logging.INFO)
+    serve(str(found_config(args).path), host=args.host, port=args.port, trigger=args.trigger,
+          airflow=_forge_airflow_glue)
     return EXIT_OK
 
 
@@ -666,6 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
     fs.add_argument("--config", help=CONFIG_HELP)
     fs.add_argument("--host", default="127.0.0.1")
     fs.add_argument("--port", type=positive(int), default=8795)
+    fs.add_argument("--trigger", choices=("local", "airflow"), default="local",
+                    help="who runs a compare a comment asks for: local (zlops compare in this process, one at a "
+                         "time; no Airflow needed; the default) or airflow (a zlops_pr_compare DAG run)")
     fs.set_defaults(func=cmd_forge_serve)
 
     from zlops.cli.alerts import add_alert_parser  # zlops alert list|show|ack|expected|false-positive|wontfix

@@ -299,6 +299,17 @@ class ForgeConfig(_Strict):
     links_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$", json_schema_extra={
         "accepts": "the URL of the zlops pages, like https://airflow.example.com/zlops"},
         description="base URL of the zlops pages the check links to (report, series)")
+    compare_timeout_s: int = Field(default=6 * 3600, ge=60, le=7 * 86400, description="a compare the receiver "
+                                   "started that has not concluded after this long: its check is closed neutral "
+                                   "(timed out) by the next sweep (receiver start, a delivery, a flush)")
+    replay_window_s: int = Field(default=86400, ge=60, le=30 * 86400, description="replay protection: a delivery "
+                                 "whose comment or label event is older than this is refused, and every delivery "
+                                 "(by body and by id) is remembered this long: a replay runs nothing")
+    rate_window_s: int = Field(default=3600, ge=60, le=7 * 86400, description="the window of the rate limits")
+    rate_per_pr: int = Field(default=6, ge=1, le=1000, description="compares one pull request may trigger per "
+                             "rate_window_s")
+    rate_per_user: int = Field(default=10, ge=1, le=1000, description="triggers (and refusals) one commenter may "
+                               "cause per rate_window_s; past it the receiver answers 429 and writes nothing")
 
     @property
     def api(self) -> str:

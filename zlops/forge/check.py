@@ -13,7 +13,11 @@ Conclusion (:func:`conclude`):
   the A/B neither confirmed nor cleared: inconclusive), unmeasurable, invalid, failed, missing,
   incomparable (caliber), or flagged below the failure class; or run errors; or nothing to compare
   (the branch has no commits beyond main);
-- ``success``: every series judged and none worse.
+- ``success``: every series judged and none worse. A suspect improvement (better, not confirmed) is listed
+  apart and never makes a check neutral.
+
+Every listed change is worded in its direction (:func:`zlops.model.change_text` over the row's figures:
+``+100.00% worse``, ``-18.74% (better)``), and the A/B's figures name the runs it had.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from zlops.model import Comparison, Verdict
+from zlops.model import Comparison, Verdict, change_text
 from zlops.report import cells
 
 SUCCESS, NEUTRAL, FAILURE = "success", "neutral", "failure"
@@ -36,8 +40,10 @@ FAIL_CLASSES: dict[str, frozenset[Verdict]] = {
     "severe": frozenset({Verdict.SEVERE}),
 }
 #: verdicts that leave a series undecided (neutral): listed by name in the check
-UNDECIDED = frozenset({Verdict.SUSPECT, Verdict.SUSPECT_IMPROVED, Verdict.UNMEASURABLE, Verdict.INVALID,
-                       Verdict.FAILED, Verdict.MISSING, Verdict.INCOMPARABLE})
+UNDECIDED = frozenset({Verdict.SUSPECT, Verdict.UNMEASURABLE, Verdict.INVALID, Verdict.FAILED, Verdict.MISSING,
+                       Verdict.INCOMPARABLE})
+#: listed apart, never a reason to hold a PR: a move in the better direction the compare did not confirm
+UNCONFIRMED_BETTER = frozenset({Verdict.SUSPECT_IMPROVED})
 #: the payload's version (it waits in the outbox; a later zlops must read it)
 SCHEMA_VERSION = 1
 
@@ -149,10 +155,18 @@ def report_url(links_url: str | None, run_key: str) -> str | None:
     return None if not links_url else f"{links_url.rstrip('/')}/run?key={quote(run_key, safe='')}"
 
 
+def change_words(c: Comparison) -> str:
+    """A row's change in the direction it moved (:func:`zlops.model.change_text` of its figures), else the
+    report's cell."""
+    figures = c.figures
+    if figures is not None and figures.reference > 0 and figures.value > 0:
+        return change_text(figures.change_pct, figures.worse_pct)
+    return cells.fmt_change(cells.change_pct(c)).strip()
+
+
 def _listed(c: Comparison, links_url: str | None) -> Listed:
-    return Listed(case=c.case, metric=c.metric, pool=c.pool, verdict=c.verdict.label,
-                  change=cells.fmt_change(cells.change_pct(c)).strip(), note=(c.judgement.note or "").strip(),
-                  url=series_url(links_url, c))
+    return Listed(case=c.case, metric=c.metric, pool=c.pool, verdict=c.verdict.label, change=change_words(c),
+                  note=(c.judgement.note or "").strip(), url=series_url(links_url, c))
 
 
 def build_check(*, suite: str, name: str, fail_on: str, head_sha: str, ref: str, rows: Sequence[Comparison],
@@ -165,7 +179,7 @@ def build_check(*, suite: str, name: str, fail_on: str, head_sha: str, ref: str,
         title = f"nothing to compare: {ref} has no commits beyond the suite's branch"
     elif conclusion == FAILURE:
         title = (f"{len(failing)} regression{'s' if len(failing) != 1 else ''} beyond {fail_on}: "
-                 + ", ".join(f"{c.case} {cells.fmt_change(cells.change_pct(c)).strip()}" for c in failing[:3])
+                 + ", ".join(f"{c.case} {change_words(c)}" for c in failing[:3])
                  + (" ..." if len(failing) > 3 else ""))
     elif conclusion == NEUTRAL and undecided:
         title = (f"{len(undecided)} series not decided: "
@@ -184,6 +198,10 @@ def build_check(*, suite: str, name: str, fail_on: str, head_sha: str, ref: str,
     if undecided:
         lines += ["Not decided (neutral: re-run, or read the series' history):", "",
                   *(_listed(c, links_url).line() for c in undecided), ""]
+    better = [c for c in rows if c.verdict in UNCONFIRMED_BETTER and not c.follows]
+    if better:
+        lines += ["Better, not confirmed (no effect on the conclusion):", "",
+                  *(_listed(c, links_url).line() for c in better), ""]
     lines += ["```", table.rstrip("\n"), "```", ""]
     if report:
         lines.append(f"Full report: [{run_key}]({report})")
@@ -210,3 +228,15 @@ def refused_check(*, suite: str, name: str, head_sha: str, sentence: str, pr: in
                        conclusion=NEUTRAL, title=sentence[:200], summary=sentence + "\n",
                        external_id=external_id(suite) + ":trigger", pr=pr)
 
+
+
+def closed_check(*, suite: str, name: str, head_sha: str, ref: str, reason: str, pr: int | None) -> CheckReport:
+    """The check zlops closes itself when a compare it opened did not conclude (it raised, timed out, or the
+    receiver running it restarted): neutral, with the reason, so no commit shows "running" forever."""
+    title = f"the compare did not finish: {reason}"
+    summary = (f"**zlops PR compare**, suite `{suite}`, `{ref}` at `{head_sha[:12]}`: **neutral**\n\n"
+               f"The compare did not finish, so nothing was judged: {reason}\n\n"
+               "Comment `/zlops compare` to run it again.\n")
+    return CheckReport(suite=suite, name=name, head_sha=head_sha, status="completed", conclusion=NEUTRAL,
+                       title=title if len(title) <= 200 else title[:197] + "...", summary=summary,
+                       external_id=external_id(suite), pr=pr)

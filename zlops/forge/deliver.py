@@ -14,6 +14,9 @@ forge does not take now stays ``failed`` in the outbox and is sent by the next f
 - without a token (no connection, no env variable) the check waits in the outbox;
 - older than a week: abandoned (stale news), like Slack's.
 
+:func:`zlops.forge.lifecycle.flush` is what the flushers call: first the checks zlops opened that no compare
+concluded are closed, then this.
+
 Secrets come from a :data:`SecretSource`: :func:`env_secrets` (CLI, standalone receiver) or the
 Airflow connection (zlops.airflow.forge). They are never logged; errors carry method, path, status.
 """

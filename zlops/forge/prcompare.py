@@ -226,6 +226,9 @@ class PrOutcome:
     head_results: dict[str, list[CaseResult]]
     caliber: CaliberReport | None
     errors: tuple[str, ...]
+    #: the base/head runs each series got (the A/B's n+n; the adaptive compare adds pairs): what the report's
+    #: Args say, beside the pairs asked for; None where nothing was compared
+    pairs_run: int | None = None
 
 
 def _one_run(ctx: RunContext, prepared: Prepared, plan: PrPlan, variant: str, device: int,
@@ -485,10 +488,11 @@ def judge(config: Config, plan: PrPlan, base: SideResults, head: SideResults, *,
                                                       setup.policy))
         out[variant] = rows
     all_rows = [c for rows in out.values() for c in rows]
+    runs = [min(len(base.medians[v].get(k, [])), len(m)) for v in req.variants for k, m in head.medians[v].items()]
     if save:
         store.save_comparisons(plan.head_key, all_rows)
         store.update_run_meta(plan.head_key, {judging.META_KEY: setup.to_dict()})
-    return PrOutcome(plan, out, head_results, caliber, errors)
+    return PrOutcome(plan, out, head_results, caliber, errors, max(runs) if runs else None)
 
 
 def _confirm_with_pairs(rows: list[Comparison], base_medians: Mapping[tuple[str, str], list[float]],
@@ -551,8 +555,10 @@ def render(config: Config, outcome: PrOutcome, *, shown: Any = None) -> str:
     plan, req = outcome.plan, outcome.plan.request
     suite = config.suite(req.suite)
     rounds = req.rounds or suite.rounds
+    ran = outcome.pairs_run
+    pairs = f"pairs {req.pairs}" if ran is None or ran == req.pairs else f"pairs {ran} run ({req.pairs} asked)"
     args = (f"suite {req.suite}, pool {req.pool}, devices {','.join(map(str, plan.devices))}, rounds {rounds}, "
-            f"pairs {req.pairs}, judge {config.judge}")
+            f"{pairs}, judge {config.judge}")
     if plan.mode == "single":
         return single_report(outcome.head_results, head_sha=plan.head_sha, ref=req.ref, args=args,
                              headline=suite.headline_metric, errors=outcome.errors)
@@ -579,11 +585,15 @@ def check_of(config: Config, outcome: PrOutcome, *, report_path: str | None = No
 
 
 def post_outcome(config: Config, store: Store, outcome: PrOutcome, *, secrets: SecretSource | None = None,
-                 report_path: str | None = None) -> ForgeResult | None:
-    """Queue the compare's check in the outbox and flush (:func:`zlops.forge.deliver.flush_checks`); None
+                 report_path: str | None = None, forge_run: str | None = None) -> ForgeResult | None:
+    """Queue the compare's check in the outbox and flush (:func:`zlops.forge.lifecycle.flush`); None
     when the suite has no forge section. ``secrets``: :func:`zlops.forge.deliver.env_secrets` unless given.
+    The checks the receiver opened for this commit (and for ``forge_run``, the compare's run id, on a commit
+    the branch has left) are closed (:func:`zlops.forge.lifecycle.concluded`).
     Never raises for the forge: a failed post stays in the outbox."""
-    from zlops.forge.deliver import ForgeResult, channel_of, env_secrets, flush_checks
+    from zlops.forge.deliver import ForgeResult, channel_of, env_secrets
+    from zlops.forge.lifecycle import concluded
+    from zlops.forge.lifecycle import flush as flush_checks
     from zlops.store.outbox import FORGE_KIND
 
     forge = config.suite(outcome.plan.request.suite).forge
@@ -591,6 +601,8 @@ def post_outcome(config: Config, store: Store, outcome: PrOutcome, *, secrets: S
         return None
     check = check_of(config, outcome, report_path=report_path)
     note = store.queue_notification(outcome.plan.head_key, FORGE_KIND, channel_of(forge), check.to_payload())
+    concluded(store, channel=channel_of(forge), suite=check.suite, head_sha=check.head_sha,
+              conclusion=str(check.conclusion), run_id=forge_run)
     flush_checks(store, config, secrets or env_secrets)
     (item,) = store.outbox_items(ids=[note])
     if item.status == "sent":
@@ -600,11 +612,15 @@ def post_outcome(config: Config, store: Store, outcome: PrOutcome, *, secrets: S
     return ForgeResult("failed", check, note, error=item.last_error)
 
 
-def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None, forge_secrets: Any = None) -> PrReport:
+def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None, forge_secrets: Any = None,
+           forge_run: str | None = None) -> PrReport:
     """Save the report (text and markdown) in the run's artifacts and send it to Slack through the outbox
-    (zlops.slack.outbox: retried like every message; kept for the next flush when Slack is down); with a
-    ``forge`` section, post the check on the PR's head commit through the same outbox (zlops.forge;
-    ``forge_secrets`` gives the token: the Airflow connection in a DAG, the environment by default)."""
+    (zlops.slack.outbox: retried like every message; kept for the next flush when Slack is down; nothing is
+    queued without a ``slack`` section, which no flush could ever send); with a ``forge`` section, post the
+    check on the PR's head commit through the same outbox (zlops.forge; ``forge_secrets`` gives the token: the
+    Airflow connection in a DAG, the environment by default; ``forge_run``: the compare's run id, whose
+    "running" checks it closes)."""
+    from zlops.slack.notify import NotifyResult, write_payload
     from zlops.slack.outbox import send_message
 
     plan = outcome.plan
@@ -623,11 +639,15 @@ def report(config: Config, outcome: PrOutcome, *, slack_client: Any = None, forg
                           {"type": "section", "text": {"type": "mrkdwn", "text": f"```{body}```"}},
                           {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Full report: {md}"}]}]}
     store = open_store(config)
-    result = send_message(store, slack_client, run_key=plan.head_key, kind="pr-compare",
-                          channel=channel, payload=payload, fallback_dir=run_dir)
+    if config.slack is None:
+        unsent = "no slack section in the config: the message is not queued"
+        result = NotifyResult("written", write_payload(run_dir, payload, status="written", error=unsent), error=unsent)
+    else:
+        result = send_message(store, slack_client, run_key=plan.head_key, kind="pr-compare",
+                              channel=channel, payload=payload, fallback_dir=run_dir)
     forge = None
     if suite_forge := config.suite(plan.request.suite).forge:
-        forge = post_outcome(config, store, outcome, secrets=forge_secrets, report_path=str(md))
+        forge = post_outcome(config, store, outcome, secrets=forge_secrets, report_path=str(md), forge_run=forge_run)
         log.info("PR compare check %s (%s) on %s: %s", suite_forge.check_name, forge.check.conclusion if forge else "",
                  plan.head_sha[:12], forge.status if forge else "")
     return PrReport(text, md, result, forge)

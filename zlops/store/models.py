@@ -489,3 +489,61 @@ class CanaryNightRow(Base):
     source_verdict: Mapped[str | None] = mapped_column(String(16))
     change_pct: Mapped[float | None] = mapped_column(Float)
     how: Mapped[str | None] = mapped_column(String(16))
+
+
+class ForgeCheckRow(Base):
+    """A check zlops opened on a forge ("running") and must finish: one per (compare run, suite's check, commit).
+
+    The webhook receiver writes it before it posts "running"; ``run_id`` is the compare that answers it (the DAG
+    run's id, or the standalone receiver's label). ``state`` moves open -> closed when the compare's conclusion is
+    queued, or open -> closing -> closed when zlops closes it itself (the compare raised, ran past
+    ``deadline_at``, or the receiver that ran it restarted): ``conclusion``/``reason`` are what the closing check
+    says, ``error`` the last post that failed (a closing check is posted again by the next sweep).
+    ``runner``: ``local`` (the standalone receiver's own thread) or ``airflow``.
+    """
+
+    __tablename__ = "forge_checks"
+    __table_args__ = (UniqueConstraint("channel", "external_id", "head_sha", "run_id"), Index(None, "state"),
+                      Index(None, "run_id"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    channel: Mapped[str] = mapped_column(String(300))
+    suite: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(100))
+    external_id: Mapped[str] = mapped_column(String(300))
+    head_sha: Mapped[str] = mapped_column(String(64))
+    pr: Mapped[int | None] = mapped_column(Integer)
+    ref: Mapped[str] = mapped_column(String(300))
+    run_id: Mapped[str] = mapped_column(String(250))
+    runner: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16))
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    deadline_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    conclusion: Mapped[str | None] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class ForgeDeliveryRow(Base):
+    """A verified webhook delivery and what the receiver decided: replay protection and rate limits.
+
+    Unique per (forge, body digest): a delivery replayed byte for byte (its ``X-GitHub-Delivery`` header is not
+    signed, so the body is what counts) is found again and runs nothing; ``delivery`` keeps the forge's own id.
+    ``decision`` (triggered, refused, limited, duplicate, ignored, ...) and ``outcome`` (the answer's sentence)
+    are filled once decided; ``repo``/``pr``/``actor`` count a PR's and a commenter's triggers in a window.
+    """
+
+    __tablename__ = "forge_deliveries"
+    __table_args__ = (UniqueConstraint("forge", "body_sha"), Index(None, "received_at"), Index(None, "repo", "pr"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    forge: Mapped[str] = mapped_column(String(16))
+    delivery: Mapped[str | None] = mapped_column(String(100))
+    body_sha: Mapped[str] = mapped_column(String(64))
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    repo: Mapped[str | None] = mapped_column(String(300))
+    pr: Mapped[int | None] = mapped_column(Integer)
+    actor: Mapped[str | None] = mapped_column(String(200))
+    decision: Mapped[str] = mapped_column(String(32))
+    outcome: Mapped[str | None] = mapped_column(Text)
