@@ -75,10 +75,10 @@ class ServeProcess:
         self._log.flush()
         return self.log_path.read_text()
 
-    def wait_for(self, text: str, timeout: float = 60) -> str:
-        """The log once ``text`` appears in it."""
+    def wait_for(self, text: str, timeout: float = 60, *, times: int = 1) -> str:
+        """The log once ``text`` appears in it (``times`` times)."""
         deadline = time.monotonic() + timeout
-        while text not in (log := self.log()):
+        while (log := self.log()).count(text) < times:
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise AssertionError(f"{text!r} not in the log of zlops forge serve:\n{log}")
             time.sleep(0.1)

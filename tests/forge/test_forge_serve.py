@@ -84,8 +84,21 @@ def test_serve_without_airflow_runs_the_compare_in_process_and_a_crash_ends_neut
         assert deliver(server.url + "/github", forged, forged_headers, timeout=30) == (
             401, {"message": "refused: the X-Hub-Signature-256 header does not match a configured webhook secret",
                   "triggered": []})
+        # the label trigger, with a token that cannot create check runs: the commit-status fallback, finished too
+        forge.state.checks_forbidden = True
+        label = {"action": "labeled", "label": {"name": "zlops-compare"}, "sender": {"login": "alice"},
+                 "repository": {"full_name": "acme/kernels"},
+                 "pull_request": {"number": 6, "updated_at": pr_comment(6, "", "alice")["comment"]["created_at"],
+                                  "head": {"ref": "feature/y", "sha": "f" * 40, "repo": {"full_name": "acme/kernels"}}}}
+        body, headers = github_delivery("pull_request", label, "s3cret-gh")
+        assert deliver(server.url + "/github", body, headers, timeout=30)[0] == 202
+        server.wait_for("crashed; its check was closed neutral", times=2)
+        states = [(s["state"], s["description"]) for s in forge.state.statuses if s["sha"] == "f" * 40]
+        assert [s for s, _ in states] == ["pending", "success"], states
+        assert states[-1][1].startswith("neutral: the compare did not finish: GitError")
         decided = _decisions(server.log())
-        assert [d["decision"] for d in decided] == ["triggered", "duplicate", "duplicate", "refused-signature"]
+        assert [d["decision"] for d in decided] == ["triggered", "duplicate", "duplicate", "refused-signature",
+                                                    "triggered"]
         assert decided[0]["who"] == "alice" and decided[0]["pr"] == "5" and decided[0]["repo"] == "acme/kernels"
         assert "ModuleNotFoundError" not in server.log() and GITHUB_TOKEN not in server.log()
     finally:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from zlops.config.settings import Config, ForgeConfig
 from zlops.forge.check import closed_check, external_id, running_check
-from zlops.forge.deliver import SecretSource, channel_of, flush_checks, post_now
+from zlops.forge.deliver import SecretSource, channel_of, env_secrets, flush_checks, post_now
 from zlops.redact import redact_text
 from zlops.store import forge as rows
 
@@ -131,7 +131,8 @@ def settle(store: Store, config: Config, secrets: SecretSource, *, restarted: st
     return _post_closing(store, config, secrets, closing, at)
 
 
-def flush(store: Store, config: Config, secrets: SecretSource, *, now: datetime | None = None) -> FlushReport:
+def flush(store: Store, config: Config, secrets: SecretSource = env_secrets, *,
+          now: datetime | None = None) -> FlushReport:
     """What every flusher of checks calls (``zlops alert flush``, the ``zlops_outbox`` DAG, a compare's report):
     the sweep of checks left running (:func:`settle`), then the outbox's checks
     (:func:`zlops.forge.deliver.flush_checks`)."""
