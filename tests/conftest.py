@@ -63,3 +63,136 @@ def migrated_sqlite_url(tmp_path: Path, db_templates: Templates) -> str:
     """The URL of ``tmp_path / "zlops.db"``: this test's copy of a SQLite store migrated once per session."""
     template = db_templates.get("migrated", "sqlite", migrated)
     return db_templates.copy(template, sqlite_path=tmp_path / "zlops.db", pg=None)
+
+
+# --- every core at once (pytest-xdist), and the load-sensitive tests alone --------------------------------------
+# scripts/test.sh runs the suite on every core (`-n auto --dist loadfile`: a file's tests stay on one worker, so a
+# module-scoped fixture, e.g. a hold-out's replayed nights, is built once). A test marked ``serial`` judges time on
+# this machine: a replay at a scaled time (its A/B fits as many pairs into its scaled budget as the runs' real
+# length allows: a loaded host fitted 4 where the record has 5), the demo's real timings, a real CPU hog beside the
+# contention gate. While one runs, no other test runs on any worker: the other workers wait for it to end, and it
+# waits for the tests already running to end (a readers-writer lock on files shared by the session's workers, with
+# a turnstile so that a waiting serial test is not overtaken by the next tests of the other workers). Without xdist
+# (one process) nothing changes. Marked automatically: every test of a module that replays recorded processes at a
+# scaled time (it defines ``TIME_SCALE`` or imports tests/flaggems_holdout.py or tests/flaggems_replay.py) and every
+# ``timing.real_timings`` test; by hand: ``@pytest.mark.serial``.
+
+_REPLAY_HELPERS = {"flaggems_holdout", "flaggems_replay"}
+
+
+def _replays_at_scaled_time(module: object) -> bool:
+    names = vars(module) if module is not None else {}
+    return "TIME_SCALE" in names or any(getattr(v, "__module__", None) in _REPLAY_HELPERS for v in names.values())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("serial") is None and _replays_at_scaled_time(getattr(item, "module", None)):
+            item.add_marker(pytest.mark.serial)
+
+
+def _placeholder_png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\x00")) + chunk(b"IEND", b""))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _replays_draw_placeholder_trends(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module that replays recorded processes (above) checks what the nights decided: verdicts, A/Bs, alerts,
+    kernels, never a figure. Each night's report still runs whole (tables, alerts, Slack payload, every figure file
+    at its path), but a series' trend is a 1x1 placeholder PNG instead of a matplotlib drawing: the trends were half
+    of a replay's set-up (hold-out 6: 41 of 82 s, 64 trends at ~0.65 s). The report runs after the night's A/B, so
+    no A/B's runs or budget see the difference. The trends themselves are tested in tests/report/."""
+    if not _replays_at_scaled_time(getattr(request, "module", None)):
+        yield
+        return
+    import zlops.report.plots
+
+    png = _placeholder_png()
+
+    def placeholder_trend(history: object, comparison: object, out_path: Path, **_drawing: object) -> Path:
+        out_path.write_bytes(png)
+        return out_path
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(zlops.report.plots, "trend_plot", placeholder_trend)
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+def _serial_dir() -> Path | None:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    folder = Path(tempfile.gettempdir()) / f"zlops-serial-{run}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+class _Turns:
+    """The worker's hold on the session's readers-writer lock: shared for a test, exclusive for a serial one,
+    kept exclusive across the consecutive serial tests of one file (its module fixtures' set-up and teardown
+    included)."""
+
+    def __init__(self, folder: Path) -> None:
+        import fcntl
+
+        self.fcntl = fcntl
+        self.gate = open(folder / "gate", "a+")   # held for the session
+        self.main = open(folder / "main", "a+")
+        self.held: str | None = None
+
+    def take(self, exclusive: bool) -> None:
+        want = "ex" if exclusive else "sh"
+        if self.held == want:
+            return
+        self.release()
+        f = self.fcntl
+        if exclusive:
+            f.flock(self.gate, f.LOCK_EX)   # the other workers' next tests wait at the turnstile from now on
+            f.flock(self.main, f.LOCK_EX)   # and the tests they are running end first
+        else:
+            f.flock(self.gate, f.LOCK_SH)   # not while a serial test runs or waits
+            f.flock(self.main, f.LOCK_SH)
+            f.flock(self.gate, f.LOCK_UN)
+        self.held = want
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.fcntl.flock(self.main, self.fcntl.LOCK_UN)
+            self.fcntl.flock(self.gate, self.fcntl.LOCK_UN)
+            self.held = None
+
+
+_TURNS: _Turns | None = None
+
+
+def _serial(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("serial") is not None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    global _TURNS
+    folder = _serial_dir()
+    if folder is None:
+        yield
+        return
+    if _TURNS is None:
+        _TURNS = _Turns(folder)
+    exclusive = _serial(item)
+    _TURNS.take(exclusive)
+    try:
+        yield
+    finally:
+        # a serial file keeps the host to itself until its last test (and its module fixtures' teardown) ends
+        if not (exclusive and _serial(nextitem) and nextitem is not None and nextitem.path == item.path):
+            _TURNS.release()

@@ -178,6 +178,7 @@ def test_the_wait_is_bounded_and_ends_when_the_host_quiets() -> None:
 # --- real processes -------------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.serial  # a real CPU hog: nothing else beside it (tests/conftest.py)
 def test_the_host_sampler_sees_a_foreign_hog_and_not_its_own_tree(hog: int) -> None:
     own_child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"])
     try:
@@ -209,6 +210,7 @@ def _spec(tmp_path: Path, backend: str, seconds: float, *, pin: int | None = Non
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a real CPU hog: nothing else beside it (tests/conftest.py)
 def test_a_cpu_shard_beside_a_hog_carries_the_figure(tmp_path: Path, hog: int) -> None:
     spec = _spec(tmp_path, "cpu", 2.0)
     out = run_shard(spec, locks_dir=tmp_path / "locks", device_wait_s=0, telemetry_interval_s=0.5)
@@ -222,6 +224,7 @@ def test_a_cpu_shard_beside_a_hog_carries_the_figure(tmp_path: Path, hog: int) -
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a real CPU hog: nothing else beside it (tests/conftest.py)
 @pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,
                     reason="needs taskset and two CPUs")
 def test_a_hog_pinned_to_the_benchmarks_core_invalidates_it_and_without_it_the_figure_decides(

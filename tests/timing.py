@@ -83,4 +83,5 @@ def real_timings(test: Callable[..., Any]) -> Callable[..., Any]:
                             "verdicts are checked at: not judgeable on this host now")
             raise
 
-    return TIMING_RERUNS(attempt)
+    # serial: under xdist (scripts/test.sh) no other test runs beside it, as the verdicts it checks need a quiet host
+    return pytest.mark.serial(TIMING_RERUNS(attempt))

@@ -19,7 +19,7 @@ from zlops.model import ShardStatus, Verdict
 from zlops.steps.context import open_store
 from zlops.steps.nightly import run_nightly
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.serial,  # a real CPU hog beside a real night: nothing else beside it
               pytest.mark.skipif(shutil.which("taskset") is None, reason="pins the benchmark with taskset")]
 
 
