@@ -54,25 +54,29 @@ class ServeProcess:
         self.log_path = tmp / f"serve-{self.port}.log"
         blocker = blocking_path(tmp / ("no-" + "-".join(blocked)), blocked)
         environ = {**os.environ, **env, "PYTHONPATH": str(blocker)}
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in close()
+        self._log = open(self.log_path, "w")  # closed in close()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zlops", "forge", "serve", "--config", str(config), "--port", str(self.port),
              *args], stdout=self._log, stderr=subprocess.STDOUT, env=environ, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"zlops forge serve exited {self.proc.returncode}:\n{self.log()}")
+                log = self.log()
+                self._log.close()
+                raise RuntimeError(f"zlops forge serve exited {self.proc.returncode}:\n{log}")
             try:
                 with urllib.request.urlopen(self.url + "/", timeout=2):
                     break
             except (urllib.error.URLError, OSError):
                 if time.monotonic() > deadline:
+                    log = self.log()
                     self.close()
-                    raise RuntimeError(f"zlops forge serve did not answer within {timeout} s:\n{self.log()}")
+                    raise RuntimeError(f"zlops forge serve did not answer within {timeout} s:\n{log}") from None
                 time.sleep(0.1)
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text()
 
     def wait_for(self, text: str, timeout: float = 60, *, times: int = 1) -> str:

@@ -31,8 +31,9 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
     common = {"command": ["python", "b.py", "--out", "{results}"], "format": "zlops-json", "pools": ["local"],
               "repo": str(tmp_path / "no-such-upstream")}
     data = {"home": str(tmp_path / "home"), "pools": {"local": {"backend": "cpu", "devices": [0]}}, "judge": "simple",
-            "suites": {"ops": {**common, "forge": {"kind": "github", "api_url": forge.github_url, "repo": "acme/kernels",
-                                                   "token_env": "GH_TOKEN", "webhook_secret_env": "GH_HOOK"}},
+            "suites": {"ops": {**common, "forge": {"kind": "github", "api_url": forge.github_url,
+                                                   "repo": "acme/kernels", "token_env": "GH_TOKEN",
+                                                   "webhook_secret_env": "GH_HOOK"}},
                        "glops": {**common, "forge": {"kind": "gitlab", "api_url": forge.gitlab_url,
                                                      "repo": "acme/kernels", "token_env": "GL_TOKEN",
                                                      "webhook_secret_env": "GL_HOOK"}}}}
@@ -40,7 +41,8 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
     path.write_text(yaml.safe_dump(data))
     forge.state.permissions.update({"alice": "write", "bob": "read"})
     forge.state.members[11] = 30
-    forge.state.pulls[5] = {"number": 5, "head": {"ref": "feature/x", "sha": HEAD, "repo": {"full_name": "acme/kernels"}},
+    forge.state.pulls[5] = {"number": 5, "head": {"ref": "feature/x", "sha": HEAD,
+                                                  "repo": {"full_name": "acme/kernels"}},
                             "base": {"repo": {"full_name": "acme/kernels"}}}
     yield {"config": path, "forge": forge, "tmp": tmp_path}
     forge.close()

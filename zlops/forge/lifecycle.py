@@ -3,8 +3,8 @@
 The receiver writes a check to the store (``forge_checks``, :mod:`zlops.store.forge`) before it posts it running,
 named by the compare run that answers it. Then one of these closes it:
 
-- the compare concludes: :func:`concluded` (called where its check is queued, :func:`zlops.forge.prcompare.post_outcome`)
-  marks it closed: the outbox posts the conclusion over "running";
+- the compare concludes: :func:`concluded` (called where its check is queued,
+  :func:`zlops.forge.prcompare.post_outcome`) marks it closed: the outbox posts the conclusion over "running";
 - the compare raises (in the receiver's thread, in the Airflow task, or the trigger itself fails):
   :func:`finishing` / :func:`finish_run` post it neutral with the reason;
 - the compare runs past ``forge.compare_timeout_s``, or the standalone receiver that ran it restarted (its

@@ -86,7 +86,7 @@ def local_trigger(config_path: str, *, secrets: SecretSource = env_secrets) -> T
         try:
             config = load_config(config_path)
             store = open_store(config)
-        except Exception:  # noqa: BLE001 - nothing to close it with: the next start's sweep closes it
+        except Exception:  # nothing to close it with: the next start's sweep, or its deadline, closes it
             log.exception("PR compare %s: the config or the store cannot be read", label)
             return
         try:
@@ -100,7 +100,7 @@ def local_trigger(config_path: str, *, secrets: SecretSource = env_secrets) -> T
                     **fields, state="finished", mode=outcome.plan.mode, head=outcome.plan.head_sha[:12],
                     conclusion=check.check.conclusion if check else None, check=check.status if check else None,
                     error=check.error if check else None, report=str(out.markdown)))
-        except Exception:  # noqa: BLE001 - its check is closed (finishing); the thread must not die unheard
+        except Exception:  # its check is closed (finishing); the thread must not die unheard
             log.exception("PR compare %s crashed; its check was closed neutral with the reason", label)
 
     def trigger(conf: dict, run_id: str) -> str:
