@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -138,6 +139,10 @@ def test_the_check_on_the_pr_gives_the_nightlys_verdict_with_the_figures_zlops_c
     assert run["output"]["title"].startswith("1 regression beyond regression: alpha +100.00%")
     overall = next(ln for ln in printed["feature/slow-alpha"].splitlines() if ln.startswith("Overall:"))
     assert overall in summary and "(1 unchanged example not shown)" in summary
+    # the Args line says the pairs the A/B ran, as its figures do (the compare added pairs to confirm alpha)
+    ran = re.search(r"A/B (\d+)\+\1: \+100\.00% worse", summary)
+    assert ran is not None, summary
+    assert f"pairs {ran.group(1)} run (1 asked), judge noise" in summary
     # (b) docs only -> success, nothing listed
     run = _check(world, 2, "fake")
     assert run["conclusion"] == "success", run["output"]
