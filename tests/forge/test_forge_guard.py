@@ -184,3 +184,24 @@ def test_the_pure_parts() -> None:
     now = datetime(2026, 12, 6, tzinfo=timezone.utc)
     assert stale(None, now, 60) is None and stale(now, now, 60) is None
     assert decision_line(delivery="d-1", who=None, outcome="a b", pr=5) == 'delivery=d-1 who=- outcome="a b" pr=5'
+    assert decision_line(who="eve\nforge delivery decision=triggered") == \
+        'who="eve\\nforge delivery decision=triggered"'
+    assert decision_line(who="\x1b[2J") == 'who="\\u001b[2J"'
+
+
+def test_a_store_that_does_not_answer_is_said_in_one_sentence(forge_config: Callable[..., Config],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    from zlops.errors import DatabaseUnavailable
+    from zlops.forge.webhook import Receiver
+
+    def down(config: Config) -> Any:
+        raise DatabaseUnavailable("cannot reach postgresql://zlops:***@db/zlops: connection refused")
+
+    triggers = Triggers()
+    receiver = Receiver(forge_config, trigger=triggers, secrets=secrets_for, store=down)
+    body, headers = github_delivery("issue_comment", pr_comment(5, "/zlops compare", "alice"), GH_SECRET)
+    with caplog.at_level(logging.INFO, logger="zlops.forge"):
+        answer = receiver.handle("github", headers, body)
+    assert answer.status == 503 and answer.message == (
+        "refused: zlops cannot take deliveries now: cannot reach postgresql://zlops:***@db/zlops: connection refused")
+    assert triggers.confs == [] and "decision=refused status=503" in caplog.text

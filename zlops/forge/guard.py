@@ -109,7 +109,7 @@ def decision_line(**fields: Any) -> str:
             text = "-"
         else:
             text = str(value)
-            if re.search(r"[\s\"=]", text):
-                text = json.dumps(text)
+            if re.search(r"[\s\"=]", text) or not text.isprintable() or not text.isascii():
+                text = json.dumps(text)   # one line whatever it holds: newlines and escapes are quoted
         parts.append(f"{key}={text}")
     return " ".join(parts)

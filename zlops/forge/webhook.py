@@ -220,14 +220,19 @@ class Receiver:
         """Answer a delivery, then log the decision in one line and record it with the delivery."""
         headers = {k.lower(): v for k, v in headers.items()}
         seen = _Seen(kind, delivery_id(kind, headers))
-        config = self.config()
-        answer = self._handle(config, kind, headers, body, seen)
+        config: Config | None = None
+        try:
+            config = self.config()
+            answer = self._handle(config, kind, headers, body, seen)
+        except ZlopsError as exc:  # a config that no longer reads, a store that does not answer: said, not a 500
+            answer = Answer(503, f"refused: zlops cannot take deliveries now: {' '.join(str(exc).split())[:300]}",
+                            decision="refused")
         line = decision_line(delivery=seen.delivery, forge=kind, repo=seen.repo, pr=seen.pr, who=seen.actor,
                              decision=answer.decision, status=answer.status, outcome=answer.message,
                              runs=",".join(str(t["run_id"]) for t in answer.triggered) or None)
         log.log(logging.WARNING if answer.status >= 400 and answer.decision != "refused-permission" else logging.INFO,
                 "forge delivery %s", line)
-        if seen.row is not None:
+        if seen.row is not None and config is not None:
             try:
                 self.store(config).unit_of_work(rows.decide_delivery, seen.row, decision=answer.decision,
                                                 outcome=answer.message, repo=seen.repo, pr=seen.pr, actor=seen.actor)
