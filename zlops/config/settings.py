@@ -301,7 +301,7 @@ class ForgeConfig(_Strict):
         description="base URL of the zlops pages the check links to (report, series)")
     compare_timeout_s: int = Field(default=6 * 3600, ge=60, le=7 * 86400, description="a compare the receiver "
                                    "started that has not concluded after this long: its check is closed neutral "
-                                   "(timed out) by the next sweep (receiver start, a delivery, a flush)")
+                                   "(timed out) by the next sweep (zlops forge serve every minute, a flush of checks)")
     replay_window_s: int = Field(default=86400, ge=60, le=30 * 86400, description="replay protection: a delivery "
                                  "whose comment or label event is older than this is refused, and every delivery "
                                  "(by body and by id) is remembered this long: a replay runs nothing")

@@ -8,8 +8,9 @@ named by the compare run that answers it. Then one of these closes it:
 - the compare raises (in the receiver's thread, in the Airflow task, or the trigger itself fails):
   :func:`finishing` / :func:`finish_run` post it neutral with the reason;
 - the compare runs past ``forge.compare_timeout_s``, or the standalone receiver that ran it restarted (its
-  thread died with it): :func:`settle`, run when the receiver starts, on every delivery, and by every outbox flush
-  (:func:`flush`: ``zlops alert flush``, the ``zlops_outbox`` DAG), posts it neutral.
+  thread died with it): :func:`settle`, run when ``zlops forge serve`` starts and every minute while it runs,
+  and by every flush of checks (:func:`flush`: ``zlops alert flush``, the ``zlops_outbox`` DAG every 15 minutes,
+  a compare's report), posts it neutral. Never on a delivery's path: the forge waits 10 s for its answer.
 
 A closing post the forge did not take leaves the check ``closing``; the next :func:`settle` posts it again.
 """

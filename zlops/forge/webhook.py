@@ -42,7 +42,7 @@ from zlops.forge.check import refused_check
 from zlops.forge.client import ForgeError, GitHub, GitLab, client_for
 from zlops.forge.deliver import SecretSource, channel_of, env_secrets, post_now
 from zlops.forge.guard import COSTLY, body_digest, decision_line, delivery_id, event_time, limit_sentence, stale
-from zlops.forge.lifecycle import LOCAL, failure_reason, finish_run, open_check, settle
+from zlops.forge.lifecycle import LOCAL, failure_reason, finish_run, open_check
 from zlops.redact import redact_text
 from zlops.store import forge as rows
 
@@ -288,8 +288,6 @@ class Receiver:
         too_old = stale(event_time(kind, event, payload), now, window)
         if too_old:
             return Answer(422, too_old, decision="stale")
-        # a sweep on every delivery: checks left running past their deadline are closed (zlops.forge.lifecycle)
-        settle(store, config, self.secrets, now=now)
         return self._request(config, store, now, mine, parsed, seen)
 
     def _suites(self, forges: Mapping[str, ForgeConfig], req: Request) -> list[str] | Answer:
