@@ -42,6 +42,10 @@ Methods, each run on the same case-nights:
   that the nights cannot judge: unmeasurable, or inside a threshold above the floor) put to the same simulated
   A/B through the judge's own ``zlops.judge.judges.confirm_suspect`` (a suspect against its threshold, a
   candidate against the floor).
+  A candidate is confirmed only where 3 x the spread of its A/B's own runs is within the larger of the 5% target and
+  the change the A/B measured (:func:`zlops.judge.judges.ab_spread_line`).
+- ``zlops + A/B + candidates, spread vs 5% only``: the same with the previous line, the 5% target alone (patched
+  in for the comparison): a large change of a noisy series was not confirmed.
 
 Series are split by their A/A noise, the coefficient of variation of the 16 nights (the README's
 figure, independent of the zlops estimator): below 1% and at least 1%. Prints markdown tables.
@@ -53,6 +57,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from unittest import mock
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,6 +66,7 @@ from pathlib import Path
 import numpy as np
 
 from zlops.stats import Confirmation, NightResult, Policy, State, confirm_ab, decide, judge_tonight, noise_model
+from zlops.judge import judges
 from zlops.judge.judges import STATE_VERDICTS, ab_candidate, confirm_suspect, night_figures
 from zlops.model import Judgement, Verdict
 from zlops.stats.decide import unresolved_suspects, without_pending
@@ -70,12 +76,15 @@ TIMERS = ("do_bench_ms", "graph_ms")
 SIZES = (2.0, 3.0, 5.0, 10.0)
 INJECT_AT = (6, 9, 12, 14)
 PLAIN_PCT = 2.0
+#: the previous candidate rule, kept side by side: a candidate's A/B confirms only where 3 x its runs' spread is
+#: within the 5% target (today's: within the larger of the target and the change, zlops.judge.judges.ab_spread_line)
+PRIOR = "candidates, spread vs 5% only"
 METHODS = ("plain 2%", "plain 2%, 2 nights", "zlops screen", "zlops + 2 nights", "zlops + A/B",
-           "zlops + A/B + candidates")
+           f"zlops + A/B + {PRIOR}", "zlops + A/B + candidates")
 ALARM = (State.REGRESSION, State.SEVERE)
 #: an improvement is judged as strictly as a regression: announced improvements on A/A nights are false too
 FALSE_IMPROVEMENT = ("plain 2% faster", "zlops improved, 2 nights", "zlops improved, A/B",
-                     "zlops improved, A/B + candidates")
+                     f"zlops improved, A/B + {PRIOR}", "zlops improved, A/B + candidates")
 
 
 def load_series(path: Path) -> dict[str, list[float]]:
@@ -161,13 +170,16 @@ class Replay:
         # put to the same A/B, through the judge's own confirm_suspect (zlops.judge.judges)
         asked = Judgement(STATE_VERDICTS[night.state.value], night.change_pct, night.worse_pct, night.threshold_pct,
                           night.reason, figures=night_figures(night, n_samples=1, lower_is_better=True))
-        alarms["zlops + A/B + candidates"] = alarms["zlops improved, A/B + candidates"] = False
+        for name in ("candidates", PRIOR):
+            alarms[f"zlops + A/B + {name}"] = alarms[f"zlops improved, A/B + {name}"] = False
         if ab_run or ab_candidate(asked, self.policy.potential_pct, self.policy.measurable_target_pct):
             self.candidate_runs += not ab_run
             base, head = self.ab_runs(slowdown, salt)
-            got = confirm_suspect(asked, base, head, lower_is_better=True, policy=self.policy).verdict
-            alarms["zlops + A/B + candidates"] = got in (Verdict.REGRESSION, Verdict.SEVERE)
-            alarms["zlops improved, A/B + candidates"] = got is Verdict.IMPROVED
+            for name, line in (("candidates", judges.ab_spread_line), (PRIOR, lambda target, _worse: target)):
+                with mock.patch.object(judges, "ab_spread_line", line):
+                    got = confirm_suspect(asked, base, head, lower_is_better=True, policy=self.policy).verdict
+                alarms[f"zlops + A/B + {name}"] = got in (Verdict.REGRESSION, Verdict.SEVERE)
+                alarms[f"zlops improved, A/B + {name}"] = got is Verdict.IMPROVED
         alarms["plain 2% faster"] = bool((x[t] / x[t - 1] - 1.0) * 100.0 < -PLAIN_PCT)
         decided_2n = decide(night, previous=previous, policy=self.policy).state
         alarms["zlops improved, 2 nights"] = decided_2n is State.IMPROVED
