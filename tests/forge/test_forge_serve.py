@@ -152,3 +152,15 @@ def test_a_plain_install_without_the_forge_extra_is_told_which_extra_to_install(
         ServeProcess(world["config"], world["tmp"], ENV, blocked=("airflow", "uvicorn", "fastapi"))
     assert "zlops forge serve needs FastAPI and uvicorn" in str(failed.value)
     assert "install the forge extra" in str(failed.value) and "Traceback" not in str(failed.value)
+
+
+@pytest.mark.slow   # importing Airflow takes the subprocess ~4 s
+def test_serve_with_the_airflow_trigger_says_so_first(world: dict[str, Any]) -> None:
+    pytest.importorskip("airflow")
+    server = ServeProcess(world["config"], world["tmp"], {**ENV, "AIRFLOW_HOME": str(world["tmp"] / "airflow")},
+                          "--trigger", "airflow", blocked=("no_such_package_blocked",))
+    try:
+        first = server.log().splitlines()[0]
+        assert "zlops forge serve: trigger airflow (each compare is a zlops_pr_compare DAG run" in first, first
+    finally:
+        server.close()

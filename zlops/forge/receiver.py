@@ -129,17 +129,20 @@ def serve(config_path: str, *, host: str = "127.0.0.1", port: int = 8795, trigge
         raise ConfigError(f"zlops forge serve needs FastAPI and uvicorn ({exc}): install the forge extra, "
                           "e.g. bash scripts/bootstrap.sh forge") from None
     config = load_config(config_path)   # a config error stops it here, in one line, not at the first delivery
-    if trigger == AIRFLOW:
-        if airflow is None:
-            raise ConfigError("zlops forge serve --trigger airflow: no Airflow glue was given")
-        fire, secrets = airflow()
-        how = "airflow (each compare is a zlops_pr_compare DAG run; secrets from Airflow connections, else env)"
-    else:
-        fire, secrets = local_trigger(config_path), env_secrets
-        how = "local (zlops compare in this process, one at a time; secrets from the environment)"
+    if trigger == AIRFLOW and airflow is None:
+        raise ConfigError("zlops forge serve --trigger airflow: no Airflow glue was given")
+    how = ("airflow (each compare is a zlops_pr_compare DAG run; secrets from Airflow connections, else env)"
+           if trigger == AIRFLOW else
+           "local (zlops compare in this process, one at a time; secrets from the environment)")
     forges = sorted({f"{s.forge.kind}:{s.forge.repo}" for s in config.suites.values() if s.forge is not None})
+    # the first line, before Airflow (when chosen) is imported and speaks
     log.info("zlops forge serve: trigger %s; listening on http://%s:%d (POST /github, /gitlab); config %s; "
              "forges %s", how, host, port, config_path, ", ".join(forges) or "none (every delivery is refused 404)")
+    if trigger == AIRFLOW:
+        assert airflow is not None
+        fire, secrets = airflow()
+    else:
+        fire, secrets = local_trigger(config_path), env_secrets
     store = open_store(config)
     restarted = settle(store, config, secrets, restarted=LOCAL if trigger == LOCAL else None)
     if restarted.closed or restarted.failed:
