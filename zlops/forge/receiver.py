@@ -104,6 +104,9 @@ def local_trigger(config_path: str, *, secrets: SecretSource = env_secrets) -> T
             log.exception("PR compare %s crashed; its check was closed neutral with the reason", label)
 
     def trigger(conf: dict, run_id: str) -> str:
+        waiting = "a compare runs; this one waits for it" if lock.locked() else "starting"
+        log.info("PR compare %s", decision_line(compare=run_id, suite=conf.get("suite"), ref=conf.get("ref"),
+                                                pr=conf.get("pr"), state="queued", note=waiting))
         threading.Thread(target=run, args=(dict(conf), run_id), name=f"zlops-compare-{run_id}", daemon=True).start()
         return run_id
 
