@@ -205,3 +205,20 @@ def test_a_store_that_does_not_answer_is_said_in_one_sentence(forge_config: Call
     assert answer.status == 503 and answer.message == (
         "refused: zlops cannot take deliveries now: cannot reach postgresql://zlops:***@db/zlops: connection refused")
     assert triggers.confs == [] and "decision=refused status=503" in caplog.text
+
+
+def test_a_gitlab_label_triggers_once_and_its_replay_runs_nothing(receiver: Any, forge: FakeForge) -> None:
+    url, triggers, _ = receiver
+    forge.state.members[11] = 40
+    hook = {"object_kind": "merge_request", "user": {"id": 11, "username": "dev"},
+            "project": {"id": 7, "path_with_namespace": "acme/kernels"},
+            "object_attributes": {"iid": 4, "source_branch": "feature/x", "source_project_id": 7,
+                                  "target_project_id": 7, "last_commit": {"id": HEAD},
+                                  "updated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")},
+            "changes": {"labels": {"previous": [], "current": [{"title": "zlops-compare"}]}}}
+    headers = {"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": GL_SECRET}
+    status, answer = deliver(url + "/gitlab", hook, headers)
+    assert status == 202, answer
+    assert triggers.confs == [{"suite": "glops", "ref": "feature/x", "pr": 4}]
+    assert forge.state.gl_statuses[-1]["state"] == "running"
+    assert deliver(url + "/gitlab", hook, headers)[0] == 200 and len(triggers.confs) == 1
