@@ -35,6 +35,12 @@
   live nights' (A A A W W W, one H100 machine, zlops 2f7d3a8) and night 4's twelve whole-subset A/B runs, with their
   Triton caches (cumsum's seven ``reduce_then_scan`` kernels get a new cache key in every process: each process
   "compiles" them).
+- ``HOLDOUT7`` (tests/data/flaggems_h200/holdout7_2026-12-06/live/, PROVENANCE.md there): cos, gelu and softmax
+  under FlagGems' graph timer (``--mode cudagraph``); A, one README-only commit D1 (no night ran it), then W (cos of
+  at most 65536 elements goes through a new kernel that evaluates a 16-term series, one dependent FMA a term: +5.07%
+  on the launch-bound ``cos/float16/(64x64)``, ~1.34 us, in the ground truth; +4.81% in the nights' A/B runs). The processes are the nine live nights' (A x 7 then
+  W on one H100 machine, W again on a second; zlops c1f9eb3) and the finished runs of nights 8 and 9's A/Bs (both
+  cut by the device calls' own time limits: 5 runs each), with their Triton caches.
 
 Each commit's message carries ``Replay-Set: <label>``. ``replay_holdout.py`` stands in for ``python -m pytest
 benchmark/ -m <ops> --level core ...`` and writes what FlagGems writes (``result_<argv>.log`` in its working
@@ -276,6 +282,7 @@ DATA2 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout2_2026-12-02"
 DATA3 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout3_2026-12-02"
 DATA5 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout5_2026-12-04"
 DATA6 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout6_2026-12-06"
+DATA7 = Path(__file__).parent / "data" / "flaggems_h200" / "holdout7_2026-12-06"
 
 HOLDOUT1 = Holdout(
     data=DATA, ops=("mean", "amax", "add"), slowed_case="mean/float16/(1024x1024x1024, 1)",
@@ -357,6 +364,23 @@ HOLDOUT6 = Holdout(
     op_s={"var_mean": 4.28, "all": 2.74, "cumsum": 2.74}, kernels=True, exit_codes=(1,),
     # the nights' own files (JSON, verdicts, env, the call's output): not processes to replay
     ignore=("*.md", "*.txt", "*.yaml", "nights.tsv", "json", "upstream"))
+
+HOLDOUT7 = Holdout(
+    data=DATA7 / "live", ops=("cos", "gelu", "softmax"), slowed_case="cos/float16/(64x64)",
+    slowed_metrics=("latency", "speedup", "tflops"), source="src/flag_gems/ops/cos.py",
+    sources=DATA7 / "live" / "upstream",
+    commits=(Commit("A", "A", "A", "FlagGems ed2508bcb5a0 trimmed: flag_gems + benchmark/ for cos gelu softmax"),
+             Commit("W", "W", "W", "cos: small tensors (<= 65536 elements) evaluate a 16-term Taylor series where "
+                                   "|x| < 1 (injected regression)")),
+    readme="# FlagGems (trimmed to cos, gelu, softmax; replayed from H100 recordings, --mode cudagraph)\n",
+    night_kinds=("night", "ab"), ab_kinds=("ab",), n_docs=1,
+    # per-op test time, used only where an A/B side outruns its recorded runs and gets a filtered whole-subset
+    # process: cos the median pytest session of the ten finished -m cos A/B runs, gelu + softmax the median pytest
+    # session of the nightly shards (nights 2-9: night 1 compiled every kernel) less it, split evenly
+    # (tests/stats/test_h200_holdout7_replay.py re-derives these)
+    op_s={"cos": 12.475, "gelu": 7.975, "softmax": 7.975}, kernels=True, exit_codes=(1,),
+    # the nights' own files (JSON, verdicts, env, the CLI output, reports): not processes to replay
+    ignore=("*.md", "*.txt", "*.yaml", "nights.tsv", "json", "upstream", "reports"))
 
 # hold-out 1's names, as its tests import them
 OPS = HOLDOUT1.ops

@@ -93,6 +93,9 @@ if [ -z "${DRY_UPSTREAM:-}" ]; then
 fi
 PY=${PY:-python3}
 echo "setup: wheels in ${SECONDS} s"
+# STATE is read after the cd below: made absolute here (hold-out 7's second call, given the relative
+# .devcarry/state/home_v7.tar.gz, did not find it from ZLOPS_SRC and began again from night 1)
+[ -n "${STATE:-}" ] && [ -f "$STATE" ] && STATE=$(cd "$(dirname "$STATE")" && pwd)/$(basename "$STATE")
 if [ "$ZLOPS_SRC" != "$REPO" ]; then
   cd "$ZLOPS_SRC" || exit 1
   $PY -c 'import sys, zlops; assert zlops.__file__.startswith(sys.argv[1]), zlops.__file__' "$ZLOPS_SRC" || exit 1
