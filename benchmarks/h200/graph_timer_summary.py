@@ -9,7 +9,10 @@ FOLDER is what benchmarks/h200/graph_timer_call.sh returns (unpacked ``graph_tim
 2% and a 5% threshold by the judge's rule (3 x noise below the threshold). Per mode: series measurable at 2% and
 5% of N, the median CV, and the process wall and start-up seconds. ``--series`` prints every series too.
 With 3 processes a mode the robust CV ignores one outlying process and reads 0 where two processes agree to the
-log's rounding (FlagGems rounds latencies): read it beside the series' range. (As of 2026-12-06 no record exists yet: the device call that would have made it got no machine.)
+log's rounding (FlagGems rounds latencies): read it beside the series' range. The first record: hold-out 7's
+``tests/data/flaggems_h200/holdout7_2026-12-06/groundtruth/kg`` (cos, gelu, softmax on an H100, K G K G K; its
+``kg_summary.txt`` is this script's ``--series`` output). Its logs hold full-precision latencies: the robust CV of
+two or three processes reads 0 only where they agree exactly.
 """
 
 from __future__ import annotations
