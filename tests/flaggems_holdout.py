@@ -38,9 +38,10 @@
 - ``HOLDOUT7`` (tests/data/flaggems_h200/holdout7_2026-12-06/live/, PROVENANCE.md there): cos, gelu and softmax
   under FlagGems' graph timer (``--mode cudagraph``); A, one README-only commit D1 (no night ran it), then W (cos of
   at most 65536 elements goes through a new kernel that evaluates a 16-term series, one dependent FMA a term: +5.07%
-  on the launch-bound ``cos/float16/(64x64)``, ~1.34 us, in the ground truth; +4.81% in the nights' A/B runs). The processes are the nine live nights' (A x 7 then
-  W on one H100 machine, W again on a second; zlops c1f9eb3) and the finished runs of nights 8 and 9's A/Bs (both
-  cut by the device calls' own time limits: 5 runs each), with their Triton caches.
+  on the launch-bound ``cos/float16/(64x64)``, ~1.34 us, in the ground truth; +4.81% in the nights' A/B runs). The
+  processes are the nine live nights' (A x 7 then W on one H100 machine, W again on a second; zlops c1f9eb3) and the
+  finished runs of nights 8 and 9's A/Bs (both cut by the device calls' own time limits: 5 runs each), with their
+  Triton caches.
 
 Each commit's message carries ``Replay-Set: <label>``. ``replay_holdout.py`` stands in for ``python -m pytest
 benchmark/ -m <ops> --level core ...`` and writes what FlagGems writes (``result_<argv>.log`` in its working

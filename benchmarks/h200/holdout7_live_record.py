@@ -1,5 +1,5 @@
-"""Hold-out 7's live nights (cos, gelu, softmax, `--mode cudagraph`) as a replay record: every benchmark process zlops ran,
-made small and text (tests/data/flaggems_h200/holdout7_2026-12-06/PROVENANCE.md).
+"""Hold-out 7's live nights (cos, gelu, softmax, `--mode cudagraph`) as a replay record: every benchmark process zlops
+ran, made small and text (tests/data/flaggems_h200/holdout7_2026-12-06/PROVENANCE.md).
 
     python benchmarks/h200/holdout7_live_record.py /work/evidence/holdout7/nights \
         tests/data/flaggems_h200/holdout7_2026-12-06/live --calls 2
@@ -168,7 +168,7 @@ def main() -> int:
     out.mkdir(parents=True)
     rows.sort(key=lambda r: r["started_utc"])
     paths = [r["_folder"] for r in rows]
-    rec.write_processes(rows, out, rec3.COLS + ["ab_interrupted"], stem_label="commit", files=rec3.FILES)
+    rec.write_processes(rows, out, [*rec3.COLS, "ab_interrupted"], stem_label="commit", files=rec3.FILES)
     folders = {r["seq"]: p for r, p in zip(rows, paths, strict=True)}
     with_kernels = [r for r in rows if r["kernels"] != "-"]
     kept = rec3.write_caches(with_kernels, folders, art, out)
