@@ -230,3 +230,19 @@ def test_an_earlier_ab_of_the_same_commits_counts_towards_its_pairs() -> None:
     fresh = run_pairs(run_one=dev.run_one, seed=1, min_pairs=2, max_pairs=3, budget_s=1000, est_run_s=10,
                       keys=[KEY, other], prior={KEY: ([1.0] * 3, [1.1] * 3)})
     assert fresh.pooled == 0 and fresh.pairs == 3 and len(fresh.samples[KEY][0]) == 6
+
+
+def test_the_series_measured_beside_the_ones_asked_are_kept_apart() -> None:
+    """An A/B's runs measure every series of their processes: the ones asked (``keys``) are its samples, the others
+    are kept aligned by pair in ``seen`` (evidence of their own A/B noise), never in the samples it decides on."""
+    other = ("op2", "time")
+
+    def run_one(side: str, i: int) -> tuple[dict[tuple[str, str], float], float]:
+        return {KEY: 1.0 + (side == "B") * 0.1 + i * 0.001, other: 2.0 + i * 0.01}, 1.0
+
+    pairs = run_pairs(run_one=run_one, seed=3, min_pairs=3, max_pairs=3, budget_s=100.0, est_run_s=1.0, keys=[KEY])
+    assert set(pairs.samples) == {KEY} and set(pairs.seen) == {other}
+    base, head = pairs.seen[other]
+    assert len(base) == len(head) == 3 and len(pairs.samples[KEY][0]) == 3
+    everything = run_pairs(run_one=run_one, seed=3, min_pairs=3, max_pairs=3, budget_s=100.0, est_run_s=1.0)
+    assert set(everything.samples) == {KEY, other} and not everything.seen   # none asked: all are samples

@@ -267,6 +267,10 @@ class Figures:
     follows: str = ""
     #: the series' run-to-run noise in its earlier interleaved A/Bs (sigma, %), apart from the nights' drift
     ab_noise_pct: float | None = None
+    #: this series' per-run values in tonight's A/B runs of other series (the same processes measured it beside
+    #: them): no verdict of its own, evidence of its A/B noise (zlops.judge.evidence.series_histories)
+    seen_base: tuple[float, ...] = ()
+    seen_head: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("reference", "value"):
@@ -279,7 +283,7 @@ class Figures:
             lo, hi = self.ci_pct
             _require(lo <= hi, "Figures", "ci_pct", "(low, high) with low <= high", self.ci_pct)
             object.__setattr__(self, "ci_pct", (float(lo), float(hi)))
-        for name in ("modes", "runs_base", "runs_head"):
+        for name in ("modes", "runs_base", "runs_head", "seen_base", "seen_head"):
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
 
     @property
@@ -304,7 +308,8 @@ class Figures:
                 "noise_pct": self.noise_pct, "p_value": self.p_value, "modes": list(self.modes),
                 "runs_base": list(self.runs_base), "runs_head": list(self.runs_head),
                 **({"follows": self.follows} if self.follows else {}),
-                **({"ab_noise_pct": self.ab_noise_pct} if self.ab_noise_pct is not None else {})}
+                **({"ab_noise_pct": self.ab_noise_pct} if self.ab_noise_pct is not None else {}),
+                **({"seen_base": list(self.seen_base), "seen_head": list(self.seen_head)} if self.seen_head else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Figures | None:
@@ -318,7 +323,8 @@ class Figures:
                    threshold_pct=data.get("threshold_pct"), noise_pct=data.get("noise_pct"),
                    p_value=data.get("p_value"), modes=tuple(data.get("modes") or ()),
                    runs_base=tuple(data.get("runs_base") or ()), runs_head=tuple(data.get("runs_head") or ()),
-                   follows=str(data.get("follows") or ""), ab_noise_pct=data.get("ab_noise_pct"))
+                   follows=str(data.get("follows") or ""), ab_noise_pct=data.get("ab_noise_pct"),
+                   seen_base=tuple(data.get("seen_base") or ()), seen_head=tuple(data.get("seen_head") or ()))
 
 
 @dataclass(frozen=True)

@@ -324,3 +324,28 @@ def test_a_move_the_drifting_nights_call_unmeasurable_is_decided_by_an_ab(
     assert alpha.verdict is Verdict.REGRESSION, alpha.judgement.note
     assert "confirmed by A/B" in alpha.judgement.note and alpha.judgement.worse_pct == pytest.approx(3.5, abs=0.2)
     assert not night["beta"].verdict.changes_level
+
+
+def test_a_series_measured_beside_an_ab_learns_its_ab_noise(
+        upstream: Upstream, make_config: Callable[..., Config]) -> None:
+    """An A/B re-runs whole processes, so it measures every series of them, not only the one it was asked about
+    (a FlagGems A/B re-runs a suspect's whole op). Those runs are kept in the other series' rows
+    (Figures.seen_base/seen_head) and the next nights read them as their A/B noise (figures.ab_noise_pct), learned
+    at no device cost; they decide nothing of their own and stay out of the nights' noise model."""
+    config = _with(make_config(), judge="noise", noise__ab_pairs=7, noise__ab_budget_s=600)
+    for i in range(6):
+        (upstream.path / "NOTES.txt").write_text(f"night {i}\n")
+        sha = upstream.commit({"alpha": 1.0, "beta": 2.0}, f"unrelated {i}")
+        run_nightly(config, "fake", sha=sha, run_label=f"q{i}")
+    slow = upstream.commit({"alpha": 1.2, "beta": 2.0}, "alpha 20% slower")
+    night = {c.case: c for c in run_nightly(config, "fake", sha=slow, run_label="slow").summary.comparisons}
+    alpha, beta = night["alpha"], night["beta"]
+    assert alpha.figures is not None and len(alpha.figures.runs_head) >= 5, alpha.judgement.note   # its A/B ran
+    assert beta.figures is not None and not beta.figures.runs_head
+    assert len(beta.figures.seen_base) == len(beta.figures.seen_head) == len(alpha.figures.runs_head)
+    assert beta.figures.ab_noise_pct is None   # nothing learned before tonight
+    (upstream.path / "NOTES.txt").write_text("after\n")
+    after = upstream.commit({"alpha": 1.2, "beta": 2.0}, "notes")
+    beta = {c.case: c for c in run_nightly(config, "fake", sha=after, run_label="after").summary.comparisons}["beta"]
+    assert beta.figures is not None and beta.figures.ab_noise_pct is not None, beta.judgement.note
+    assert beta.figures.ab_noise_pct < 5.0 / 3   # the fake device's runs agree: watched through the A/B at 5%

@@ -85,6 +85,14 @@ def test_verdict_evidence_holds_level_changes_suspects_and_ab_runs(store: Store,
     store.save_comparisons("n1", [_cmp(make, "sev", Verdict.SEVERE), _cmp(make, "sus", Verdict.SUSPECT),
                                   _cmp(make, "imp", Verdict.SUSPECT_IMPROVED), _cmp(make, "same", Verdict.UNCHANGED),
                                   _cmp(make, "gap", Verdict.UNMEASURABLE), figured])
+    # measured beside another series' A/B (Figures.seen_*): evidence of its A/B noise, read like A/B runs
+    seen = _cmp(make, "seen", Verdict.UNCHANGED)
+    seen = dataclasses.replace(seen, judgement=dataclasses.replace(seen.judgement, figures=Figures(
+        10.0, "median of 7 nights", 10.1, "tonight, 1 sample", seen_base=(10.0, 10.1), seen_head=(10.1, 10.0))))
+    store.upsert_run(make.run("n2"))
+    store.save_comparisons("n2", [seen, _cmp(make, "same", Verdict.UNCHANGED)])
     got = store.verdict_evidence(["n1"], only_evidence=True)
     assert {k[2]: v[0] for k, v in got.items()} == {"sev": Verdict.SEVERE, "sus": Verdict.SUSPECT,
                                                    "imp": Verdict.SUSPECT_IMPROVED, "ab": Verdict.UNCHANGED}
+    [(key, (verdict, figures))] = store.verdict_evidence(["n2"], only_evidence=True).items()
+    assert key[2] == "seen" and figures.seen_head == (10.1, 10.0) and figures.seen_base == (10.0, 10.1)

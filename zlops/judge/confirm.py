@@ -391,6 +391,7 @@ def round_cost(ctx: RunContext, costing: Any, chosen: Mapping[str, Sequence[Comp
 
 def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[Comparison]]], *,
                   policy: Any, progress: Progress, prior: Mapping[str, Samples] | None = None,
+                  seen: dict[tuple[str, str, str], tuple[list[float], list[float]]] | None = None,
                   ) -> tuple[dict[str, Any], dict[tuple[str, str, str], Judgement]]:
     """One interleaved A/B of ``pool``'s suspects against several baseline commits (``groups``: per base its
     suspects, the newest base first), the head run once a round for all of them
@@ -401,7 +402,8 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
     carried-over suspect's base was left 161 of 600 device-s, too few for its shard, though the head runs
     it needed had run in another base's A/B).
 
-    ``prior``: per base, the night before's A/B runs of the same commits (:func:`earlier_runs`).
+    ``prior``: per base, the night before's A/B runs of the same commits (:func:`earlier_runs`). ``seen`` (filled
+    when given): per series the runs measured beside the suspects' (:attr:`zlops.judge.interleave.Rounds.seen`).
     Returns the pool's run-meta entry (totals, ``groups`` per base, ``head``) and the new judgements."""
     cfg = ctx.config.noise
     campaign = ctx.suite.campaign is not None
@@ -490,6 +492,10 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
         for a in live:
             if a.ctx is not None:
                 cleanup(a.ctx)
+    if seen is not None:
+        for a in live:
+            for (case, metric), sides in rounds.seen.get(a.base_sha, {}).items():
+                seen.setdefault((pool, case, metric), sides)
     against = ", ".join(a.base_sha[:7] for a in live)
     cost = (f"{rounds.runs} runs, the head once a round against base{'s' if len(live) > 1 else ''} {against} "
             f"(of {len(arms)} bases tonight), {rounds.seconds:.0f} {unit} (estimated {rounds.est_s:.0f}), "
@@ -539,6 +545,14 @@ def confirm_bases(ctx: RunContext, pool: str, groups: Sequence[tuple[str, list[C
         entry["est_raw_run_s"] = round(rounds.est_s / costing.factor / runs, 3)
         entry["shards"] = [s.series_case for s in costing.shards([c for a in live for c in a.chosen])]
     return entry, updated
+
+
+def _with_seen(j: Judgement, sides: tuple[list[float], list[float]] | None) -> Judgement:
+    """``j`` with the runs an A/B of other series measured of it (each side at least two runs: a side of one run
+    says nothing of the spread); a row the A/B decided keeps its own runs, a row without figures gets none."""
+    if sides is None or j.figures is None or j.figures.runs_head or min(len(sides[0]), len(sides[1])) < 2:
+        return j
+    return replace(j, figures=replace(j.figures, seen_base=tuple(sides[0]), seen_head=tuple(sides[1])))
 
 
 def quiet_waiter(ctx: RunContext, pool: str) -> Any:
@@ -675,11 +689,14 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
     whole: dict[str, tuple[float, str]] = {}   # each pool's budget tonight, before it is shared out
     multi: dict[str, dict[str, Any]] = {}
     prior = earlier_runs(ctx, store, suspects)
+    # the series the A/Bs' runs measured beside the suspects (a FlagGems A/B re-runs each suspect's whole op): their
+    # runs go into their rows as evidence of their A/B noise (Figures.seen_base/seen_head), learned for nothing
+    seen: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for pool in sorted(shared):
         multi[pool], got = confirm_bases(ctx, pool, [(b, groups[(p, b)]) for p, b in order
                                                      if p == pool and b not in same_code], policy=policy,
                                          progress=progress,
-                                         prior={b: v for (p, b), v in prior.items() if p == pool})
+                                         prior={b: v for (p, b), v in prior.items() if p == pool}, seen=seen)
         updated.update(got)
     for pool, base_sha in order:
         members = groups[(pool, base_sha)]
@@ -740,6 +757,9 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
             entries[pool].append({"base": base_sha[:12], "error": str(exc)[:300]})
             continue
         spent[pool] += ab.seconds
+        if ab.pairs is not None:
+            for (case, metric), sides in ab.pairs.seen.items():
+                seen.setdefault((pool, case, metric), sides)
         unit = "s" if not budget.shards else "device-s"
         cost = (f"{ab.runs} runs, {ab.seconds:.0f} {unit} (estimated {budget.run_s * ab.runs:.0f}), "
                 f"budget {budget.seconds:.0f} {unit}")
@@ -786,9 +806,10 @@ def confirm(ctx: RunContext, summary: CompareSummary, *, pools: list[str] | None
         costs[pool] = entry
     if costs:
         store.update_run_meta(ctx.run_key, {"ab": costs})
-    if not updated:
+    if not updated and not seen:
         return summary
-    rows = follow_sources([replace(c, judgement=updated.get((c.pool, c.case, c.metric), c.judgement))
+    rows = follow_sources([replace(c, judgement=_with_seen(updated.get((c.pool, c.case, c.metric), c.judgement),
+                                                           seen.get((c.pool, c.case, c.metric))))
                            for c in summary.comparisons])   # derived rows take their sources' new verdicts
     store.save_comparisons(ctx.run_key, rows)
     return CompareSummary(summary.run_key, summary.suite, summary.sha, tuple(rows))

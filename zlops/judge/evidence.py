@@ -164,7 +164,9 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
     - ``ab_noise`` (filled when given): per series with A/B runs in what is kept, the noise an interleaved A/B
       sees (:func:`zlops.stats.noise.ab_noise_pct`: the spread of each A/B side's runs about their own median), kept apart from the
       drift between nights, which the history carries. An undecided A/B counts here: its runs still show how
-      far fresh processes of one commit land from each other minutes apart.
+      far fresh processes of one commit land from each other minutes apart; so do the runs of an A/B of other
+      series that measured this one beside them (``Figures.seen_base``/``seen_head``: a FlagGems A/B re-runs a
+      suspect's whole op, every shape and metric of it), learned at no device cost.
 
     ``evidence`` is :meth:`Store.verdict_evidence` of the frame's runs (``only_evidence``): level
     changes and A/B rows, a few per night. The frame holds each series' rows consecutively: the
@@ -230,6 +232,9 @@ def series_histories(frame: Any, keys: Collection[cmp.SeriesKey], *, walls: Mapp
             level = float(np.median(medians[lo:b]))
             for i in range(lo, b):
                 found = found_of.get(run_keys[i])
+                if found is not None and found[1] is not None and found[1].seen_head:
+                    # measured beside another series' A/B (the same fresh processes): its A/B noise, nothing more
+                    sides += [found[1].seen_base, found[1].seen_head]
                 if found is None or found[1] is None or not found[1].runs_head:
                     continue
                 verdict, figures = found

@@ -135,6 +135,7 @@ class Pairs:
     discarded: list[str] = field(default_factory=list)
     run_seconds: list[float] = field(default_factory=list)
     pooled: int = 0               # pairs of an earlier A/B of the same commits the samples started from
+    seen: Samples = field(default_factory=dict)   # the series measured beside those asked (Rounds.seen)
 
     @property
     def realised_run_s(self) -> float | None:
@@ -178,6 +179,9 @@ class Rounds:
     arm_est_s: dict[str, float] = field(default_factory=dict)
     closed: dict[str, str] = field(default_factory=dict)   # base arm -> why it stopped before the others
     pooled: dict[str, int] = field(default_factory=dict)   # base arm -> pairs of an earlier A/B it started from
+    #: base arm -> the series its runs and the head's measured beside the ones asked (``keys``), aligned like
+    #: ``samples``: fresh processes of two commits minutes apart, evidence of those series' A/B noise
+    seen: dict[str, Samples] = field(default_factory=dict)
 
 
 def run_rounds(*, head: str, arms: Sequence[str],
@@ -329,6 +333,10 @@ def run_rounds(*, head: str, arms: Sequence[str],
                 base, head_values = out.samples[arm].setdefault(key, ([], []))
                 base.append(float(got[arm][key]))
                 head_values.append(float(got[head][key]))
+            for key in sorted(common - wanted) if wanted is not None else ():
+                base, head_values = out.seen.setdefault(arm, {}).setdefault(key, ([], []))
+                base.append(float(got[arm][key]))
+                head_values.append(float(got[head][key]))
     return out
 
 
@@ -362,4 +370,4 @@ def run_pairs(*, run_one: Callable[[str, int], tuple[Mapping[Key, float], float]
                         prior=None if prior is None else {"A": prior}, clock=clock)
     return Pairs(samples=rounds.samples["A"], runs=rounds.runs, pairs=rounds.rounds, seconds=rounds.seconds,
                  est_run_s=est_run_s, stopped=rounds.stopped, discarded=rounds.discarded,
-                 run_seconds=rounds.run_seconds, pooled=rounds.pooled.get("A", 0))
+                 run_seconds=rounds.run_seconds, pooled=rounds.pooled.get("A", 0), seen=rounds.seen.get("A", {}))

@@ -162,7 +162,7 @@ def verdict_evidence(session: Session, run_keys: Sequence[str], *, only_evidence
 
     One query per chunk of runs, whatever the number of series: the judge reads the level changes
     and the A/B evidence of a whole window of nights at once. ``only_evidence``: only the rows the
-    judge needs (a level change, a suspect, or figures that hold A/B runs), so a window of a
+    judge needs (a level change, a suspect, or figures that hold A/B runs or runs seen beside an A/B), so a window of a
     20,000-series suite does not parse 600,000 figures.
     """
     from sqlalchemy import String, and_, cast, or_
@@ -172,7 +172,9 @@ def verdict_evidence(session: Session, run_keys: Sequence[str], *, only_evidence
     text = cast(ComparisonRow.figures, String)
     wanted = or_(ComparisonRow.verdict.in_(LEVEL_CHANGE_VALUES + SUSPECT_VALUES),
                  and_(ComparisonRow.figures.isnot(None), text.like('%"runs_head": [%'),
-                      ~text.like('%"runs_head": []%')))
+                      ~text.like('%"runs_head": []%')),
+                 # a series measured beside an A/B's (Figures.seen_head, written only when non-empty)
+                 and_(ComparisonRow.figures.isnot(None), text.like('%"seen_head": [%')))
     out: dict[tuple[str, str, str, str], tuple[Verdict, Figures | None]] = {}
     keys = list(dict.fromkeys(run_keys))
     for i in range(0, len(keys), 500):
