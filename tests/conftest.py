@@ -89,6 +89,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("serial") is None and _replays_at_scaled_time(getattr(item, "module", None)):
             item.add_marker(pytest.mark.serial)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _longest_files_first(items)
+
+
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """Under xdist (every worker collects the same order; ``--dist loadfile`` hands files out in it): the serial
+    files first (the other workers wait while one runs, wherever it is), then the files with the most slow tests,
+    the fast files last, so that the session ends on short files on every worker instead of one worker's long file
+    (longest first, as the partition of a night's cases does). A file's tests keep their order, side by side."""
+    first: dict[Path, int] = {}
+    serial: dict[Path, bool] = {}
+    slow: dict[Path, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(item.path, i)
+        serial[item.path] = serial.get(item.path, False) or item.get_closest_marker("serial") is not None
+        slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
+    order = {i: n for n, i in enumerate(items)}
+    items.sort(key=lambda it: (not serial[it.path], -slow[it.path], first[it.path], order[it]))
 
 
 def _placeholder_png() -> bytes:
