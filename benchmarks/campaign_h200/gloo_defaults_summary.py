@@ -18,9 +18,16 @@ from collections import Counter
 from pathlib import Path
 
 ANNOUNCED = ("potential", "regression", "severe", "improved")
-SHARD = "allreduce/1MiB/p2/tree/nccl"
-SLOWED = [(SHARD, "execute_s"), (SHARD, "wall_s"), (SHARD, "bw_execute"),
-          ("allreduce/1MiB/tree/nccl", "efficiency_p2"), ("allreduce/1MiB/p2/tree", "ratio_nccl_over_ring")]
+#: per planted slowdown (the subject's first word): the series it moves (the slowed shard's time, wall time and
+#: bandwidth, its efficiency and its ratio); runs 1-3 slowed tree/nccl at P=2, run 7 (the hold-out) ring/ring
+SLOWED = {
+    "tree:": [("allreduce/1MiB/p2/tree/nccl", "execute_s"), ("allreduce/1MiB/p2/tree/nccl", "wall_s"),
+              ("allreduce/1MiB/p2/tree/nccl", "bw_execute"), ("allreduce/1MiB/tree/nccl", "efficiency_p2"),
+              ("allreduce/1MiB/p2/tree", "ratio_nccl_over_ring")],
+    "ring:": [("allreduce/1MiB/p2/ring/ring", "execute_s"), ("allreduce/1MiB/p2/ring/ring", "wall_s"),
+              ("allreduce/1MiB/p2/ring/ring", "bw_execute"), ("allreduce/1MiB/ring/ring", "efficiency_p2"),
+              ("allreduce/1MiB/p2/ring", "ratio_nccl_over_ring")],
+}
 
 
 def _pct(x: float | None) -> str:
@@ -35,7 +42,8 @@ def summarize(data: Path) -> list[str]:
         out.append("| night | commit | s | verdicts | announced | alerts | load before/after | "
                    "foreign CPU % (median, max) |")
         out.append("|---|---|---:|---|---|---|---|---|")
-        slowed_from = next(i for i, n in enumerate(nights) if n["subject"].startswith("tree:"))
+        slowed_from, slowed = next((i, SLOWED[n["subject"].split()[0]]) for i, n in enumerate(nights)
+                                   if n["subject"].split()[0] in SLOWED)
         for n in nights:
             counts = Counter(r["verdict"] for r in n["rows"])
             loud = [f"{r['case']} {r['metric']} {r['verdict']}" for r in n["rows"] if r["verdict"] in ANNOUNCED]
@@ -66,7 +74,7 @@ def summarize(data: Path) -> list[str]:
         out.append("")
         out.append("| slowed series | " + " | ".join(f"night {n['night']}" for n in nights[slowed_from:]) + " |")
         out.append("|---|" + "---|" * len(nights[slowed_from:]))
-        for key in SLOWED:
+        for key in slowed:
             cells = []
             for n in nights[slowed_from:]:
                 r = next((r for r in n["rows"] if (r["case"], r["metric"]) == key), None)

@@ -1,4 +1,5 @@
-"""Replay of three real gloo campaigns on CPU under the production defaults (issue 22's campaign item).
+"""Replay of four real gloo campaigns on CPU under the production defaults (issue 22's campaign item, and the
+campaign hold-out of 2026-12-06).
 
 tests/data/campaign_gloo_cpu_defaults/run<N>/ (its PROVENANCE.md one folder up): the real collectives
 harness (torch.distributed over gloo) on a 2-"device" cpu pool of the shared 2-core development host,
@@ -7,7 +8,9 @@ allreduce 1 MiB, P 1-2, variants ring/tree, stacks nccl/ring, the nccl/ring rati
 same-gang A/B with its default pairs (5-8), alpha (0.002) and budget floor (300 s; since run 3 that many
 seconds on each of the pool's 2 devices, 600 device-seconds: ``BUDGET``). Four
 nights of unchanged code (the first commit, a docs-only commit, two changelog-only commits), then two
-nights of a commit that adds a scratch all-reduce to nccl/tree at P > 1 (about 2x that shard's time).
+nights of a slowdown: runs 1-3 a commit that adds a scratch all-reduce to nccl/tree at P > 1 (about 2x that
+shard's time); run 7, the hold-out, a commit in which the hand-written ring stack re-reduces an eighth of its
+buffer under the ring variant at P > 1 (:data:`SLOWDOWNS`).
 
 Re-derived here from what the runs stored: the measured and derived values from the lanes' results;
 every A/B verdict from its per-run values (:func:`zlops.stats.confirm_ab`); and the acceptance figures:
@@ -33,15 +36,32 @@ from zlops.stats import State, confirm_ab
 DATA = Path(__file__).resolve().parents[1] / "data" / "campaign_gloo_cpu_defaults"
 RUNS = sorted(p.name for p in DATA.glob("run*") if p.is_dir())
 ANNOUNCED = {Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED}
-SHARD = "allreduce/1MiB/p2/tree/nccl"
-#: the series the slowdown moves: the slowed shard's time, wall time and bandwidth, its efficiency and its ratio
-SLOWED = {(SHARD, "execute_s"), (SHARD, "wall_s"), (SHARD, "bw_execute"),
-          ("allreduce/1MiB/tree/nccl", "efficiency_p2"), ("allreduce/1MiB/p2/tree", "ratio_nccl_over_ring")}
-#: the slowed shard's set-up includes one (slowed) all-reduce: it may move too, and is no false alarm if it does
-MAY_MOVE = SLOWED | {(SHARD, "setup_s")}
-SLOWDOWN_SUBJECT = "tree: an extra scratch all_reduce on the multi-rank path"
+#: per planted slowdown (the commit's subject): the series it moves: the slowed shard's time, wall time and
+#: bandwidth, its efficiency and its ratio; the slowed shard's set-up includes one (slowed) all-reduce, so it may
+#: move too and is no false alarm if it does
+SLOWDOWNS = {
+    # runs 1-3: the nccl stack under the tree variant all-reduces a scratch copy once more at P > 1
+    "tree: an extra scratch all_reduce on the multi-rank path": (
+        "allreduce/1MiB/p2/tree/nccl", ("allreduce/1MiB/tree/nccl", "efficiency_p2"),
+        ("allreduce/1MiB/p2/tree", "ratio_nccl_over_ring")),
+    # run 7, the campaign hold-out (another stack, variant and change): the hand-written ring stack under the ring
+    # variant re-reduces an eighth of its buffer at P > 1; ring is the ratio's denominator
+    "ring: re-reduce an eighth of the buffer as a checksum on the multi-rank path": (
+        "allreduce/1MiB/p2/ring/ring", ("allreduce/1MiB/ring/ring", "efficiency_p2"),
+        ("allreduce/1MiB/p2/ring", "ratio_nccl_over_ring")),
+}
+
+
+def _slowdown(run: str) -> tuple[str, set[tuple[str, str]], set[tuple[str, str]]]:
+    """The run's planted slowdown: its subject, the series it moves and those that may move (its set-up too)."""
+    [subject] = [n["subject"] for n in _nights(run) if n["subject"] in SLOWDOWNS]
+    shard, efficiency, ratio = SLOWDOWNS[subject]
+    slowed = {(shard, "execute_s"), (shard, "wall_s"), (shard, "bw_execute"), efficiency, ratio}
+    return subject, slowed, slowed | {(shard, "setup_s")}
+
+
 #: the A/B budget of each run's nights, device-seconds: the floor (300 s) was one device's until run 3
-BUDGET = {"run1": 300.0, "run2": 300.0, "run3": 600.0}
+BUDGET = {"run1": 300.0, "run2": 300.0, "run3": 600.0, "run7": 600.0}
 
 
 @cache
@@ -57,7 +77,7 @@ def _nights(run: str) -> list[dict[str, Any]]:
 def _slowed(run: str) -> set[int]:
     """The nights of the slowed code: the slowdown's night and every night after it."""
     subjects = [n["subject"] for n in _nights(run)]
-    first = subjects.index(SLOWDOWN_SUBJECT)
+    first = subjects.index(_slowdown(run)[0])
     return {n["night"] for n in _nights(run)[first:]}
 
 
@@ -65,8 +85,8 @@ def _rows(run: str, night: int) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["case"], r["metric"]): r for n in _nights(run) if n["night"] == night for r in n["rows"]}
 
 
-def test_three_runs_were_recorded() -> None:
-    assert RUNS == ["run1", "run2", "run3"]
+def test_four_runs_were_recorded() -> None:
+    assert RUNS == ["run1", "run2", "run3", "run7"]
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -120,7 +140,7 @@ def _loud() -> list[tuple[str, int, tuple[str, str], str]]:
 
 
 def test_no_verdict_and_no_confirmed_alert_on_an_unchanged_series_over_every_night() -> None:
-    false = [x for x in _loud() if not (x[1] in _slowed(x[0]) and x[2] in MAY_MOVE)]
+    false = [x for x in _loud() if not (x[1] in _slowed(x[0]) and x[2] in _slowdown(x[0])[2])]
     assert false == []
     # alerts: none confirmed (announced) on a series the commit did not move; the unconfirmed ones are closed
     for run in RUNS:
@@ -128,7 +148,7 @@ def test_no_verdict_and_no_confirmed_alert_on_an_unchanged_series_over_every_nig
             for alert in night["alerts"]:
                 key = (alert["case"], alert["metric"])
                 if alert["state"] not in ("new", "cleared"):
-                    assert night["night"] in _slowed(run) and key in MAY_MOVE, (run, night["night"], alert)
+                    assert night["night"] in _slowed(run) and key in _slowdown(run)[2], (run, night["night"], alert)
         # a `new` (never announced) alert still open after the last night is on a series still awaiting
         # confirmation there; none is left open on a series judged unchanged or unmeasurable
         last = _nights(run)[-1]
