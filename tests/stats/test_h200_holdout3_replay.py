@@ -175,11 +175,11 @@ def test_every_ab_estimate_is_within_30pct_of_its_cost_and_the_night_within_its_
     for n in ran:
         realised = float(n.ab["seconds"])
         # give or take one run of zlops' own unscaled work (UNSCALED_RUN_S): at 0.05 x a run of ~0.7 s it is a third
-        # of a run, noise the live estimate never carries (CI 2026-12-06: a 5-run group 4.51 s estimated, 3.46 s taken)
+        # of a run, noise the live estimate never carries
         assert abs(float(n.ab["est_s"]) - realised) <= 0.30 * realised + UNSCALED_RUN_S, (n.index, replayed.table)
         # the budget is a projection from the runs so far; in this replay each run's own zlops work (spawn, parse:
         # ~0.1-0.3 s) is not scaled with its process (x TIME_SCALE), so one run may overrun its projection by that
-        # much more than it would live (CI 2026-12-06, night 4: 15.15 s of a 15 s budget; live budgets: 300 s)
+        # much more than it would live (docs/benchmarks.md, the quiet runs of the suite)
         assert realised <= float(n.ab["budget_s"]) + UNSCALED_RUN_S, (n.index, replayed.table)
         real = sum(float(s["seconds"]) for s in n.served if s["where"] == "ab") * TIME_SCALE
         assert real <= realised <= real * 1.5 + 1.0, (n.index, real, realised)

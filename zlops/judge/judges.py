@@ -269,8 +269,8 @@ def confirm_suspect(judgement: Judgement, base_runs: Sequence[float], head_runs:
             # them: with many candidates asked a night its rank test's alpha would be spent on reshuffles of process
             # levels (real H200 A/A noise, mm_512 at 3.7%: random 8+8 splits of one code's processes "improved
             # -6.36%, p=0.00016"; a reshuffle of two levels spreads each side by about half the gap it reports). A
-            # change larger than 3 x the spread stands out whatever the target (noise_replay, 2026-12-06: 10%
-            # changes of the noisy series 72.4% -> 88.6% detected, one false improvement more in 33,330)
+            # change larger than 3 x the spread stands out whatever the target (the recall and false-improvement
+            # figures of both lines: docs/statistics.md, "the candidate's spread line")
             ab_text = (f"{ab_text}; its runs spread {spread:.2f}% about each side's median (x {AB_NOISE_K:g} > "
                        f"{line:.2f}%, the larger of the {policy.measurable_target_pct:g}% target and the change): "
                        "unmeasurable by the A/B too, not confirmed")
