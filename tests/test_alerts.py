@@ -246,3 +246,15 @@ def test_a_companion_timing_folds_into_the_alert_of_the_timing_it_accompanies() 
     apart = plan_night([cmp(case, Verdict.SUSPECT, 10.0, 10.4, metric="execute_s", unit="s"),
                         cmp(case, Verdict.SUSPECT, 11.0, 11.5, metric="setup_s", unit="s")], {}, band_pct=2.0)
     assert len(apart) == 2
+
+
+def test_the_steps_word_a_throughput_change_as_the_report_does() -> None:
+    """The notes use zlops.model.change_text: a throughput still below its reference after a partial
+    recovery is "-20.00% (worse by 25.0%)", never a bare "+25.00% worse" beside a -20% change."""
+    tput = {("npu", "softmax_8192", "time"): alert(base=100.0, lower_is_better=False)}
+    (step,) = plan_night([cmp("softmax_8192", Verdict.IMPROVED, 60.0, 80.0, lower_is_better=False)], tput,
+                         band_pct=2.0)
+    assert "still -20.00% (worse by 25.0%) against its reference" in step.note
+    (step,) = plan_night([cmp("softmax_8192", Verdict.REGRESSION, 80.0, 60.0, lower_is_better=False)], tput,
+                         band_pct=2.0)
+    assert step.event is EventKind.WORSENED and step.note.endswith(": -25.00% (worse by 25.0%)")

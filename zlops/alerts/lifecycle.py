@@ -43,7 +43,7 @@ from enum import Enum
 
 from zlops import metrics
 from zlops.errors import ZlopsError
-from zlops.model import Comparison, Verdict, is_canary
+from zlops.model import Comparison, Verdict, change_text, is_canary, pct_change
 from zlops.model import worse_pct as model_worse_pct
 
 SeriesKey = tuple[str, str, str]  # (pool, case, metric)
@@ -366,8 +366,8 @@ def _evolve(alert: Alert, c: Comparison) -> Step | None:
                                           f"{': ' + why if why else ''}): closed quietly")
     if c.verdict in CONFIRMED_VERDICTS:   # a further confirmed step on top of the regression
         return Step(c, alert.id, state, state, EventKind.WORSENED, announce=not state.quiet, change_pct=change,
-                    worse_pct=worse, note=f"worse again, confirmed by the judge: {worse:+.2f}%" if worse is not None
-                    else "worse again, confirmed by the judge")
+                    worse_pct=worse, note="worse again, confirmed by the judge" + (
+                        f": {change_text(worse if change is None else change, worse)}" if worse is not None else ""))
     if c.verdict is Verdict.IMPROVED:     # a confirmed improvement: fixed when it is back near its reference
         head = _head_in(alert, c)
         assert head is not None
@@ -378,8 +378,8 @@ def _evolve(alert: Alert, c: Comparison) -> Step | None:
                                               f"±{alert.band_pct:g}% of its reference")
         return Step(c, alert.id, state, state, EventKind.STATE, announce=not state.quiet, change_pct=change,
                     worse_pct=worse, note=f"partly recovered: a confirmed improvement ({change:+.2f}%), still "
-                                          f"{left:+.2f}% worse than its reference" if left is not None else
-                                          "partly recovered")
+                                          f"{change_text(pct_change(alert.base_value, head), left)} against its "
+                                          "reference" if left is not None else "partly recovered")
     return quiet
 
 

@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from zlops.model import Figures, Judgement, Summary, Thresholds, Verdict, as_summary, median_of
+from zlops.model import Figures, Judgement, Summary, Thresholds, Verdict, as_summary, change_text, median_of
 
 if TYPE_CHECKING:  # zlops.stats imports scipy (~0.5 s): only noise_judge pays for it, when it runs
     from zlops.stats import Policy
@@ -334,8 +334,10 @@ def _confirm(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequen
         return (Judgement(judgement.verdict, conf.change_pct, conf.worse_pct, threshold,
                           f"A/B inconclusive, still a {judgement.verdict.label}: {conf.reason}; {within}",
                           figures=figures), f"{conf.reason}; {within}")
-    moved = f"; {DEVICE_MOVED_NOTE} (the nights read {judgement.worse_pct:+.2f}% worse across devices)" \
-        if DEVICE_MOVED_NOTE in judgement.note and judgement.worse_pct is not None else ""
+    nights = None if judgement.worse_pct is None else change_text(
+        judgement.worse_pct if judgement.change_pct is None else judgement.change_pct, judgement.worse_pct)
+    moved = f"; {DEVICE_MOVED_NOTE} (the nights read {nights} across devices)" \
+        if DEVICE_MOVED_NOTE in judgement.note and nights is not None else ""
     return (Judgement(STATE_VERDICTS.get(decision.state.value, judgement.verdict), decision.change_pct,
                       decision.worse_pct, decision.threshold_pct, decision.reason + moved, figures=figures),
             conf.reason)

@@ -275,7 +275,7 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
                       **figures)
     basis = (f"noise {noise.sigma_pct:.2f}% over {noise.n_nights} nights" if noise.enough_history else
              f"provisional: {noise.n_nights} nights < {pol.min_nights}, noise {noise.sigma_pct:.2f}%")
-    text = f"{worse:+.2f}% worse vs {ref_text}; threshold {threshold:.2f}% ({basis})"
+    text = f"{change_text(change, worse)} vs {ref_text}; threshold {threshold:.2f}% ({basis})"
     measurable = modes is not None or is_measurable(noise, target_pct=pol.measurable_target_pct, k=pol.k)
     # a series whose noise hides the target change is a coverage gap, not a source of alarms: only a
     # change beyond 1.5 times its threshold on the log scale (4.5 sigma at k = 3) makes it a suspect, so
@@ -290,7 +290,7 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
     if not measurable:
         return result(State.UNMEASURABLE,
                       f"noise {noise.sigma_pct:.2f}% x k={pol.k:g} = {pol.k * noise.sigma_pct:.1f}% hides a "
-                      f"{pol.measurable_target_pct:g}% change (change tonight {worse:+.2f}% worse)", **figures)
+                      f"{pol.measurable_target_pct:g}% change (change tonight {change_text(change, worse)})", **figures)
     return result(State.UNCHANGED, text, **figures)
 
 
@@ -518,7 +518,7 @@ def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, 
     ci = ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
     excludes = lo > 1.0 or hi < 1.0
     ci_worse = worse_ci_pct(ci, lower_is_better=lower_is_better)
-    worse_ci = "" if lower_is_better else f" (worse by [{ci_worse[0]:+.1f}%, {ci_worse[1]:+.1f}%])"
+    worse_ci = "" if lower_is_better else f" ({_ci_words(ci_worse)})"
     figures = (f"A/B {a.size}+{b.size}: {change_text(change, worse)}, {confidence:.0%} CI of the change "
                f"[{ci[0]:+.2f}%, {ci[1]:+.2f}%]{worse_ci}, p={p:.3g}")
     shift = level_shift_pct(a, b, lower_is_better=lower_is_better)
@@ -561,8 +561,23 @@ def confirm_ab(base_samples: Sequence[float], head_samples: Sequence[float], *, 
         state = State.INCONCLUSIVE
         figures += f"; the CI reaches beyond +-{margin:g}% and the change is not confirmed: inconclusive"
     if shifted and not (p < alpha):
-        figures += f"; the levels shifted together (quartiles {shift:+.1f}% worse, p < {SHIFT_ALPHA:g})"
+        figures += f"; the levels shifted together (quartiles {change_text(shift, shift)}, p < {SHIFT_ALPHA:g})"
     return Confirmation(state, change, worse, ci, p_mwu, p_ks, p, a.size, b.size, figures, margin, ci_worse)
+
+
+def _ci_words(ci_worse: tuple[float, float]) -> str:
+    """A CI of the worse ratio in the words of :func:`zlops.model.change_text`: ``worse by [+472.4%, +1219.4%]``,
+    ``better by [16.7%, 28.6%]`` when the whole interval is on the better side."""
+    lo, hi = ci_worse
+    if hi < 0:
+        return f"better by [{-hi:.1f}%, {-lo:.1f}%]"
+    return f"worse by [{lo:+.1f}%, {hi:+.1f}%]"
+
+
+def _changes(night: NightResult) -> tuple[float, float]:
+    """A screened night's (change_pct, worse_pct), both set on a night that was judged (a suspect's)."""
+    assert night.worse_pct is not None
+    return (night.worse_pct if night.change_pct is None else night.change_pct), night.worse_pct
 
 
 def _log_pct(pct: float) -> float:
@@ -769,7 +784,7 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
                 state = State.IMPROVED
             return Decision(state, confirmed_by="consecutive",
                             reason=f"two consecutive nights beyond the threshold "
-                                   f"({previous.worse_pct:+.2f}%, {night.worse_pct:+.2f}% worse): {night.reason}",
+                                   f"({nights_text([_changes(previous), _changes(night)])}): {night.reason}",
                             **figures)
     second = previous is not None and previous.state is night.state
     seen = night.noise.n_nights if night.noise is not None else 0
@@ -784,6 +799,13 @@ def decide(night: NightResult, *, previous: NightResult | None = None, ab: Confi
     if hold is not None and second:
         pending = hold
     return Decision(night.state, confirmed_by=None, reason=f"{pending}: {night.reason}", **figures)
+
+
+def nights_text(changes: Sequence[tuple[float, float]]) -> str:
+    """The changes of nights in a row as people read them, each ``(change_pct, worse_pct)`` worded by
+    :func:`zlops.model.change_text`: ``+3.10% worse, then +4.02% worse``; ``-8.53% (better), then -9.10% (better)``
+    (:func:`decide` and the frame judge's two-night confirmation)."""
+    return ", then ".join(change_text(change, worse) for change, worse in changes)
 
 
 def pending_text(*, second: bool, known: bool, seen: int, policy: Policy) -> str:

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from zlops.stats.decide import UNMEASURABLE_FACTOR, Policy, State, pending_text, telemetry_problem
+from zlops.model import change_text
+from zlops.stats.decide import UNMEASURABLE_FACTOR, Policy, State, nights_text, pending_text, telemetry_problem
 from zlops.stats.noise import MEDIAN_SE_FACTOR
 
 
@@ -137,13 +138,13 @@ def _screen(window: np.ndarray, value: np.ndarray, in_run_se: np.ndarray, lower:
 def _night_text(s: dict[str, np.ndarray], i: int, pol: Policy) -> tuple[str, str]:
     c = int(s["counts"][i])
     ref_text = f"median of {c} night{'s' if c != 1 else ''}"
-    sigma, worse = float(s["sigma"][i]), float(s["worse"][i])
+    sigma, moved = float(s["sigma"][i]), change_text(float(s["change"][i]), float(s["worse"][i]))
     if s["state"][i] == State.UNMEASURABLE.value:
         return ref_text, (f"noise {sigma:.2f}% x k={pol.k:g} = {pol.k * sigma:.1f}% hides a "
-                          f"{pol.measurable_target_pct:g}% change (change tonight {worse:+.2f}% worse)")
+                          f"{pol.measurable_target_pct:g}% change (change tonight {moved})")
     basis = (f"noise {sigma:.2f}% over {c} nights" if s["enough"][i] else
              f"provisional: {c} nights < {pol.min_nights}, noise {sigma:.2f}%")
-    return ref_text, f"{worse:+.2f}% worse vs {ref_text}; threshold {float(s['threshold'][i]):.2f}% ({basis})"
+    return ref_text, f"{moved} vs {ref_text}; threshold {float(s['threshold'][i]):.2f}% ({basis})"
 
 
 def _wide(window: np.ndarray, pol: Policy) -> np.ndarray:
@@ -240,8 +241,8 @@ def judge_many(histories: Sequence[Sequence[float]], tonight: Sequence[Sequence[
                     state = State.SEVERE if min(pw, nw) > pol.regression_pct else State.REGRESSION
                 else:
                     state = State.IMPROVED
-                reason = (f"two consecutive nights beyond the threshold ({pw:+.2f}%, {nw:+.2f}% worse): "
-                          f"{reason}")
+                nights = nights_text([(float(prev["change"][i]), pw), (float(s["change"][i]), nw)])
+                reason = f"two consecutive nights beyond the threshold ({nights}): {reason}"
             else:
                 seen = min(seen_now, seen_prev) if second else seen_now
                 pending = (held_by if second and held_by
