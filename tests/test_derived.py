@@ -250,3 +250,48 @@ def test_a_confirmed_timing_carries_its_efficiency_and_ratio_over_an_unmeasurabl
     assert follow_sources(follow_sources(rows)) == follow_sources(rows)
     assert sorted((s.comparison.case, s.comparison.metric) for s in plan_night(follow_sources(rows), {}, band_pct=2.0)) \
         == [(f"{p2}/tree/nccl", "execute_s")]
+
+
+def test_a_derived_row_shows_no_threshold_beyond_the_line() -> None:
+    """A campaign row is unmeasurable, without a threshold, when a source is unmeasurable or its line is past
+    MAX_THRESHOLD_PCT (two suspects on 283% lines: nothing short of a 3.8x change could cross the row's line),
+    its note naming those sources; with 5% lines the same sources give the composed threshold as before. A row
+    that follows one source (bandwidth of a time) keeps its source's verdict but never a line past the cap."""
+    from zlops.judge.derived import MAX_THRESHOLD_PCT
+    from zlops.model import Judgement, Summary
+
+    p1, p2 = "allreduce/1MiB/p1/ring/ring", "allreduce/1MiB/p2/ring/ring"
+
+    def night(threshold: float) -> list[Comparison]:
+        t1 = _row(p1, "execute_s", Verdict.SUSPECT, 1.0e-3, 1.5e-3, threshold=threshold)
+        t2 = _row(p2, "execute_s", Verdict.SUSPECT, 2.0e-3, 9.0e-3, threshold=threshold)
+        t1 = replace(t1, judgement=replace(t1.judgement, figures=replace(t1.judgement.figures, noise_pct=44.75)))
+        eff = _row("allreduce/1MiB/ring/ring", "efficiency_p2", Verdict.SUSPECT, 0.25, 1.5e-3 / (2 * 9.0e-3),
+                   lower=False, unit="eff")
+        return [t1, t2, eff]
+
+    wide = _by(follow_sources(night(283.0)))[("allreduce/1MiB/ring/ring", "efficiency_p2")]
+    assert (wide.verdict, wide.judgement.threshold_pct, wide.judgement.figures) == (Verdict.UNMEASURABLE, None, None)
+    assert wide.judgement.note == (
+        f"follows execute_s of {p1} and execute_s of {p2}: unmeasurable: its sources are "
+        f"({p1} execute_s: suspect, noise 44.75%, threshold beyond 100%), ({p2} execute_s: suspect, threshold "
+        "beyond 100%)")
+    narrow = _by(follow_sources(night(5.0)))[("allreduce/1MiB/ring/ring", "efficiency_p2")]
+    assert narrow.verdict is Verdict.SUSPECT and narrow.judgement.threshold_pct == 5.0
+    assert narrow.judgement.note.startswith("follows its sources: ")
+    # one unmeasurable source: the row names it with what hides its change, never its (or a composed) threshold
+    rows = night(5.0)
+    rows[0] = replace(rows[0], judgement=Judgement(Verdict.UNMEASURABLE, 50.0, 50.0, 70112712.7,
+                                                  "noise 448.68% x k=3 = 1346.0% hides a 5% change (change tonight "
+                                                  "+50.00% worse)", figures=rows[0].judgement.figures))
+    gap = _by(follow_sources(rows))[("allreduce/1MiB/ring/ring", "efficiency_p2")]
+    assert (gap.verdict, gap.judgement.threshold_pct) == (Verdict.UNMEASURABLE, None)
+    assert gap.judgement.note.endswith(f"unmeasurable: its source is ({p1} execute_s: noise 448.68% x k=3 = 1346.0%)")
+    # bandwidth follows its time: the same verdict, no threshold past the cap
+    bw = Comparison("campaign", "h200", p2, "bw_execute", "GB/s", False, None, Summary(0.1165, 1),
+                    Judgement(Verdict.SUSPECT, None, None, 2.0, "own"))
+    followed = _by(follow_sources([*night(283.0), bw]))[(p2, "bw_execute")]
+    assert followed.verdict is Verdict.SUSPECT and followed.judgement.threshold_pct is None
+    assert followed.judgement.figures is not None and followed.judgement.figures.threshold_pct is None
+    kept = _by(follow_sources([*night(5.0), bw]))[(p2, "bw_execute")]
+    assert kept.judgement.threshold_pct == 5.0 <= MAX_THRESHOLD_PCT

@@ -23,6 +23,13 @@ confirmed +98.82% with ``p1/tree/nccl`` unchanged (-0.10%) gives efficiency -49.
 (judged on its own, one sample a night, it needed its own A/B: -50.66%); the untouched efficiency and
 ratio rows whose P=1 timing was unmeasurable are unmeasurable, as judged on their own, without an A/B.
 
+Such a row carries no threshold of its own: composed from its sources' (on the CPU gloo hold-out, run 7, a P=1
+timing on 448% noise gave its efficiency "threshold 70112713%") it is a number no change could ever reach. A
+campaign row with an unmeasurable source, or whose composed threshold is not finite or beyond
+:data:`MAX_THRESHOLD_PCT`, is ``unmeasurable`` and its note names the sources and what hides their change
+("unmeasurable: its source is (allreduce/1MiB/p1/ring/ring execute_s: noise 448.68% x k=3 = 1346.0%)");
+a row that follows one source never shows a threshold beyond that line either.
+
 A reference implementation's own timing (FlagGems ``latency_base``) is not derived: it keeps its own verdict.
 Pure: rows in, new rows out; applying it twice gives the same rows.
 """
@@ -37,7 +44,12 @@ from dataclasses import replace
 from zlops import metrics
 from zlops.model import Comparison, Figures, Judgement, Verdict
 
-__all__ = ["campaign_sources", "follow_sources", "follows_source"]
+__all__ = ["MAX_THRESHOLD_PCT", "campaign_sources", "follow_sources", "follows_source"]
+
+#: the widest threshold a derived row may carry, as a worse ratio in %: 100% is a factor 2, a line only a halving
+#: or a doubling crosses; beyond it the row could call nothing a change (its efficiency or time ratio would have
+#: to fall by more than half) and the figure only misleads. A composed threshold past it makes the row unmeasurable.
+MAX_THRESHOLD_PCT = 100.0
 
 SeriesKey = tuple[str, str, str]  # (pool, case, metric)
 _EFF = re.compile(r"^efficiency_p(\d+)$")      # zlops.campaign.scaling's series names
@@ -62,8 +74,15 @@ def _ratio_ci(ci: tuple[float, float] | None, power: int) -> tuple[float, float]
     return (min(ends), max(ends))
 
 
+def _within_line(threshold_pct: float | None) -> float | None:
+    """``threshold_pct`` when a derived row may show it (finite, at most :data:`MAX_THRESHOLD_PCT`), else None."""
+    if threshold_pct is None or not math.isfinite(threshold_pct) or threshold_pct > MAX_THRESHOLD_PCT:
+        return None
+    return threshold_pct
+
+
 def _followed(c: Comparison, src: Comparison, rule: metrics.Derived) -> Judgement:
-    s = src.judgement
+    s = replace(src.judgement, threshold_pct=_within_line(src.judgement.threshold_pct))
     note = f"follows {src.metric} ({rule.formula})" + (f": {s.note}" if s.note else "")
     f = s.figures
     ratio = None
@@ -168,8 +187,10 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
         if bounded is not None:
             return bounded
         g = gaps[0]
+        if g.verdict is Verdict.UNMEASURABLE:
+            return _unmeasurable(names, [s for s in gaps if s.verdict is Verdict.UNMEASURABLE])
         why = f"follows {names}: {g.case} is {g.verdict.label}" + (f" ({g.judgement.note})" if g.judgement.note else "")
-        return Judgement(g.verdict, None, None, g.judgement.threshold_pct, why)
+        return Judgement(g.verdict, None, None, _within_line(g.judgement.threshold_pct), why)
     own = 1.0
     for s, power in sources:
         r = _ratio(s.judgement)
@@ -178,8 +199,11 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
         own *= r ** power
     if c.head is None or not math.isfinite(own) or own <= 0:
         return None
+    wide = [s for s, _ in sources if _within_line(s.judgement.threshold_pct or 0.0) is None]
+    if wide:   # a source's line past MAX_THRESHOLD_PCT (or not finite): so is the row's, no change could cross it
+        return _unmeasurable(names, wide)
     threshold = (max((s.judgement.threshold_pct or 0.0 for s, _ in sources), default=0.0)
-                 or c.judgement.threshold_pct or 2.0)
+                 or _within_line(c.judgement.threshold_pct) or 2.0)
     line = 1.0 + threshold / 100.0
     beyond = own >= line or own <= 1.0 / line
     worse = (own > 1.0) == c.lower_is_better
@@ -201,6 +225,36 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
     parts = "; ".join(f"{s.case} {s.verdict.label} {(_ratio(s.judgement) or 1.0) * 100 - 100:+.2f}%"
                       for s, _ in sources)
     return Judgement(verdict, None, None, threshold, f"follows its sources: {parts}", figures=figures)
+
+
+#: where a source's own note says what hides its change: "noise 41.04% x k=3 = 123.1% hides a 5% change ...",
+#: "bimodal 4.621e-05/0.007171 (levels of 5 processes, 13177% apart): unmeasurable at 2%; ..." (zlops.stats.decide)
+_HIDES = (" hides a ", ": unmeasurable")
+
+
+def _what_hides(s: Comparison) -> str:
+    """What keeps source ``s`` from showing a change: an unmeasurable one's judge's words (its note up to
+    "hides a ..."); else its verdict, its noise and whether its line is past :data:`MAX_THRESHOLD_PCT`."""
+    lines = s.judgement.note.strip().splitlines()
+    note = lines[0] if lines else ""
+    ends = [at for at in (note.find(end) for end in _HIDES) if at > 0]
+    if s.verdict is Verdict.UNMEASURABLE and ends:
+        return note[:min(ends)]
+    f = s.judgement.figures
+    words = [s.verdict.label]
+    if f is not None and f.noise_pct is not None:
+        words.append(f"noise {f.noise_pct:.2f}%")
+    if s.judgement.threshold_pct is not None and _within_line(s.judgement.threshold_pct) is None:
+        words.append(f"threshold beyond {MAX_THRESHOLD_PCT:g}%")
+    return ", ".join(words)
+
+
+def _unmeasurable(names: str, culprits: Sequence[Comparison]) -> Judgement:
+    """A derived row no change could be seen on: ``unmeasurable``, no threshold, its note naming the sources
+    that make it so and what hides their change (never the threshold composed from theirs)."""
+    listed = ", ".join(f"({s.case} {s.metric}: {_what_hides(s)})" for s in culprits)
+    which = "its source is" if len(culprits) == 1 else "its sources are"
+    return Judgement(Verdict.UNMEASURABLE, None, None, None, f"follows {names}: unmeasurable: {which} {listed}")
 
 
 def _band(s: Comparison) -> tuple[float, float, str] | None:
@@ -249,7 +303,7 @@ def _bounded(c: Comparison, sources: list[tuple[Comparison, int]], names: str) -
         parts.append(f"{s.case} {s.verdict.label} {how}")
     threshold = max((s.judgement.threshold_pct or 0.0 for s in confirmed), default=0.0) or 2.0
     line = 1.0 + threshold / 100.0
-    if not (lo >= line or hi <= 1.0 / line) or not math.isfinite(own) or own <= 0:
+    if _within_line(threshold) is None or not (lo >= line or hi <= 1.0 / line) or not math.isfinite(own) or own <= 0:
         return None
     worse = (own > 1.0) == c.lower_is_better
     verdicts = {s.verdict for s in confirmed}
