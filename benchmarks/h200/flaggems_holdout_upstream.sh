@@ -25,7 +25,7 @@
 # unchanged Welford kernel once more over the first ROWS rows of [1024, 1024, 1024] reduced over dim 1).
 # VARIANT 7 is the seventh hold-out (tests/data/flaggems_h200/holdout7_2026-12-06/PROVENANCE.md): cos, gelu and
 # softmax, with A, B (README only) on master and the candidate ~3% slowdowns of the launch-bound cos (64, 64) as the
-# graph timer reads it on the branches k16, k24, k32, k48 and k64 (from B): holdout_patches/v7_W_cos_small.py TERMS
+# graph timer reads it on the branches k8, k10, k12, k16, k24, k32, k48 and k64 (from B): holdout_patches/v7_W_cos_small.py TERMS
 # (inputs of at most 65536 elements go through a new pointwise kernel that adds TERMS dependent FMAs per element).
 # VARIANT 3 is the third hold-out (tests/data/flaggems_h200/holdout3_2026-12-02/PROVENANCE.md): max, argmax and sub,
 # with A, B (README only), then on master
@@ -73,7 +73,7 @@ size_branches() {
 if [ "$VARIANT" = 7 ]; then
   size_branches k v7_W_cos_small.py \
     "cos: small tensors (<= 65536 elements) evaluate a %s-term Taylor series where |x| < 1 (injected regression)" \
-    16 24 32 48 64
+    8 10 12 16 24 32 48 64
 elif [ "$VARIANT" = 6 ]; then
   size_branches r v6_W_var_mean_wrapper.py \
     "var_mean: launch the Welford kernel once more over the first %s rows above 2**30 elements (injected regression)" \
@@ -137,7 +137,7 @@ PY
 git commit -q -am "mean: extra pass over N/50 rows above 2**28 elements (injected ~3% regression)"
 fi
 git log --format='%H %s' --all
-if [ "$VARIANT" = 7 ]; then git bundle create -q "$BUNDLE" master k16 k24 k32 k48 k64
+if [ "$VARIANT" = 7 ]; then git bundle create -q "$BUNDLE" master k8 k10 k12 k16 k24 k32 k48 k64
 elif [ "$VARIANT" = 6 ]; then git bundle create -q "$BUNDLE" master r262144 r393216 r524288 r655360
 elif [ "$VARIANT" = 5 ]; then git bundle create -q "$BUNDLE" master r65536 r131072 r196608 r393216 r524288
 elif [ "$VARIANT" = 4 ]; then git bundle create -q "$BUNDLE" master m8 m32 m64

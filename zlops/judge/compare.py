@@ -17,7 +17,7 @@ from typing import Any
 from zlops import metrics
 from zlops.identity import CaliberReport
 from zlops.judge.derived import follow_sources
-from zlops.judge.judges import DEVICE_MOVED_NOTE, JUDGES
+from zlops.judge.judges import DEVICE_MOVED_NOTE, JUDGES, ab_candidate
 from zlops.judge.setup import JudgingSetup
 from zlops.model import (
     TIMER_FELL_BACK,
@@ -159,6 +159,13 @@ def _judge_all(setup: JudgingSetup, pending: list[tuple[SeriesKey, CaseResult, B
     return out
 
 
+def _ab_candidate(judgement: Judgement, setup: JudgingSetup) -> bool:
+    """Whether tonight's row is one the A/B will be asked about though the nights did not call it a suspect
+    (:func:`zlops.judge.judges.ab_candidate` under the run's noise policy; never under the simple judge)."""
+    return setup.policy is not None and ab_candidate(judgement, setup.policy.potential_pct,
+                                                     setup.policy.measurable_target_pct)
+
+
 def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey, CaseResult],
                       baselines: dict[SeriesKey, BaselinePoint], newest_baseline_run: dict[str, str],
                       setup: JudgingSetup, inputs: JudgeInputs | None = None,
@@ -200,10 +207,14 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
         side = (head_summaries or {}).get(key) or Summary.of(res.samples)
         base = bases[key]
         ref = extra.before_pending.get(key)
-        if (judgement.verdict.awaiting_confirmation and ref is not None and base is not None
-                and ref.unit == res.unit):
-            # a suspect after unresolved suspect nights: its baseline (and its A/B's base) is the night before
-            # them, what it was judged against, not last night's commit (which may hold the change itself)
+        if ref is not None and base is not None and ref.unit == res.unit and (
+                judgement.verdict.awaiting_confirmation or _ab_candidate(judgement, setup)):
+            # a suspect, or an A/B candidate, after unresolved suspect nights: its baseline (and its A/B's base) is
+            # the night before them, what it was judged against, not last night's commit (which may hold the
+            # change itself). A candidate too: on the H100 (hold-out 7, cos 64x64 +2.9%) the night of the change
+            # left a suspect whose 5+5 A/B was fully apart but could not reach p < alpha, and the next night read
+            # +3.53% inside its 3.84% threshold ("unchanged", a candidate) with last night's commit, the change
+            # itself, as its base: an A/A that was skipped, and the change was never confirmed
             base = ref
         rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, base, side, judgement))
     for key in sorted(baselines):
