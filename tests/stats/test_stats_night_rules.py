@@ -137,3 +137,41 @@ def test_a_suspect_after_unresolved_suspect_nights_takes_the_night_before_them_a
                               newest_baseline_run={KEY[0]: "s1"}, setup=JudgingSetup("noise", Thresholds(), Policy()),
                               inputs=JudgeInputs(history=history, processes=processes, settled=frozenset(settled)))
     assert plain[0].base is not None and plain[0].base.sha == "S" * 40
+
+
+def test_an_ab_candidate_after_an_unresolved_suspect_night_takes_the_night_before_it_as_its_base() -> None:
+    """Live on an H100 (hold-out 7, the 10-term cos (64x64), ~+3%): the night of the change left a suspect whose
+    5+5 A/B was fully apart but could not reach p < alpha (inconclusive); the next night read +3.5% inside its
+    3.8% threshold, "unchanged" but beyond the 2% floor (an A/B candidate), with last night's commit, the change
+    itself, as its base: its A/B was skipped as an A/A and the change was never confirmed. A candidate after
+    unresolved suspect nights is A/B'd against the night before them, as a suspect is."""
+    from zlops.judge.compare import JudgeInputs, build_comparisons
+    from zlops.judge.judges import ab_candidate
+    from zlops.judge.setup import JudgingSetup
+    from zlops.model import BaselinePoint, CaseResult
+
+    quiet = [1.000, 1.013, 0.989, 1.011, 0.988, 1.012, 0.993]   # A's nights: ~1.2% apart
+    runs = [f"a{i}" for i in range(len(quiet))] + ["w1"]
+    frame = pd.DataFrame({"pool": KEY[0], "case": KEY[1], "metric": KEY[2], "run_key": runs,
+                          "sha": ["A" * 40] * len(quiet) + ["W" * 40], "unit": "ms", "n": 5,
+                          "median": [*quiet, 1.043]})
+    evidence = {("w1", *KEY): (Verdict.SUSPECT, None)}   # W's first night: an A/B that could not decide
+    before: dict = {}  # type: ignore[type-arg]
+    history, processes, settled = series_histories(frame, {KEY}, evidence=evidence, before_pending=before)
+    assert before[KEY].sha == "A" * 40
+    res = CaseResult(KEY[1], KEY[2], "ms", True, (1.0349, 1.0351, 1.035, 1.0348, 1.0352))
+    last = BaselinePoint("w1", "W" * 40, "ms", 1.043, 5)
+    policy = Policy()
+
+    def row(inputs: JudgeInputs) -> object:
+        (r,) = build_comparisons(suite="s", pools=[KEY[0]], head={KEY: res}, baselines={KEY: last},
+                                 newest_baseline_run={KEY[0]: "w1"},
+                                 setup=JudgingSetup("noise", Thresholds(), policy), inputs=inputs)
+        return r
+
+    r = row(JudgeInputs(history=history, processes=processes, settled=frozenset(settled), before_pending=before))
+    assert r.verdict is Verdict.UNCHANGED and r.judgement.threshold_pct > 3.5, r.judgement.note
+    assert ab_candidate(r.judgement, policy.potential_pct, policy.measurable_target_pct), r.judgement.note
+    assert r.base is not None and r.base.sha == "A" * 40    # the A/B asks W against A, not W against itself
+    plain = row(JudgeInputs(history=history, processes=processes, settled=frozenset(settled)))
+    assert plain.base is not None and plain.base.sha == "W" * 40
