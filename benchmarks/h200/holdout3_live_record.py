@@ -63,11 +63,13 @@ def kept_files(folder: Path) -> dict[str, bytes]:
             if f.suffix in rec.CACHE_KEEP and not f.name.startswith("__grp__")}
 
 
-def write_caches(rows: list[dict[str, str]], folders: dict[str, Path], art: Path,
-                 out: Path) -> dict[tuple[str, str], Path]:
+def write_caches(rows: list[dict[str, str]], folders: dict[str, Path], art: Path, out: Path,
+                 kept: dict[tuple[str, str], Path] | None = None) -> dict[tuple[str, str], Path]:
     """triton_cache/<label>/<key>/ for every kernel of the label's processes, unless a folder kept under another
-    label has the same files (the stand-in then finds it there); returns (label, key) -> kept folder."""
-    kept: dict[tuple[str, str], Path] = {}
+    label has the same files (the stand-in then finds it there); returns (label, key) -> kept folder. ``kept``: the
+    folders an earlier call kept from another home (``art``: the artifacts of the home these rows' processes are
+    in); a (label, key) already kept is not written again."""
+    kept = dict(kept or {})
     for label in sorted({r["label"] for r in rows}):
         mine = [r for r in rows if r["label"] == label]
         nightly = [folders[r["seq"]] / "triton_cache" for r in mine if r["kind"] == "night"]
