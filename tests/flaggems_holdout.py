@@ -42,6 +42,12 @@
   processes are the nine live nights' (A x 7 then W on one H100 machine, W again on a second; zlops c1f9eb3) and the
   finished runs of nights 8 and 9's A/Bs (both cut by the device calls' own time limits: 5 runs each), with their
   Triton caches.
+  ``HOLDOUT7_K10`` (tests/data/flaggems_h200/holdout7_2026-12-06/live_k10/, PROVENANCE.md there, "The 10-term
+  nights"): the same suite and upstream with W evaluating a 10-term series (+3.83% on ``cos/float16/(64x64)`` in
+  its ground truth). Its processes: lease 1's nine nights (A x 7, W, W on one H100; zlops 5412fc3) with night 8's
+  ten A/B runs, then lease 2's (another H100, zlops bb81910, begun from the home after night 8): its own night 9
+  with ten A/B runs (W against A) and night 10. In recording order, so a replay of nights 1-9 is served lease 1's
+  nightly shards and night 8's A/B runs first, lease 2's A/B runs where a side asks for more.
 
 Each commit's message carries ``Replay-Set: <label>``. ``replay_holdout.py`` stands in for ``python -m pytest
 benchmark/ -m <ops> --level core ...`` and writes what FlagGems writes (``result_<argv>.log`` in its working
@@ -382,6 +388,20 @@ HOLDOUT7 = Holdout(
     op_s={"cos": 12.475, "gelu": 7.975, "softmax": 7.975}, kernels=True, exit_codes=(1,),
     # the nights' own files (JSON, verdicts, env, the CLI output, reports): not processes to replay
     ignore=("*.md", "*.txt", "*.yaml", "nights.tsv", "json", "upstream", "reports"))
+
+# the 10-term W (tests/data/flaggems_h200/holdout7_2026-12-06/PROVENANCE.md, "The 10-term nights"): lease 1's nights
+# 1-9 and night 8's A/B runs, then lease 2's night 9 (its A/B: W against A) and night 10, one processes.tsv
+HOLDOUT7_K10 = replace(
+    HOLDOUT7, data=DATA7 / "live_k10", sources=DATA7 / "live_k10" / "upstream",
+    commits=(HOLDOUT7.commits[0],
+             Commit("W", "W", "W", "cos: small tensors (<= 65536 elements) evaluate a 10-term Taylor series where "
+                                   "|x| < 1 (injected regression)")),
+    # per-op test time, used only where an A/B side outruns its recorded runs: cos the median pytest session of the
+    # twenty -m cos A/B runs (both leases), gelu + softmax the median pytest session of the nightly shards (all but
+    # lease 1's night 1, which compiled every kernel) less it, split evenly
+    # (tests/stats/test_h200_holdout7_k10_replay.py re-derives these)
+    op_s={"cos": 11.195, "gelu": 8.4625, "softmax": 8.4625},
+    ignore=(*HOLDOUT7.ignore, "lease2", "groundtruth"))
 
 # hold-out 1's names, as its tests import them
 OPS = HOLDOUT1.ops
