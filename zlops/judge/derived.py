@@ -27,7 +27,7 @@ Such a row carries no threshold of its own: composed from its sources' (on the C
 timing on 448% noise gave its efficiency "threshold 70112713%") it is a number no change could ever reach. A
 campaign row with an unmeasurable source, or whose composed threshold is not finite or beyond
 :data:`MAX_THRESHOLD_PCT`, is ``unmeasurable`` and its note names the sources and what hides their change
-("unmeasurable: its source is (allreduce/1MiB/p1/ring/ring execute_s: noise 448.68% x k=3 = 1346.0%)");
+("unmeasurable: its source is (allreduce/1MiB/p1/ring/ring execute_s: noise 448.68% x k=3: threshold 70112713%)");
 a row that follows one source never shows a threshold beyond that line either.
 
 A reference implementation's own timing (FlagGems ``latency_base``) is not derived: it keeps its own verdict.
@@ -227,7 +227,7 @@ def _combined(c: Comparison, sources: list[tuple[Comparison, int]]) -> Judgement
     return Judgement(verdict, None, None, threshold, f"follows its sources: {parts}", figures=figures)
 
 
-#: where a source's own note says what hides its change: "noise 41.04% x k=3 = 123.1% hides a 5% change ...",
+#: where a source's own note says what hides its change: "noise 41.04% x k=3: threshold 242.53% hides a 5% change ...",
 #: "bimodal 4.621e-05/0.007171 (levels of 5 processes, 13177% apart): unmeasurable at 2%; ..." (zlops.stats.decide)
 _HIDES = (" hides a ", ": unmeasurable")
 

@@ -289,9 +289,17 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
         return result(State.SUSPECT_IMPROVED, text, **figures)
     if not measurable:
         return result(State.UNMEASURABLE,
-                      f"noise {noise.sigma_pct:.2f}% x k={pol.k:g} = {pol.k * noise.sigma_pct:.1f}% hides a "
-                      f"{pol.measurable_target_pct:g}% change (change tonight {change_text(change, worse)})", **figures)
+                      hides_text(noise.sigma_pct, pol, threshold, change_text(change, worse)), **figures)
     return result(State.UNCHANGED, text, **figures)
+
+
+def hides_text(sigma_pct: float, pol: Policy, threshold_pct: float, moved: str) -> str:
+    """The note of a night its noise leaves unmeasurable, naming the threshold the row carries: k x the noise on the
+    log scale, as a ratio (:func:`zlops.stats.noise.ratio_threshold_pct`), so the number beside it is the number
+    it derives (it said "noise 448.68% x k=3 = 1346.0%" beside a threshold of 70112713%: exp(3 x 4.4868) - 1)."""
+    line = f"{threshold_pct:.0f}%" if threshold_pct >= 1000 else f"{threshold_pct:.2f}%"
+    return (f"noise {sigma_pct:.2f}% x k={pol.k:g}: threshold {line} hides a {pol.measurable_target_pct:g}% change "
+            f"(change tonight {moved})")
 
 
 #: how far beyond its threshold an unmeasurable series must move to become a suspect (judge_night), as a

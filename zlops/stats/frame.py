@@ -26,7 +26,15 @@ import numpy as np
 from scipy.special import ndtri
 
 from zlops.model import change_text
-from zlops.stats.decide import UNMEASURABLE_FACTOR, Policy, State, nights_text, pending_text, telemetry_problem
+from zlops.stats.decide import (
+    UNMEASURABLE_FACTOR,
+    Policy,
+    State,
+    hides_text,
+    nights_text,
+    pending_text,
+    telemetry_problem,
+)
 from zlops.stats.noise import MEDIAN_SE_FACTOR
 
 
@@ -140,8 +148,7 @@ def _night_text(s: dict[str, np.ndarray], i: int, pol: Policy) -> tuple[str, str
     ref_text = f"median of {c} night{'s' if c != 1 else ''}"
     sigma, moved = float(s["sigma"][i]), change_text(float(s["change"][i]), float(s["worse"][i]))
     if s["state"][i] == State.UNMEASURABLE.value:
-        return ref_text, (f"noise {sigma:.2f}% x k={pol.k:g} = {pol.k * sigma:.1f}% hides a "
-                          f"{pol.measurable_target_pct:g}% change (change tonight {moved})")
+        return ref_text, hides_text(sigma, pol, float(s["threshold"][i]), moved)
     basis = (f"noise {sigma:.2f}% over {c} nights" if s["enough"][i] else
              f"provisional: {c} nights < {pol.min_nights}, noise {sigma:.2f}%")
     return ref_text, f"{moved} vs {ref_text}; threshold {float(s['threshold'][i]):.2f}% ({basis})"
