@@ -121,3 +121,18 @@ def test_a_walk_over_random_series_finds_no_direction_contradiction() -> None:
     assert any("hides a" in n for n in notes)
     bad = [(c, n) for n in notes for c in contradictions(n)]
     assert bad == []
+
+
+@pytest.mark.parametrize("spread", [0.1, 3.0])
+def test_the_unmeasurable_note_names_the_threshold_the_row_carries(spread: float) -> None:
+    """The noise is a spread of logs, so the threshold k x it is a ratio: exp(k sigma) - 1. The note said
+    "noise 448.68% x k=3 = 1346.0%" (k x sigma in plain percent) beside a threshold of 70112713% on the recorded gloo
+    run 7; it now names the row's own threshold, whatever the noise (10% here, and a factor ~20 between nights)."""
+    history = [float(v) ** (1 + spread) for v in NOISY]
+    night = judge_night(history, [1.0] * 5, lower_is_better=True)
+    assert night.state is State.UNMEASURABLE and night.threshold_pct is not None
+    shown = re.search(r"x k=3: threshold ([0-9.]+)% hides", night.reason)
+    assert shown is not None, night.reason
+    assert float(shown.group(1)) == pytest.approx(night.threshold_pct, rel=1e-3, abs=0.006)
+    [fv] = judge_many([history], [[1.0] * 5], [True], policy=Policy())   # None: left to the per-series judge
+    assert (fv is None) == (spread > 1.0) and (fv is None or fv.reason == night.reason)
