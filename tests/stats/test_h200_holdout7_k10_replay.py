@@ -235,6 +235,17 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
     return Replayed(nights, alerts, covs, table, dict(up.shas))
 
 
+def _load_note(r: Replayed) -> str:
+    """Why night 8's A/B may not have run in a replay: live it was estimated at 294 s of its 300 s budget, so the
+    scaled estimate (from tonight's shard as zlops timed it, its own unscaled work included) sits 1% under the scaled
+    budget on a quiet 2-core host; on a loaded one it passes it and the A/B is skipped for its cost."""
+    ab = r.nights[FIRST_W].ab
+    if ab.get("runs"):
+        return ""
+    return (f"\nnight 8's A/B did not run ({ab.get('stopped')}): its live estimate was 294 s of 300, so zlops' own "
+            "unscaled work on a loaded host tips the scaled estimate past the scaled budget; run it on a quiet host")
+
+
 def _changed(n: Night, case: str, metric: str) -> bool:
     return n.label == "W" and case == SLOWED and metric in HOLDOUT7_K10.slowed_metrics
 
@@ -270,7 +281,7 @@ def test_the_replay_decides_night_8_as_the_live_night_did(replayed: Replayed) ->
     assert _counts(n) == _record(8)["verdict_counts"], replayed.table
     procs = {p["log"]: p for p in _processes()}
     served = [(procs[s["log"]]["lease"], procs[s["log"]]["night"]) for s in n.served if s["where"] == "ab"]
-    assert served == [("1", "8")] * n.ab["runs"] and n.ab["runs"] >= 8, replayed.table
+    assert served == [("1", "8")] * n.ab["runs"] and n.ab["runs"] >= 8, replayed.table + _load_note(replayed)
     assert (n.ab["outcomes"], n.ab["stopped"]) == ({"inconclusive": 1}, "budget (15 s) spent"), replayed.table
     row = n.comparisons[(SLOWED, "latency")]
     assert row.verdict is Verdict.SUSPECT, replayed.table
@@ -307,7 +318,7 @@ def test_the_change_is_confirmed_by_w_s_second_night_by_an_ab_that_ran(replayed:
         by_ab = fig is not None and fig.reference_label.startswith("A/B base ")
         if row.verdict in CONFIRMED and by_ab and "confirmed by A/B" in row.judgement.note and n.ab.get("runs", 0):
             hits.append(n)
-    assert hits, replayed.table
+    assert hits, replayed.table + _load_note(replayed)
     n = hits[0]
     fig = n.comparisons[(SLOWED, "latency")].figures
     assert fig.reference_label.startswith(f"A/B base {replayed.shas['A'][:7]}"), replayed.table   # against A
