@@ -19,15 +19,25 @@ from pathlib import Path
 
 ANNOUNCED = ("potential", "regression", "severe", "improved")
 #: per planted slowdown (the subject's first word): the series it moves (the slowed shard's time, wall time and
-#: bandwidth, its efficiency and its ratio); runs 1-3 slowed tree/nccl at P=2, run 7 (the hold-out) ring/ring
+#: bandwidth, its efficiency and its ratio), ``{size}`` the run's size label; runs 1-3 slowed tree/nccl at P=2 (1 MiB),
+#: runs 7 (the hold-out, 1 MiB) and 8 (the same change at 4 MiB on a quiet host) ring/ring
 SLOWED = {
-    "tree:": [("allreduce/1MiB/p2/tree/nccl", "execute_s"), ("allreduce/1MiB/p2/tree/nccl", "wall_s"),
-              ("allreduce/1MiB/p2/tree/nccl", "bw_execute"), ("allreduce/1MiB/tree/nccl", "efficiency_p2"),
-              ("allreduce/1MiB/p2/tree", "ratio_nccl_over_ring")],
-    "ring:": [("allreduce/1MiB/p2/ring/ring", "execute_s"), ("allreduce/1MiB/p2/ring/ring", "wall_s"),
-              ("allreduce/1MiB/p2/ring/ring", "bw_execute"), ("allreduce/1MiB/ring/ring", "efficiency_p2"),
-              ("allreduce/1MiB/p2/ring", "ratio_nccl_over_ring")],
+    "tree:": [("allreduce/{size}/p2/tree/nccl", "execute_s"), ("allreduce/{size}/p2/tree/nccl", "wall_s"),
+              ("allreduce/{size}/p2/tree/nccl", "bw_execute"), ("allreduce/{size}/tree/nccl", "efficiency_p2"),
+              ("allreduce/{size}/p2/tree", "ratio_nccl_over_ring")],
+    "ring:": [("allreduce/{size}/p2/ring/ring", "execute_s"), ("allreduce/{size}/p2/ring/ring", "wall_s"),
+              ("allreduce/{size}/p2/ring/ring", "bw_execute"), ("allreduce/{size}/ring/ring", "efficiency_p2"),
+              ("allreduce/{size}/p2/ring", "ratio_nccl_over_ring")],
 }
+
+
+def size_label(run_dir: Path) -> str:
+    """The run's one grid size as the case names spell it (``1MiB``, ``4MiB``: zlops.campaign.plan.size_label)."""
+    [size] = json.loads((run_dir / "zlops.json").read_text())["suites"]["collectives"]["campaign"]["grid"]["sizes"]
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size % scale == 0:
+            return f"{size // scale}{unit}"
+    return f"{size}B"
 
 
 def _pct(x: float | None) -> str:
@@ -38,12 +48,15 @@ def summarize(data: Path) -> list[str]:
     out: list[str] = []
     for run_dir in sorted(p for p in data.glob("run*") if p.is_dir()):
         nights = json.loads((run_dir / "nights.json").read_text())
+        label = size_label(run_dir)
+        prefix = f"allreduce/{label}/"
         out.append(f"## {run_dir.name}")
         out.append("| night | commit | s | verdicts | announced | alerts | load before/after | "
                    "foreign CPU % (median, max) |")
         out.append("|---|---|---:|---|---|---|---|---|")
-        slowed_from, slowed = next((i, SLOWED[n["subject"].split()[0]]) for i, n in enumerate(nights)
-                                   if n["subject"].split()[0] in SLOWED)
+        slowed_from, slowed = next((i, [(case.format(size=label), metric)
+                                        for case, metric in SLOWED[n["subject"].split()[0]]])
+                                   for i, n in enumerate(nights) if n["subject"].split()[0] in SLOWED)
         for n in nights:
             counts = Counter(r["verdict"] for r in n["rows"])
             loud = [f"{r['case']} {r['metric']} {r['verdict']}" for r in n["rows"] if r["verdict"] in ANNOUNCED]
@@ -67,7 +80,7 @@ def summarize(data: Path) -> list[str]:
                 out.append(f"| {n['night']} | - | 0 | - | {ab.get('budget_s')} | - | {why} |")
                 continue
             off = (ab["seconds"] / ab["est_s"] - 1) * 100 if ab.get("est_s") else None
-            shards = ", ".join(s.replace("allreduce/1MiB/", "") for s in ab.get("shards", []))
+            shards = ", ".join(s.replace(prefix, "") for s in ab.get("shards", []))
             out.append(f"| {n['night']} | {shards} | {ab['runs']} ({ab.get('pairs')}) | {ab['seconds']:.0f} / "
                        f"{ab.get('est_s', 0):.0f} ({_pct(off)}) | {ab['budget_s']:.0f} | {ab.get('outcomes')} | "
                        f"{ab['stopped']} |")
@@ -83,7 +96,7 @@ def summarize(data: Path) -> list[str]:
                     continue
                 thr = f", threshold {r['threshold_pct']:.0f}%" if r.get("threshold_pct") else ""
                 cells.append(f"{r['verdict']} {_pct(r['change_pct'])}{thr}")
-            out.append(f"| {key[0].replace('allreduce/1MiB/', '')} {key[1]} | " + " | ".join(cells) + " |")
+            out.append(f"| {key[0].replace(prefix, '')} {key[1]} | " + " | ".join(cells) + " |")
         out.append("")
     return out
 

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from zlops.campaign import scaling
+from zlops.campaign.plan import size_label
 from zlops.config.settings import Config, NoiseConfig, parse_config
 from zlops.formats import parse_results
 from zlops.model import Verdict
@@ -37,25 +38,29 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "campaign_gloo_cpu_default
 RUNS = sorted(p.name for p in DATA.glob("run*") if p.is_dir())
 ANNOUNCED = {Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED}
 #: per planted slowdown (the commit's subject): the series it moves: the slowed shard's time, wall time and
-#: bandwidth, its efficiency and its ratio; the slowed shard's set-up includes one (slowed) all-reduce, so it may
-#: move too and is no false alarm if it does
+#: bandwidth, its efficiency and its ratio (``{size}``: the run's grid size, ``1MiB`` but for run 8's ``4MiB``); the
+#: slowed shard's set-up includes one (slowed) all-reduce, so it may move too and is no false alarm if it does
 SLOWDOWNS = {
     # runs 1-3: the nccl stack under the tree variant all-reduces a scratch copy once more at P > 1
     "tree: an extra scratch all_reduce on the multi-rank path": (
-        "allreduce/1MiB/p2/tree/nccl", ("allreduce/1MiB/tree/nccl", "efficiency_p2"),
-        ("allreduce/1MiB/p2/tree", "ratio_nccl_over_ring")),
+        "allreduce/{size}/p2/tree/nccl", ("allreduce/{size}/tree/nccl", "efficiency_p2"),
+        ("allreduce/{size}/p2/tree", "ratio_nccl_over_ring")),
     # run 7, the campaign hold-out (another stack, variant and change): the hand-written ring stack under the ring
-    # variant re-reduces an eighth of its buffer at P > 1; ring is the ratio's denominator
+    # variant re-reduces an eighth of its buffer at P > 1; ring is the ratio's denominator; run 8: the same change at
+    # 4 MiB on a quiet host, where the ground truth shows it
     "ring: re-reduce an eighth of the buffer as a checksum on the multi-rank path": (
-        "allreduce/1MiB/p2/ring/ring", ("allreduce/1MiB/ring/ring", "efficiency_p2"),
-        ("allreduce/1MiB/p2/ring", "ratio_nccl_over_ring")),
+        "allreduce/{size}/p2/ring/ring", ("allreduce/{size}/ring/ring", "efficiency_p2"),
+        ("allreduce/{size}/p2/ring", "ratio_nccl_over_ring")),
 }
 
 
 def _slowdown(run: str) -> tuple[str, set[tuple[str, str]], set[tuple[str, str]]]:
     """The run's planted slowdown: its subject, the series it moves and those that may move (its set-up too)."""
     [subject] = [n["subject"] for n in _nights(run) if n["subject"] in SLOWDOWNS]
-    shard, efficiency, ratio = SLOWDOWNS[subject]
+    [size] = json.loads((DATA / run / "zlops.json").read_text())["suites"]["collectives"]["campaign"]["grid"]["sizes"]
+    label = size_label(size)
+    shard, efficiency, ratio = (x.format(size=label) if isinstance(x, str) else (x[0].format(size=label), x[1])
+                                for x in SLOWDOWNS[subject])
     slowed = {(shard, "execute_s"), (shard, "wall_s"), (shard, "bw_execute"), efficiency, ratio}
     return subject, slowed, slowed | {(shard, "setup_s")}
 
