@@ -514,6 +514,12 @@ class Night:
     events: list[tuple[int, str, str, str, str, bool]] = field(default_factory=list)   # id, case, metric, kind, to
 
 
+#: zlops' own work around one replayed process (spawn, parse), which the replay does not scale: the error it adds to
+#: an A/B's projected and realised cost, at most about one run's worth (CI, hold-out 3's night 4: 15.15 s of a 15 s
+#: scaled budget; an estimate 0.3% past its 30%). The replays' budget and estimate checks allow it.
+UNSCALED_RUN_S = 0.3
+
+
 def replay_nights(tmp: Path, holdout: Holdout, names: tuple[str, ...], *, time_scale: float) -> tuple[Any, Any,
                                                                                                    HoldoutReplay,
                                                                                                    list[Night]]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flaggems_holdout import HOLDOUT3, Night, replay_nights
+from flaggems_holdout import HOLDOUT3, UNSCALED_RUN_S, Night, replay_nights
 from flaggems_replay import processes
 
 from zlops.alerts.lifecycle import AlertState
@@ -40,9 +40,6 @@ from zlops.model import Verdict
 NIGHTS = ["A", "D1", "D2", "D3", "D4", "D5", "W", "W", "W"]
 FIRST_W = NIGHTS.index("W")
 TIME_SCALE = float(os.environ.get("ZLOPS_HOLDOUT_TIME_SCALE", "0.05"))
-#: zlops' own work around one replayed run (spawn, parse), which the replay does not scale: the A/B budget's
-#: projection error it adds, at most one run's worth
-UNSCALED_RUN_S = 0.3
 SLOWED = HOLDOUT3.slowed_case
 LOUD = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
 CONFIRMED = {Verdict.REGRESSION, Verdict.SEVERE}

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flaggems_holdout import HOLDOUT7_K10, Night, replay_nights
+from flaggems_holdout import HOLDOUT7_K10, UNSCALED_RUN_S, Night, replay_nights
 from flaggems_replay import processes
 
 from zlops.alerts.lifecycle import AlertState
-from zlops.config.settings import ThresholdsConfig
+from zlops.config.settings import NoiseConfig, ThresholdsConfig
 from zlops.formats import flaggems_record
 from zlops.judge import coverage
 from zlops.model import Thresholds, Verdict
@@ -38,7 +38,10 @@ from zlops.model import Thresholds, Verdict
 NIGHTS = ("A",) * 7 + ("W", "W")
 FIRST_W = NIGHTS.index("W")      # index of W's first night (night 8)
 SIX = 7                          # night 7: six nights of history before it (nights 1-6), noise.min_nights = 6
-TIME_SCALE = float(os.environ.get("ZLOPS_HOLDOUT_TIME_SCALE", "0.05"))
+# 0.1, not the other replays' 0.05: live, night 8's A/B was estimated at 294 s of its 300 s budget, and the replay's
+# unscaled work per process (start-up, parsing) is a share of the scaled estimate that doubles at 0.05; beside four
+# busy processes it tipped the estimate past the budget and skipped the A/B
+TIME_SCALE = float(os.environ.get("ZLOPS_HOLDOUT_TIME_SCALE", "0.1"))
 SLOWED = HOLDOUT7_K10.slowed_case
 LOUD = {Verdict.IMPROVED, Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
 CONFIRMED = {Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE}
@@ -282,7 +285,8 @@ def test_the_replay_decides_night_8_as_the_live_night_did(replayed: Replayed) ->
     procs = {p["log"]: p for p in _processes()}
     served = [(procs[s["log"]]["lease"], procs[s["log"]]["night"]) for s in n.served if s["where"] == "ab"]
     assert served == [("1", "8")] * n.ab["runs"] and n.ab["runs"] >= 8, replayed.table + _load_note(replayed)
-    assert (n.ab["outcomes"], n.ab["stopped"]) == ({"inconclusive": 1}, "budget (15 s) spent"), replayed.table
+    budget = f"budget ({NoiseConfig().ab_budget_floor_s * TIME_SCALE:g} s) spent"
+    assert (n.ab["outcomes"], n.ab["stopped"]) == ({"inconclusive": 1}, budget), replayed.table
     row = n.comparisons[(SLOWED, "latency")]
     assert row.verdict is Verdict.SUSPECT, replayed.table
     if n.ab["runs"] == 10:
@@ -323,6 +327,6 @@ def test_the_change_is_confirmed_by_w_s_second_night_by_an_ab_that_ran(replayed:
     fig = n.comparisons[(SLOWED, "latency")].figures
     assert fig.reference_label.startswith(f"A/B base {replayed.shas['A'][:7]}"), replayed.table   # against A
     assert 2.9 <= fig.change_pct <= 3.9 and fig.ci_pct[0] > THRESHOLDS.potential_pct, replayed.table
-    assert float(n.ab["seconds"]) <= float(n.ab["budget_s"]), replayed.table
+    assert float(n.ab["seconds"]) <= float(n.ab["budget_s"]) + UNSCALED_RUN_S, replayed.table
     mine = [a for a in replayed.alerts if a.case == SLOWED]
     assert [(a.metric, a.state) for a in mine] == [("latency", AlertState.CONFIRMED)], replayed.table
