@@ -152,6 +152,31 @@ def processes(data: Path = DATA) -> list[dict[str, str]]:
     return [dict(zip(lines[0], row, strict=True)) for row in lines[1:]]
 
 
+def night_record(data: Path, night: int) -> dict[str, Any]:
+    """A live record's stored night (``json/night<N>-<label>.json``: verdicts, meta, alerts)."""
+    import json
+
+    (path,) = (data / "json").glob(f"night{night}-*.json")
+    return json.loads(path.read_text())
+
+
+def record_latency(path: Path, case: str) -> float:
+    """The latency FlagGems' record log of one recorded process gives ``case`` (one sample a case)."""
+    from zlops.formats import flaggems_record
+
+    (r,) = [r for r in flaggems_record.parse(path.read_text(), source=path.name)
+            if r.case == case and r.metric == "latency"]
+    return r.samples[0]
+
+
+def live_coverage(data: Path, night: int) -> tuple[int, int, int]:
+    """(counted, watched at 5%, watched at 2%) as a live night stored them (its run meta's coverage)."""
+    from zlops.judge import coverage
+
+    (c,) = coverage.from_meta(night_record(data, night)["meta"]["coverage"])
+    return c.total, c.high.watched, c.low.watched
+
+
 class FlaggemsReplay:
     """A git upstream on ``main`` with commits A, B, C (``.shas``) replaying the H200 recording."""
 

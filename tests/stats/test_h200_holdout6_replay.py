@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 from flaggems_holdout import DATA6, HOLDOUT6, UNSCALED_RUN_S, Night, replay_nights
-from flaggems_replay import processes
+from flaggems_replay import night_record, processes, record_latency
 
 from zlops.alerts.lifecycle import AlertState
 from zlops.config.settings import NoiseConfig, ThresholdsConfig
@@ -58,14 +58,11 @@ def _processes() -> list[dict[str, str]]:
 
 
 def _record(night: int) -> dict[str, Any]:
-    (path,) = (LIVE / "json").glob(f"night{night}-*.json")
-    return json.loads(path.read_text())
+    return night_record(LIVE, night)
 
 
 def _latency(path: Path, case: str = SLOWED) -> float:
-    (r,) = [r for r in flaggems_record.parse(path.read_text(), source=path.name)
-            if r.case == case and r.metric == "latency"]
-    return r.samples[0]
+    return record_latency(path, case)
 
 
 def _ground_truth(folder: Path) -> dict[str, list[float]]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from flaggems_holdout import DATA7, HOLDOUT7, UNSCALED_RUN_S, Night, replay_nights
-from flaggems_replay import processes
+from flaggems_replay import live_coverage, night_record, processes, record_latency
 
 from zlops.alerts.lifecycle import AlertState
 from zlops.config.settings import ThresholdsConfig
@@ -56,14 +56,11 @@ def _processes() -> list[dict[str, str]]:
 
 
 def _record(night: int) -> dict[str, Any]:
-    (path,) = (LIVE / "json").glob(f"night{night}-*.json")
-    return json.loads(path.read_text())
+    return night_record(LIVE, night)
 
 
 def _latency(path: Path, case: str = SLOWED) -> float:
-    (r,) = [r for r in flaggems_record.parse(path.read_text(), source=path.name)
-            if r.case == case and r.metric == "latency"]
-    return r.samples[0]
+    return record_latency(path, case)
 
 
 def _change(base: list[float], head: list[float]) -> float:
@@ -71,9 +68,7 @@ def _change(base: list[float], head: list[float]) -> float:
 
 
 def _live_coverage(night: int) -> tuple[int, int, int]:
-    """(counted, watched at 5%, watched at 2%) as the live night stored them (run meta)."""
-    (c,) = coverage.from_meta(_record(night)["meta"]["coverage"])
-    return c.total, c.high.watched, c.low.watched
+    return live_coverage(LIVE, night)
 
 
 # --- the record, as it came from the device (fast) -------------------------------------------------------------
