@@ -12,7 +12,7 @@ miss. Lease 2 (a fresh H100, zlops bb81910: an A/B candidate after unresolved su
 night before them) resumed the home after night 8 and ran its own night 9, whose A/B against A confirmed the change
 (+3.23%, CI [+3.16%, +3.53%]).
 
-The replay: lease 1's nights 1-9 through today's ``run_nightly`` at time scale 0.05, every A/B side served the
+The replay: lease 1's nights 1-9 through today's ``run_nightly`` at time scale 0.1, every A/B side served the
 recorded ``-m cos`` runs in recording order: night 8's ten on lease 1, then lease 2's night 9 ten.
 """
 
