@@ -94,3 +94,17 @@ def test_the_change_is_in_the_record_the_noise_came_from_night_1() -> None:
     assert min(tonight[5], tonight[6]) > 1.9 * statistics.median(ab_runs)
     assert min(tonight[5], tonight[6]) > max(tonight[2], tonight[3], tonight[4])
     assert tonight[1] > 0.07 and tonight[1] > 2.9 * max(tonight[2], tonight[3], tonight[4])
+
+
+def test_the_slowed_series_was_no_ab_candidate_its_ab_noise_hides_the_target() -> None:
+    """An unmeasurable series is still asked about in the A/B when its earlier A/Bs' runs could see a 5% change
+    (:func:`zlops.judge.judges.ab_candidate`); the slowed shard's A/B runs of the unchanged nights spread 26.14%
+    (``night<N>.comparisons.json``, the store's rows), 3 x that far above the 5% target: not a candidate."""
+    from zlops.judge.judges import AB_NOISE_K
+
+    for night in (5, 6):
+        rows = json.loads((RUN / f"night{night}.comparisons.json").read_text())["rows"]
+        [row] = [r for r in rows if (r["case"], r["metric"]) == (SHARD, "execute_s")]
+        assert row["verdict"] == "unmeasurable" and not row["figures"]["runs_head"]
+        assert round(row["figures"]["ab_noise_pct"], 2) == 26.14
+        assert AB_NOISE_K * row["figures"]["ab_noise_pct"] > 5.0

@@ -74,3 +74,17 @@ def test_one_false_alarm_a_set_up_series_through_the_level_shift_escape() -> Non
     for n in _nights():
         confirmed = [(a["case"], a["metric"]) for a in n["alerts"] if a["state"] not in ("new", "cleared")]
         assert confirmed == ([("allreduce/4MiB/p1/tree/nccl", "setup_s")] if n["night"] >= 4 else []), n["night"]
+
+
+def test_the_slowed_series_was_no_ab_candidate_its_ab_noise_hides_the_target() -> None:
+    """An unmeasurable series is still asked about in the A/B when its earlier A/Bs' runs could see a 5% change
+    (:func:`zlops.judge.judges.ab_candidate`); the slowed shard's A/B runs of the unchanged nights spread 17.82%
+    (``night<N>.comparisons.json``, the store's rows), 3 x that far above the 5% target: not a candidate."""
+    from zlops.judge.judges import AB_NOISE_K
+
+    for night in (5, 6):
+        rows = json.loads((RUN / f"night{night}.comparisons.json").read_text())["rows"]
+        [row] = [r for r in rows if (r["case"], r["metric"]) == (SHARD, "execute_s")]
+        assert row["verdict"] == "unmeasurable" and not row["figures"]["runs_head"]
+        assert round(row["figures"]["ab_noise_pct"], 2) == 17.82
+        assert AB_NOISE_K * row["figures"]["ab_noise_pct"] > 5.0
