@@ -325,7 +325,8 @@ def _confirm(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequen
         figures = dataclasses.replace(figures, modes=modes)
     if judgement.figures is not None and judgement.figures.ab_noise_pct is not None:
         figures = dataclasses.replace(figures, ab_noise_pct=judgement.figures.ab_noise_pct)
-    within = _within_levels(conf, modes, alpha=policy.alpha)
+    within = _within_levels(conf, modes, alpha=policy.alpha) or _within_ab_noise(
+        conf, figures.ab_noise_pct, alpha=policy.alpha, target_pct=policy.measurable_target_pct)
     if within and decision.state in (stats.State.REGRESSION, stats.State.SEVERE, stats.State.IMPROVED):
         # the series' processes settle on known levels and the A/B's change could be a reshuffle of its runs
         # between them: the level-shift rule (5+5 runs at p < 0.01) does not confirm it, the rank test must
@@ -359,6 +360,19 @@ def _within_levels(conf: Any, modes: Sequence[float], *, alpha: float) -> str:
     return (f"the change lies within the series' process levels ({'/'.join(f'{m:.4g}' for m in sorted(modes))}, "
             f"{gap:.0f}% apart): a reshuffle of its processes between them can make it, so only the rank test "
             f"(p < {alpha:g}, more pairs) confirms it")
+
+
+def _within_ab_noise(conf: Any, ab_noise_pct: float | None, *, alpha: float, target_pct: float) -> str:
+    """Why an A/B's confirmation may be a reshuffle of the series' process levels that its earlier A/Bs already
+    showed (empty when it may not): the rank test did not reach ``alpha`` (the few-run level-shift escape decided),
+    and the series' A/B noise (``figures.ab_noise_pct``, its earlier A/Bs' runs) is beyond what an A/B can see
+    (:data:`AB_NOISE_K` x it above ``target_pct``: the line :func:`ab_candidate` draws). Held out on the CPU gloo
+    campaign (runs 8 and 9, unchanged code): a P=1 ``wall_s`` whose earlier A/Bs spread 388% was "confirmed severe
+    +9709%" by 5+5 runs whose base all fell on the low of its two process levels, p=0.00794."""
+    if ab_noise_pct is None or conf.p_value is None or conf.p_value < alpha or AB_NOISE_K * ab_noise_pct <= target_pct:
+        return ""
+    return (f"the series' earlier A/Bs spread {ab_noise_pct:.2f}% (x {AB_NOISE_K:g} > the {target_pct:g}% target): "
+            f"its runs' levels can make this by chance, so only the rank test (p < {alpha:g}, more pairs) confirms it")
 
 
 def ab_can_still_decide(judgement: Judgement, base_runs: Sequence[float], head_runs: Sequence[float], *,
