@@ -551,3 +551,59 @@ def replay_nights(tmp: Path, holdout: Holdout, names: tuple[str, ...], *, time_s
                             dict((meta.get("ab") or {}).get("h200") or {}), served(state)[before:], kernels,
                             announced, events))
     return config, store, up, nights
+
+
+#: the verdicts a night announces (a change confirmed either way)
+LOUD_VALUES = frozenset({"improved", "potential", "regression", "severe"})
+
+
+def verdict_counts(n: Night) -> dict[str, int]:
+    """How many series of a replayed night got each verdict, as the live nights' JSON stores them."""
+    counts: dict[str, int] = {}
+    for v in n.verdicts.values():
+        counts[v.value] = counts.get(v.value, 0) + 1
+    return counts
+
+
+def replay_table(nights: list[Night], coverages: list[Any], alerts: list[Any], slowed_case: str) -> str:
+    """The table a hold-out replay prints: per night its verdict counts, loud verdicts, the A/B's run meta, the
+    coverage line, the slowed case's latency row and the A/B runs it was served; then every alert."""
+    from zlops.judge import coverage
+
+    out = []
+    for n, c in zip(nights, coverages, strict=True):
+        loud = [f"{c_} {m} {v.value}" for (c_, m), v in sorted(n.verdicts.items()) if v.value in LOUD_VALUES]
+        ab = {k: v for k, v in n.ab.items() if k in ("base", "runs", "pairs", "seconds", "est_s", "budget_s",
+                                                        "outcomes", "stopped")}
+        out.append(f"night {n.index} {n.label}: {dict(sorted(verdict_counts(n).items()))}; loud {loud or '-'}; A/B {ab}")
+        out.append(f"    {coverage.coverage_line(c)}")
+        row = n.comparisons.get((slowed_case, "latency"))
+        if row is not None:
+            out.append(f"    {slowed_case} latency: {row.verdict.value}: {row.judgement.note[:240]}")
+        ab_served = [s_["log"].split("/")[-1] for s_ in n.served if s_["where"] == "ab"]
+        if ab_served:
+            out.append(f"    A/B served: {' '.join(ab_served)}")
+    out += [f"alert #{a.id} {a.case} {a.metric} {a.state.value}" for a in alerts]
+    return "\n".join(out)
+
+
+def replay_with_coverage(tmp: Path, holdout: Holdout, names: tuple[str, ...], *, time_scale: float,
+                         thresholds: Any) -> tuple[Any, HoldoutReplay, list[Night], list[Any], list[Any], str]:
+    """:func:`replay_nights`, then each night's pool coverage at ``thresholds`` and the printed table (also written to
+    ``$ZLOPS_HOLDOUT_TABLE`` when set): ``(store, upstream, nights, alerts, coverages, table)``."""
+    import os
+
+    from zlops.judge import coverage
+
+    _config, store, up, nights = replay_nights(tmp, holdout, names, time_scale=time_scale)
+    alerts = list(store.alerts(suite="flaggems", states=None, limit=None))
+    covs = []
+    for n in nights:
+        (c,) = coverage.pool_coverage(n.comparisons.values(), thresholds)
+        covs.append(c)
+    table = replay_table(nights, covs, alerts, holdout.slowed_case)
+    print("\n" + table)
+    if out := os.environ.get("ZLOPS_HOLDOUT_TABLE"):
+        Path(out).write_text(table + "\n")
+    return store, up, nights, alerts, covs, table
+

@@ -18,28 +18,23 @@ from __future__ import annotations
 
 import json
 import statistics
-from functools import cache
-from pathlib import Path
 from typing import Any
+
+from gloo_record import ANNOUNCED, DATA, nights, ring_eighth_series, row
 
 from zlops.model import Verdict
 
-RUN = Path(__file__).resolve().parents[1] / "data" / "campaign_gloo_cpu_defaults" / "run8"
-ANNOUNCED = {Verdict.POTENTIAL, Verdict.REGRESSION, Verdict.SEVERE, Verdict.IMPROVED}
+RUN = DATA / "run8"
 SHARD = "allreduce/4MiB/p2/ring/ring"
-SLOWED = [(SHARD, "execute_s"), (SHARD, "wall_s"), (SHARD, "bw_execute"), ("allreduce/4MiB/ring/ring", "efficiency_p2"),
-          ("allreduce/4MiB/p2/ring", "ratio_nccl_over_ring")]
+SLOWED = ring_eighth_series("4MiB")
 
 
-@cache
 def _nights() -> list[dict[str, Any]]:
-    return json.loads((RUN / "nights.json").read_text())
+    return nights("run8")
 
 
 def _row(night: int, case: str, metric: str) -> dict[str, Any]:
-    [row] = [r for n in _nights() if n["night"] == night for r in n["rows"]
-             if (r["case"], r["metric"]) == (case, metric)]
-    return row
+    return row("run8", night, case, metric)
 
 
 def test_run8_is_the_hold_out_at_4_mib_under_the_production_defaults() -> None:

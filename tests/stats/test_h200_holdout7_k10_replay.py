@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flaggems_holdout import HOLDOUT7_K10, UNSCALED_RUN_S, Night, replay_nights
+from flaggems_holdout import HOLDOUT7_K10, UNSCALED_RUN_S, Night, replay_with_coverage, verdict_counts
 from flaggems_replay import live_coverage, night_record, processes, record_latency
 
 from zlops.alerts.lifecycle import AlertState
@@ -191,45 +191,10 @@ class Replayed:
     shas: dict[str, str]                  # the replay upstream's commits by name
 
 
-def _counts(n: Night) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for v in n.verdicts.values():
-        counts[v.value] = counts.get(v.value, 0) + 1
-    return counts
-
-
-def _table(nights: list[Night], covs: list[coverage.Coverage], alerts: list[Any]) -> str:
-    out = []
-    for n, c in zip(nights, covs, strict=True):
-        loud = [f"{c_} {m} {v.value}" for (c_, m), v in sorted(n.verdicts.items()) if v in LOUD]
-        ab = {k: v for k, v in n.ab.items() if k in ("base", "runs", "pairs", "seconds", "est_s", "budget_s",
-                                                        "outcomes", "stopped")}
-        out.append(f"night {n.index} {n.label}: {dict(sorted(_counts(n).items()))}; loud {loud or '-'}; A/B {ab}")
-        out.append(f"    {coverage.coverage_line(c)}")
-        row = n.comparisons.get((SLOWED, "latency"))
-        if row is not None:
-            out.append(f"    {SLOWED} latency: {row.verdict.value}: {row.judgement.note[:240]}")
-        ab_served = [s["log"].split("/")[-1] for s in n.served if s["where"] == "ab"]
-        if ab_served:
-            out.append(f"    A/B served: {' '.join(ab_served)}")
-    out += [f"alert #{a.id} {a.case} {a.metric} {a.state.value}" for a in alerts]
-    return "\n".join(out)
-
-
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
-    tmp = tmp_path_factory.mktemp("holdout7_k10")
-    _config, store, up, nights = replay_nights(tmp, HOLDOUT7_K10, NIGHTS, time_scale=TIME_SCALE)
-    alerts = list(store.alerts(suite="flaggems", states=None, limit=None))
-    covs = []
-    for n in nights:
-        (c,) = coverage.pool_coverage(n.comparisons.values(), THRESHOLDS)
-        covs.append(c)
-    table = _table(nights, covs, alerts)
-    print("\n" + table)
-    out = os.environ.get("ZLOPS_HOLDOUT_TABLE")
-    if out:
-        Path(out).write_text(table + "\n")
+    _store, up, nights, alerts, covs, table = replay_with_coverage(
+        tmp_path_factory.mktemp("holdout7_k10"), HOLDOUT7_K10, NIGHTS, time_scale=TIME_SCALE, thresholds=THRESHOLDS)
     return Replayed(nights, alerts, covs, table, dict(up.shas))
 
 
@@ -255,7 +220,7 @@ def test_the_replay_decides_nights_1_to_7_as_the_live_nights_did(replayed: Repla
     night 7 29/30 watched at 5%, 26/30 at 2%; each night is served its own shard."""
     procs = {p["log"]: p for p in _processes()}
     for n in replayed.nights[:SIX]:
-        assert _counts(n) == _record(n.index)["verdict_counts"], (n.index, replayed.table)
+        assert verdict_counts(n) == _record(n.index)["verdict_counts"], (n.index, replayed.table)
         nightly = [s for s in n.served if s["where"] == "night"]
         assert len(nightly) == 1 and procs[nightly[0]["log"]]["night"] == str(n.index), n.index
         assert procs[nightly[0]["log"]]["lease"] == "1"
@@ -276,7 +241,7 @@ def test_the_replay_decides_night_8_as_the_live_night_did(replayed: Replayed) ->
     spends the budget and leaves cos (64x64) latency a suspect, inconclusive; at 10 runs (as live, and as on a quiet
     host) with the live figures: +2.89%, CI [+1.83%, +4.95%]."""
     n = replayed.nights[FIRST_W]
-    assert _counts(n) == _record(8)["verdict_counts"], replayed.table
+    assert verdict_counts(n) == _record(8)["verdict_counts"], replayed.table
     procs = {p["log"]: p for p in _processes()}
     served = [(procs[s["log"]]["lease"], procs[s["log"]]["night"]) for s in n.served if s["where"] == "ab"]
     assert served == [("1", "8")] * n.ab["runs"] and n.ab["runs"] >= 8, replayed.table + _load_note(replayed)

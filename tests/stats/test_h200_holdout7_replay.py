@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flaggems_holdout import DATA7, HOLDOUT7, UNSCALED_RUN_S, Night, replay_nights
+from flaggems_holdout import DATA7, HOLDOUT7, UNSCALED_RUN_S, Night, replay_with_coverage
 from flaggems_replay import live_coverage, night_record, processes, record_latency
 
 from zlops.alerts.lifecycle import AlertState
@@ -190,38 +190,10 @@ class Replayed:
     table: str
 
 
-def _table(nights: list[Night], covs: list[coverage.Coverage], alerts: list[Any]) -> str:
-    out = []
-    for n, c in zip(nights, covs, strict=True):
-        counts: dict[str, int] = {}
-        for v in n.verdicts.values():
-            counts[v.value] = counts.get(v.value, 0) + 1
-        loud = [f"{c_} {m} {v.value}" for (c_, m), v in sorted(n.verdicts.items()) if v in LOUD]
-        ab = {k: v for k, v in n.ab.items() if k in ("runs", "pairs", "seconds", "est_s", "budget_s", "outcomes",
-                                                        "stopped")}
-        out.append(f"night {n.index} {n.label}: {dict(sorted(counts.items()))}; loud {loud or '-'}; A/B {ab}")
-        out.append(f"    {coverage.coverage_line(c)}")
-        row = n.comparisons.get((SLOWED, "latency"))
-        if row is not None:
-            out.append(f"    {SLOWED} latency: {row.verdict.value}: {row.judgement.note[:200]}")
-    out += [f"alert #{a.id} {a.case} {a.metric} {a.state.value}" for a in alerts]
-    return "\n".join(out)
-
-
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
-    tmp = tmp_path_factory.mktemp("holdout7")
-    _config, store, _up, nights = replay_nights(tmp, HOLDOUT7, NIGHTS, time_scale=TIME_SCALE)
-    alerts = list(store.alerts(suite="flaggems", states=None, limit=None))
-    covs = []
-    for n in nights:
-        (c,) = coverage.pool_coverage(n.comparisons.values(), THRESHOLDS)
-        covs.append(c)
-    table = _table(nights, covs, alerts)
-    print("\n" + table)
-    out = os.environ.get("ZLOPS_HOLDOUT_TABLE")
-    if out:
-        Path(out).write_text(table + "\n")
+    _store, _up, nights, alerts, covs, table = replay_with_coverage(
+        tmp_path_factory.mktemp("holdout7"), HOLDOUT7, NIGHTS, time_scale=TIME_SCALE, thresholds=THRESHOLDS)
     return Replayed(nights, alerts, covs, table)
 
 
