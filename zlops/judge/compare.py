@@ -211,10 +211,9 @@ def build_comparisons(*, suite: str, pools: Sequence[str], head: dict[SeriesKey,
                 judgement.verdict.awaiting_confirmation or _ab_candidate(judgement, setup)):
             # a suspect, or an A/B candidate, after unresolved suspect nights: its baseline (and its A/B's base) is
             # the night before them, what it was judged against, not last night's commit (which may hold the
-            # change itself). A candidate too: on the H100 (hold-out 7, cos 64x64 +2.9%) the night of the change
-            # left a suspect whose 5+5 A/B was fully apart but could not reach p < alpha, and the next night read
-            # +3.53% inside its 3.84% threshold ("unchanged", a candidate) with last night's commit, the change
-            # itself, as its base: an A/A that was skipped, and the change was never confirmed
+            # change itself). A candidate too: else the night after an inconclusive A/B, reading the change inside
+            # its threshold, A/Bs the change against itself, skips it as an A/A and never confirms it (hold-out 7's
+            # 10-term nights: docs/statistics.md, "a ~3% change on a launch-bound shape")
             base = ref
         rows.append(Comparison(suite, pool, case, metric, res.unit, res.lower_is_better, base, side, judgement))
     for key in sorted(baselines):

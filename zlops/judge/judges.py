@@ -366,9 +366,9 @@ def _within_ab_noise(conf: Any, ab_noise_pct: float | None, *, alpha: float, tar
     """Why an A/B's confirmation may be a reshuffle of the series' process levels that its earlier A/Bs already
     showed (empty when it may not): the rank test did not reach ``alpha`` (the few-run level-shift escape decided),
     and the series' A/B noise (``figures.ab_noise_pct``, its earlier A/Bs' runs) is beyond what an A/B can see
-    (:data:`AB_NOISE_K` x it above ``target_pct``: the line :func:`ab_candidate` draws). Held out on the CPU gloo
-    campaign (runs 8 and 9, unchanged code): a P=1 ``wall_s`` whose earlier A/Bs spread 388% was "confirmed severe
-    +9709%" by 5+5 runs whose base all fell on the low of its two process levels, p=0.00794."""
+    (:data:`AB_NOISE_K` x it above ``target_pct``: the line :func:`ab_candidate` draws). Found on unchanged code of
+    the gloo campaign, where 5+5 runs whose sides fell on a series' two process levels confirmed it severe
+    (docs/statistics.md, "a few-run A/B on a series whose earlier A/Bs spread wide")."""
     if ab_noise_pct is None or conf.p_value is None or conf.p_value < alpha or AB_NOISE_K * ab_noise_pct <= target_pct:
         return ""
     return (f"the series' earlier A/Bs spread {ab_noise_pct:.2f}% (x {AB_NOISE_K:g} > the {target_pct:g}% target): "

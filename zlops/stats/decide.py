@@ -296,7 +296,8 @@ def judge_night(history: Sequence[float], tonight: Sequence[float], baseline: Se
 def hides_text(sigma_pct: float, pol: Policy, threshold_pct: float, moved: str) -> str:
     """The note of a night its noise leaves unmeasurable, naming the threshold the row carries: k x the noise on the
     log scale, as a ratio (:func:`zlops.stats.noise.ratio_threshold_pct`), so the number beside it is the number
-    it derives (it said "noise 448.68% x k=3 = 1346.0%" beside a threshold of 70112713%: exp(3 x 4.4868) - 1)."""
+    it derives (k x the noise in plain percent stood beside a threshold of exp(k sigma) - 1, far apart for noisy
+    series)."""
     line = f"{threshold_pct:.0f}%" if threshold_pct >= 1000 else f"{threshold_pct:.2f}%"
     return (f"noise {sigma_pct:.2f}% x k={pol.k:g}: threshold {line} hides a {pol.measurable_target_pct:g}% change "
             f"(change tonight {moved})")
